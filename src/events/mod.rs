@@ -1,0 +1,120 @@
+//! Task updates as the A2A side sees them, and the queue that fans them out.
+//!
+//! Both producers — the sid bridge and the legacy server's domain-event feed — turn what they
+//! read into [`A2aEvent`]s and push them into an [`EventQueue`]; one SSE writer serves both.
+
+pub mod domain;
+pub mod queue;
+
+pub use queue::{Closed, EventQueue, Stored, Subscription};
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use crate::wire::sse;
+
+/// SSE event name of a status update.
+pub const TASK_STATUS_UPDATE: &str = "TaskStatusUpdateEvent";
+/// SSE event name of an artifact update.
+pub const TASK_ARTIFACT_UPDATE: &str = "TaskArtifactUpdateEvent";
+
+/// Members that are the frame's `id:`/`event:` lines or internal bookkeeping, never `params`.
+const RESERVED: [&str; 4] = ["event_id", "event_type", "timestamp", "plan_id"];
+
+/// Which of the two A2A update kinds an event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// `TaskStatusUpdateEvent` / `task/statusUpdate`.
+    Status,
+    /// `TaskArtifactUpdateEvent` / `task/artifactUpdate`.
+    Artifact,
+}
+
+impl EventKind {
+    /// The SSE `event:` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Status => TASK_STATUS_UPDATE,
+            EventKind::Artifact => TASK_ARTIFACT_UPDATE,
+        }
+    }
+
+    /// The JSON-RPC notification method.
+    pub fn method(self) -> &'static str {
+        match self {
+            EventKind::Status => "task/statusUpdate",
+            EventKind::Artifact => "task/artifactUpdate",
+        }
+    }
+
+    /// Parses an SSE event name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            TASK_STATUS_UPDATE => Some(EventKind::Status),
+            TASK_ARTIFACT_UPDATE => Some(EventKind::Artifact),
+            _ => None,
+        }
+    }
+}
+
+/// One task update.
+#[derive(Clone, Debug, PartialEq)]
+pub struct A2aEvent {
+    /// The SSE id; empty until a queue stamps its own.
+    pub event_id: String,
+    /// Status or artifact update.
+    pub event_type: EventKind,
+    /// The task (plan) the update belongs to.
+    pub plan_id: Option<String>,
+    /// The update's fields, copied into `params`.
+    pub data: Map<String, Value>,
+    /// RFC 3339 time the gateway saw the event.
+    pub timestamp: String,
+}
+
+impl A2aEvent {
+    /// An update stamped with the current time and no id yet.
+    pub fn new(kind: EventKind, plan_id: Option<String>, data: Map<String, Value>) -> Self {
+        A2aEvent {
+            event_id: String::new(),
+            event_type: kind,
+            plan_id,
+            data,
+            timestamp: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        }
+    }
+
+    /// Whether this update ends its task's stream (`final: true`).
+    pub fn is_final(&self) -> bool {
+        self.data.get("final").and_then(Value::as_bool) == Some(true)
+    }
+
+    /// The JSON-RPC notification carried in `data:`: `params` holds `taskId` (only when the event
+    /// has a plan id) and the event's own fields, none of the reserved ones.
+    pub fn notification(&self) -> Value {
+        let mut params: Map<String, Value> = self
+            .data
+            .iter()
+            .filter(|(k, _)| !RESERVED.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(plan) = &self.plan_id {
+            params.insert("taskId".into(), Value::from(plan.clone()));
+        }
+        let mut n = Map::new();
+        n.insert("jsonrpc".into(), Value::from("2.0"));
+        n.insert("method".into(), Value::from(self.event_type.method()));
+        n.insert("params".into(), Value::Object(params));
+        Value::Object(n)
+    }
+
+    /// The whole SSE frame.
+    pub fn to_sse(&self) -> Bytes {
+        let id = (!self.event_id.is_empty()).then_some(self.event_id.as_str());
+        sse::frame(
+            Some(self.event_type.name()),
+            id,
+            &self.notification().to_string(),
+        )
+    }
+}

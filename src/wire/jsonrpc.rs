@@ -1,0 +1,439 @@
+//! JSON-RPC 2.0 message types, kept to the letter of the specification.
+//!
+//! Ids keep the type the caller gave them (string, number or null). A request with no `id`
+//! member is a notification, which is not the same thing as a call with `"id": null`: the first
+//! gets no answer, the second does. `params` and `result` stay raw JSON text, so the gateway
+//! forwards them without building a tree.
+
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::{Number, Value};
+
+use super::{present, ValidationError};
+
+/// The only protocol version spoken.
+pub const VERSION: &str = "2.0";
+
+/// Error codes defined by the specification and by this gateway.
+pub mod code {
+    /// Invalid JSON was received.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON sent is not a valid Request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// The method does not exist or is not available.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal JSON-RPC error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The upstream refused or reset the connection.
+    pub const UPSTREAM_UNREACHABLE: i64 = -32050;
+    /// The upstream did not answer in time.
+    pub const UPSTREAM_TIMEOUT: i64 = -32051;
+    /// The upstream answered something that is not a valid envelope of its dialect.
+    pub const UPSTREAM_BAD_ENVELOPE: i64 = -32052;
+}
+
+/// A request id: string, number or null, kept exactly as the caller wrote it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    /// `"id": null` — a call, answered with `null`.
+    Null,
+    /// A number, integral or not, as written.
+    Number(Number),
+    /// A string.
+    String(String),
+}
+
+impl Id {
+    /// A fresh, unique string id.
+    pub fn fresh() -> Self {
+        Id::String(uuid::Uuid::new_v4().to_string())
+    }
+
+    /// The id as plain text, for upstreams (legacy `request_id`) that only know strings.
+    pub fn as_text(&self) -> Option<String> {
+        match self {
+            Id::Null => None,
+            Id::Number(n) => Some(n.to_string()),
+            Id::String(s) => Some(s.clone()),
+        }
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Self {
+        Id::String(s.to_owned())
+    }
+}
+
+impl From<i64> for Id {
+    fn from(n: i64) -> Self {
+        Id::Number(n.into())
+    }
+}
+
+/// A JSON-RPC 2.0 request or notification.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Method name; never empty.
+    pub method: String,
+    /// Structured parameters (object or array), kept as raw JSON.
+    pub params: Option<Box<RawValue>>,
+    /// `None` for a notification (no `id` member).
+    pub id: Option<Id>,
+}
+
+impl Request {
+    /// Starts a request for `method`; see [`RequestBuilder::build`] for the rules.
+    pub fn builder(method: impl Into<String>) -> RequestBuilder {
+        RequestBuilder {
+            jsonrpc: VERSION.to_owned(),
+            method: method.into(),
+            params: None,
+            id: None,
+            notification: false,
+        }
+    }
+
+    /// Always `"2.0"`: a request of any other version cannot be constructed.
+    pub fn jsonrpc(&self) -> &'static str {
+        VERSION
+    }
+
+    /// A notification has no `id` member and gets no response.
+    pub fn is_notification(&self) -> bool {
+        self.id.is_none()
+    }
+
+    /// `params` as text, `{}` when absent.
+    pub fn params_text(&self) -> &str {
+        self.params.as_deref().map_or("{}", RawValue::get)
+    }
+}
+
+impl Serialize for Request {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("jsonrpc", VERSION)?;
+        map.serialize_entry("method", &self.method)?;
+        if let Some(params) = &self.params {
+            map.serialize_entry("params", params)?;
+        }
+        if let Some(id) = &self.id {
+            map.serialize_entry("id", id)?;
+        }
+        map.end()
+    }
+}
+
+/// Builds a [`Request`], validating what the protocol demands.
+#[derive(Debug)]
+pub struct RequestBuilder {
+    jsonrpc: String,
+    method: String,
+    params: Option<Value>,
+    id: Option<Id>,
+    notification: bool,
+}
+
+impl RequestBuilder {
+    /// Sets the version string; anything but `"2.0"` fails at [`build`](Self::build).
+    pub fn jsonrpc(mut self, version: impl Into<String>) -> Self {
+        self.jsonrpc = version.into();
+        self
+    }
+
+    /// Sets structured params.
+    pub fn params(mut self, params: Value) -> Self {
+        self.params = Some(params);
+        self
+    }
+
+    /// Sets an explicit id.
+    pub fn id(mut self, id: impl Into<Id>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Makes the request a notification (no id member at all).
+    pub fn notification(mut self) -> Self {
+        self.notification = true;
+        self
+    }
+
+    /// Validates and builds; a call built without an id gets a fresh one.
+    pub fn build(self) -> Result<Request, ValidationError> {
+        if self.jsonrpc != VERSION {
+            return Err(ValidationError::WrongVersion(self.jsonrpc));
+        }
+        if self.method.is_empty() {
+            return Err(ValidationError::EmptyMethod);
+        }
+        let params = match self.params {
+            None => None,
+            Some(v @ (Value::Object(_) | Value::Array(_))) => Some(to_raw(&v)),
+            Some(_) => return Err(ValidationError::ParamsNotStructured),
+        };
+        let id = if self.notification {
+            None
+        } else {
+            Some(self.id.unwrap_or_else(Id::fresh))
+        };
+        Ok(Request {
+            method: self.method,
+            params,
+            id,
+        })
+    }
+}
+
+/// The error member of a response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// Integer error code.
+    pub code: i64,
+    /// Short description.
+    pub message: String,
+    /// Additional information.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error with no data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// Attaches data.
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// -32700: the body is not JSON.
+    pub fn parse_error(detail: impl std::fmt::Display) -> Self {
+        Self::new(code::PARSE_ERROR, format!("Parse error: {detail}"))
+    }
+
+    /// -32600: JSON, but not a valid Request object.
+    pub fn invalid_request(detail: impl std::fmt::Display) -> Self {
+        Self::new(code::INVALID_REQUEST, format!("Invalid Request: {detail}"))
+    }
+
+    /// -32601: nothing serves this method.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            code::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+}
+
+/// Whether a response carries a result or an error.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// Success; the raw result text (may be `null`).
+    Result(Box<RawValue>),
+    /// Failure.
+    Error(ErrorObject),
+}
+
+/// A JSON-RPC 2.0 response: exactly one of result and error, by construction.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(try_from = "ResponseWire")]
+pub struct Response {
+    /// The caller's id, or null when it could not be read.
+    pub id: Id,
+    /// Result or error.
+    pub outcome: Outcome,
+}
+
+impl Response {
+    /// A success response.
+    pub fn result(id: Id, result: Box<RawValue>) -> Self {
+        Response {
+            id,
+            outcome: Outcome::Result(result),
+        }
+    }
+
+    /// A success response from a JSON value.
+    pub fn result_value(id: Id, result: &Value) -> Self {
+        Self::result(id, to_raw(result))
+    }
+
+    /// An error response.
+    pub fn error(id: Id, error: ErrorObject) -> Self {
+        Response {
+            id,
+            outcome: Outcome::Error(error),
+        }
+    }
+
+    /// Builds a response from optional parts, as a deserialiser would: exactly one must be set.
+    pub fn from_parts(
+        id: Id,
+        result: Option<Value>,
+        error: Option<ErrorObject>,
+    ) -> Result<Self, ValidationError> {
+        match (result, error) {
+            (Some(r), None) => Ok(Self::result_value(id, &r)),
+            (None, Some(e)) => Ok(Self::error(id, e)),
+            _ => Err(ValidationError::ResultXorError),
+        }
+    }
+
+    /// Always `"2.0"`.
+    pub fn jsonrpc(&self) -> &'static str {
+        VERSION
+    }
+
+    /// The result, when the call succeeded.
+    pub fn result_raw(&self) -> Option<&RawValue> {
+        match &self.outcome {
+            Outcome::Result(r) => Some(r),
+            Outcome::Error(_) => None,
+        }
+    }
+
+    /// The error, when the call failed.
+    pub fn error_object(&self) -> Option<&ErrorObject> {
+        match &self.outcome {
+            Outcome::Result(_) => None,
+            Outcome::Error(e) => Some(e),
+        }
+    }
+}
+
+impl Serialize for Response {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("jsonrpc", VERSION)?;
+        match &self.outcome {
+            Outcome::Result(r) => map.serialize_entry("result", r)?,
+            Outcome::Error(e) => map.serialize_entry("error", e)?,
+        }
+        map.serialize_entry("id", &self.id)?;
+        map.end()
+    }
+}
+
+/// The loose shape a response is read through before its invariants are checked.
+#[derive(Deserialize)]
+struct ResponseWire {
+    jsonrpc: String,
+    id: Id,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<ErrorObject>,
+}
+
+impl TryFrom<ResponseWire> for Response {
+    type Error = ValidationError;
+
+    fn try_from(w: ResponseWire) -> Result<Self, Self::Error> {
+        if w.jsonrpc != VERSION {
+            return Err(ValidationError::WrongVersion(w.jsonrpc));
+        }
+        let outcome = match (w.result, w.error) {
+            (Some(r), None) => Outcome::Result(r),
+            (None, Some(e)) => Outcome::Error(e),
+            _ => return Err(ValidationError::ResultXorError),
+        };
+        Ok(Response { id: w.id, outcome })
+    }
+}
+
+/// Serialises a value we built ourselves into raw JSON text.
+pub fn to_raw(v: &Value) -> Box<RawValue> {
+    // A `Value` always serialises; the fallback is unreachable but keeps this total.
+    serde_json::value::to_raw_value(v)
+        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("null is JSON"))
+}
+
+/// Parses one JSON-RPC response body as an upstream sent it: a single response or a batch.
+pub fn parse_responses(body: &[u8]) -> Result<Vec<Response>, serde_json::Error> {
+    match first_byte(body) {
+        Some(b'[') => serde_json::from_slice(body),
+        _ => serde_json::from_slice(body).map(|r| vec![r]),
+    }
+}
+
+/// The first byte that is not JSON whitespace.
+pub(crate) fn first_byte(body: &[u8]) -> Option<u8> {
+    body.iter()
+        .copied()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn builder_rejects_empty_method_and_wrong_version() {
+        assert_eq!(
+            Request::builder("").build().unwrap_err(),
+            ValidationError::EmptyMethod
+        );
+        assert_eq!(
+            Request::builder("m").jsonrpc("1.0").build().unwrap_err(),
+            ValidationError::WrongVersion("1.0".into())
+        );
+    }
+
+    #[test]
+    fn builder_generates_distinct_ids_and_notifications_have_none() {
+        let a = Request::builder("m").build().unwrap();
+        let b = Request::builder("m").build().unwrap();
+        assert_ne!(a.id, b.id);
+        assert!(Request::builder("m")
+            .notification()
+            .build()
+            .unwrap()
+            .is_notification());
+    }
+
+    #[test]
+    fn response_serialises_exactly_one_member() {
+        let ok = Response::result_value(Id::from(1), &json!({"a": 1}));
+        assert_eq!(
+            serde_json::to_value(&ok).unwrap(),
+            json!({"jsonrpc": "2.0", "result": {"a": 1}, "id": 1})
+        );
+        let err = Response::error(Id::Null, ErrorObject::new(-32600, "x"));
+        assert_eq!(
+            serde_json::to_value(&err).unwrap(),
+            json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "x"}, "id": null})
+        );
+    }
+
+    #[test]
+    fn response_deserialise_checks_invariants() {
+        let both = br#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#;
+        assert!(serde_json::from_slice::<Response>(both).is_err());
+        let neither = br#"{"jsonrpc":"2.0","id":1}"#;
+        assert!(serde_json::from_slice::<Response>(neither).is_err());
+        let null_result = br#"{"jsonrpc":"2.0","id":1,"result":null}"#;
+        let r: Response = serde_json::from_slice(null_result).unwrap();
+        assert_eq!(r.result_raw().unwrap().get(), "null");
+    }
+
+    #[test]
+    fn ids_keep_their_type() {
+        for id in [json!(1), json!(-7), json!(1.5), json!("x"), json!(null)] {
+            let parsed: Id = serde_json::from_value(id.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&parsed).unwrap(), id);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Pure wire types and translations: no async, no I/O, no clocks.
+//!
+//! Everything the gateway says on a socket is shaped here, so it can be tested and benchmarked
+//! without one. Payloads the gateway never needs to read (`params`, `result`, `data`) are kept as
+//! [`serde_json::value::RawValue`] and copied through verbatim instead of being parsed into a tree.
+
+pub mod dialect;
+pub mod jsonrpc;
+pub mod legacy;
+pub mod raw;
+pub mod sse;
+pub mod translate;
+
+use serde::{Deserialize, Deserializer};
+
+/// A constructor was handed values the protocol forbids.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    /// JSON-RPC names its methods; an empty name cannot be routed.
+    #[error("method must be a non-empty string")]
+    EmptyMethod,
+    /// Only JSON-RPC 2.0 is spoken.
+    #[error("jsonrpc must be \"2.0\", got {0:?}")]
+    WrongVersion(String),
+    /// A JSON-RPC response holds exactly one of `result` and `error`.
+    #[error("a response must hold exactly one of result and error")]
+    ResultXorError,
+    /// `params` must be a structured value (object or array).
+    #[error("params must be an object or an array")]
+    ParamsNotStructured,
+}
+
+/// Deserialises a member that may be present with a `null` value as `Some(null-ish)`, so an
+/// absent member (`None` through `#[serde(default)]`) stays distinguishable from `null`.
+pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}

@@ -1,0 +1,48 @@
+//! The Gherkin features in `features/`, run as real cucumber steps under `cargo test`.
+//! Undefined or skipped steps fail the run.
+
+mod raw_steps;
+mod sse_steps;
+mod wire_steps;
+
+use std::sync::Arc;
+
+use cucumber::World as _;
+use serde_json::Value;
+use wiregate::events::domain::{Bridge, Delivery, DomainEvent};
+use wiregate::events::{A2aEvent, EventQueue};
+use wiregate::facade::Facade;
+use wiregate::wire::jsonrpc::{Request, Response};
+use wiregate::wire::raw::ServerMessage;
+use wiregate::wire::ValidationError;
+
+/// Everything a scenario may hold between its steps.
+#[derive(Debug, Default, cucumber::World)]
+pub struct World {
+    request: Option<Request>,
+    response: Option<Response>,
+    dict: Option<Value>,
+    validation: Option<Result<(), ValidationError>>,
+    facade: Option<Facade>,
+    event: Option<A2aEvent>,
+    sse: Option<String>,
+    keepalive: Option<String>,
+    queue: Option<Arc<EventQueue>>,
+    bus: Option<Vec<DomainEvent>>,
+    bridge: Option<Bridge>,
+    delivery: Option<Delivery>,
+    data_json: Option<Value>,
+    raw_line: Option<String>,
+    server_message: Option<ServerMessage>,
+    reserialised: Option<Value>,
+    marker: Option<Option<String>>,
+    transcript: Option<String>,
+}
+
+#[tokio::main]
+async fn main() {
+    World::cucumber()
+        .fail_on_skipped()
+        .run_and_exit("features")
+        .await;
+}
