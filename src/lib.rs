@@ -2,6 +2,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
+pub mod demo;
+pub mod error;
 pub mod events;
 pub mod facade;
+pub mod proxy;
+pub mod router;
+pub mod rpc;
+pub mod server;
+pub mod telemetry;
 pub mod wire;

@@ -1,5 +1,161 @@
-//! The `wiregate` command line.
+//! The `wiregate` command line: serve, check the configuration, or run the demo.
 
-fn main() {
-    eprintln!("wiregate: the server arrives with the gateway issue");
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use wiregate::config::{Config, Dialect, Route, Upstream};
+use wiregate::{demo, server};
+
+/// A protocol gateway: legacy agent envelope ⇄ JSON-RPC 2.0, and sid --raw ⇄ HTTP + SSE.
+#[derive(Parser, Debug)]
+#[command(name = "wiregate", version)]
+struct Cli {
+    /// Configuration file (default ./gateway.toml; built-in defaults when it is absent).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Serve with an embedded demo legacy upstream; needs no other file.
+    #[arg(long)]
+    demo: bool,
+    /// Override `server.listen`.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the effective configuration (secrets masked), or every error with its key path.
+    CheckConfig,
+}
+
+fn load(cli: &Cli) -> Result<Config, ExitCode> {
+    let (path, explicit) = match &cli.config {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from("gateway.toml"), false),
+    };
+    let loaded = if cli.demo && !explicit {
+        // The demo needs no file: defaults and the environment only.
+        Config::load(
+            std::path::Path::new("/nonexistent/wiregate-demo.toml"),
+            false,
+        )
+    } else {
+        Config::load(&path, explicit)
+    };
+    let mut config = loaded.map_err(|e| {
+        eprintln!("{e}");
+        ExitCode::from(2)
+    })?;
+    if let Some(l) = cli.listen {
+        config.server.listen = l;
+    }
+    Ok(config)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match load(&cli) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if let Some(Command::CheckConfig) = cli.command {
+        print!("{}", config.to_masked_toml());
+        return ExitCode::SUCCESS;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config, cli.demo)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wiregate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(mut config: Config, demo_mode: bool) -> std::io::Result<()> {
+    if demo_mode {
+        let (addr, _task) = demo::legacy_upstream(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        config.upstreams = vec![Upstream {
+            name: "demo-legacy".into(),
+            url: format!("http://{addr}/a2a"),
+            dialect: Dialect::Legacy,
+            timeout_ms: 1000,
+        }];
+        config.routes = vec![Route {
+            methods: vec!["*".into()],
+            upstream: "demo-legacy".into(),
+        }];
+    }
+    let running = server::serve(&config).await?;
+    let addr = running.addr;
+    tracing::info!(%addr, "wiregate listening");
+    if demo_mode {
+        print_demo(addr);
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down; finishing in-flight calls");
+    running
+        .shutdown(Duration::from_millis(config.server.shutdown_grace_ms))
+        .await;
+    Ok(())
+}
+
+fn print_demo(addr: SocketAddr) {
+    let h = "-H 'Content-Type: application/json'";
+    println!(
+        "wiregate demo listening on http://{addr}  (a demo legacy server answers behind it)\n"
+    );
+    println!("# a JSON-RPC 2.0 call, translated to the legacy envelope and back:");
+    println!(
+        "curl -s {h} http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"_cleveragents/plan/status\",\"params\":{{\"plan_id\":\"P1\"}}}}'\n"
+    );
+    println!("# a legacy NOT_FOUND error as JSON-RPC -32001:");
+    println!(
+        "curl -s {h} http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"_cleveragents/plan/status\",\"params\":{{\"plan_id\":\"nope\"}}}}'\n"
+    );
+    println!("# a batch with a notification, and a legacy client on the same endpoint:");
+    println!(
+        "curl -s {h} http://{addr}/rpc -d '[{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"echo\",\"params\":{{\"hi\":1}}}},{{\"jsonrpc\":\"2.0\",\"method\":\"echo\"}},{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session.create\"}}]'"
+    );
+    println!(
+        "curl -s {h} http://{addr}/rpc -d '{{\"a2a_version\":\"1.0\",\"request_id\":\"r1\",\"operation\":\"_cleveragents/health/check\",\"auth\":null}}'\n"
+    );
+    println!("# metrics:  curl -s http://{addr}/metrics | grep wiregate_");
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
 }

@@ -1,0 +1,303 @@
+//! Configuration: built-in defaults < `gateway.toml` < `WIREGATE_*` environment variables.
+//!
+//! Parsed once at start into plain structs and validated as a whole, so every mistake is
+//! reported at once with its key path. Nothing reads the environment after start.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The listening side.
+    pub server: Server,
+    /// Upstream servers, by name.
+    pub upstreams: Vec<Upstream>,
+    /// Method → upstream routes; first match wins.
+    pub routes: Vec<Route>,
+    /// Legacy-dialect behaviour.
+    pub legacy: Legacy,
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Server {
+    /// Address to listen on; loopback by default.
+    pub listen: SocketAddr,
+    /// Largest request body accepted (HTTP 413 beyond).
+    pub max_body_bytes: usize,
+    /// Largest upstream answer read (-32052 beyond).
+    pub max_upstream_body_bytes: usize,
+    /// Most calls of one batch forwarded at the same time.
+    pub max_batch_concurrency: usize,
+    /// How long in-flight calls get to finish on SIGINT/SIGTERM.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body_bytes: 1 << 20,
+            max_upstream_body_bytes: 16 << 20,
+            max_batch_concurrency: 32,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+/// The dialect an upstream speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// The legacy envelope.
+    Legacy,
+    /// JSON-RPC 2.0.
+    Jsonrpc,
+}
+
+impl Dialect {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Legacy => "legacy",
+            Dialect::Jsonrpc => "jsonrpc",
+        }
+    }
+}
+
+/// `[[upstreams]]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// Name routes refer to.
+    pub name: String,
+    /// `http://host:port/path`.
+    pub url: String,
+    /// Its dialect.
+    pub dialect: Dialect,
+    /// Per-call timeout.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+
+impl Upstream {
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+}
+
+/// `[[routes]]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Method globs (`*` any run of characters, `?` one character).
+    pub methods: Vec<String>,
+    /// Upstream name.
+    pub upstream: String,
+}
+
+/// `[legacy]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Legacy {
+    /// Send `Deprecation` on legacy-dialect answers.
+    pub deprecation: bool,
+    /// RFC 3339 date or time: `Sunset` on legacy-dialect answers.
+    pub sunset: String,
+    /// Overrides of the legacy → JSON-RPC error-code table.
+    pub error_codes: BTreeMap<String, i64>,
+}
+
+impl Legacy {
+    /// The `Sunset` instant, when one is configured and valid.
+    pub fn sunset_time(&self) -> Option<SystemTime> {
+        parse_date(&self.sunset)
+    }
+}
+
+fn parse_date(s: &str) -> Option<SystemTime> {
+    if s.is_empty() {
+        return None;
+    }
+    let full = if s.len() == 10 {
+        format!("{s}T00:00:00Z")
+    } else {
+        s.to_owned()
+    };
+    humantime::parse_rfc3339_weak(full.trim_end_matches('Z'))
+        .ok()
+        .or_else(|| humantime::parse_rfc3339(&full).ok())
+}
+
+/// One problem with the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// Dotted key path, e.g. `upstreams[0].url`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// Loading failed; every issue found is listed.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration:\n{}", .0.iter().map(|i| format!("  - {i}")).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigError(pub Vec<ConfigIssue>);
+
+impl Config {
+    /// Loads defaults, then `path` (required when `explicit`, optional otherwise), then the
+    /// process's `WIREGATE_*` variables (`__` separates keys).
+    pub fn load(path: &Path, explicit: bool) -> Result<Config, ConfigError> {
+        if explicit && !path.exists() {
+            return Err(ConfigError(vec![ConfigIssue {
+                key: "--config".into(),
+                message: format!("{} does not exist", path.display()),
+            }]));
+        }
+        let env_provider = Env::prefixed("WIREGATE_").split("__");
+        let figment = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::file(path))
+            .merge(env_provider);
+        let config: Config = figment.extract().map_err(|e| {
+            ConfigError(
+                e.into_iter()
+                    .map(|e| ConfigIssue {
+                        key: if e.path.is_empty() {
+                            "(root)".into()
+                        } else {
+                            e.path.join(".")
+                        },
+                        message: e.kind.to_string(),
+                    })
+                    .collect(),
+            )
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what types alone cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut issues = Vec::new();
+        let mut issue = |key: String, message: String| issues.push(ConfigIssue { key, message });
+        if self.server.max_body_bytes == 0 {
+            issue("server.max_body_bytes".into(), "must be positive".into());
+        }
+        if self.server.max_batch_concurrency == 0 {
+            issue(
+                "server.max_batch_concurrency".into(),
+                "must be positive".into(),
+            );
+        }
+        let mut names = HashSet::new();
+        for (i, u) in self.upstreams.iter().enumerate() {
+            if u.name.is_empty() {
+                issue(format!("upstreams[{i}].name"), "must not be empty".into());
+            } else if !names.insert(u.name.as_str()) {
+                issue(
+                    format!("upstreams[{i}].name"),
+                    format!("duplicate upstream name {:?}", u.name),
+                );
+            }
+            match u.url.parse::<axum::http::Uri>() {
+                Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {}
+                Ok(_) => issue(
+                    format!("upstreams[{i}].url"),
+                    "must be an http:// URL with a host".into(),
+                ),
+                Err(e) => issue(format!("upstreams[{i}].url"), e.to_string()),
+            }
+            if u.timeout_ms == 0 {
+                issue(
+                    format!("upstreams[{i}].timeout_ms"),
+                    "must be positive".into(),
+                );
+            }
+        }
+        for (i, r) in self.routes.iter().enumerate() {
+            if r.methods.is_empty() {
+                issue(
+                    format!("routes[{i}].methods"),
+                    "must name at least one method glob".into(),
+                );
+            }
+            if !names.contains(r.upstream.as_str()) {
+                issue(
+                    format!("routes[{i}].upstream"),
+                    format!("no upstream is named {:?}", r.upstream),
+                );
+            }
+        }
+        if !self.legacy.sunset.is_empty() && self.legacy.sunset_time().is_none() {
+            issue(
+                "legacy.sunset".into(),
+                format!("{:?} is not an RFC 3339 date", self.legacy.sunset),
+            );
+        }
+        match issues.is_empty() {
+            true => Ok(()),
+            false => Err(ConfigError(issues)),
+        }
+    }
+
+    /// The configuration as TOML, with credentials in upstream URLs masked.
+    pub fn to_masked_toml(&self) -> String {
+        let mut c = self.clone();
+        for u in &mut c.upstreams {
+            u.url = mask_userinfo(&u.url);
+        }
+        toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}"))
+    }
+}
+
+/// `http://user:pass@host/` → `http://user:***@host/`.
+fn mask_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***{}", &rest[at..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_passwords() {
+        assert_eq!(mask_userinfo("http://u:p@h:1/x"), "http://u:***@h:1/x");
+        assert_eq!(mask_userinfo("http://h:1/x@y"), "http://h:1/x@y");
+    }
+
+    #[test]
+    fn dates_parse() {
+        assert!(parse_date("2027-01-01").is_some());
+        assert!(parse_date("2027-01-01T00:00:00Z").is_some());
+        assert!(parse_date("soon").is_none());
+    }
+}

@@ -1,0 +1,95 @@
+//! Method → upstream routing by glob, first match wins.
+
+use crate::config::Route;
+
+/// Compiled routes.
+#[derive(Debug, Clone, Default)]
+pub struct Router {
+    routes: Vec<(Vec<String>, usize)>,
+}
+
+impl Router {
+    /// Routes resolved against the upstream names (validated config: every name exists).
+    pub fn new(routes: &[Route], upstream_names: &[&str]) -> Self {
+        Router {
+            routes: routes
+                .iter()
+                .filter_map(|r| {
+                    let idx = upstream_names.iter().position(|n| *n == r.upstream)?;
+                    Some((r.methods.clone(), idx))
+                })
+                .collect(),
+        }
+    }
+
+    /// The index of the upstream serving `method`, and the glob that matched it.
+    pub fn route(&self, method: &str) -> Option<(usize, &str)> {
+        self.routes.iter().find_map(|(globs, idx)| {
+            globs
+                .iter()
+                .find(|g| glob_match(g, method))
+                .map(|g| (*idx, g.as_str()))
+        })
+    }
+}
+
+/// `*` matches any run of characters (slashes and dots included), `?` exactly one.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(
+            "_cleveragents/plan/*",
+            "_cleveragents/plan/status"
+        ));
+        assert!(glob_match("session.*", "session.create"));
+        assert!(!glob_match("session.*", "sessions.create"));
+        assert!(glob_match("*", "anything/at.all"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "ac"));
+        assert!(glob_match("exact", "exact"));
+        assert!(!glob_match("exact", "exactly"));
+    }
+
+    #[test]
+    fn first_match_wins() {
+        let routes = vec![
+            Route {
+                methods: vec!["plan.get".into()],
+                upstream: "new".into(),
+            },
+            Route {
+                methods: vec!["plan.*".into()],
+                upstream: "old".into(),
+            },
+        ];
+        let r = Router::new(&routes, &["old", "new"]);
+        assert_eq!(r.route("plan.get").unwrap().0, 1);
+        assert_eq!(r.route("plan.list").unwrap().0, 0);
+        assert!(r.route("other").is_none());
+    }
+}

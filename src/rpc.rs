@@ -1,0 +1,374 @@
+//! `POST /rpc`: one body in either dialect → calls → one answer in the caller's dialect.
+//!
+//! Every call is brought to one pivot form ([`Call`]) whatever the client spoke, dispatched to a
+//! built-in method or to the routed upstream in that upstream's dialect, and its outcome is
+//! written back in the client's dialect. JSON-RPC's rules (ids restored, notifications silent,
+//! batches in order) hold whatever the upstream.
+
+use std::time::Instant;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use serde_json::value::RawValue;
+
+use crate::config::{Config, Dialect};
+use crate::error::GatewayError;
+use crate::facade::Facade;
+use crate::proxy::UpstreamClient;
+use crate::router::Router;
+use crate::telemetry::{self, CallLabels};
+use crate::wire::dialect::{self, Entry, Inbound, Message};
+use crate::wire::jsonrpc::{Id, Outcome, Request, Response};
+use crate::wire::legacy::{Auth, LegacyBody, LegacyRequest, LegacyResponse};
+use crate::wire::translate::{self, ErrorTable};
+
+/// The pivot form of one call, whatever dialect it arrived in.
+#[derive(Debug)]
+struct Call {
+    method: String,
+    params: Option<Box<RawValue>>,
+    /// The id sent upstream (legacy `request_id`, or the JSON-RPC id); never used for the answer.
+    upstream_id: String,
+    notification: bool,
+    auth: Option<Auth>,
+}
+
+/// A call's outcome in JSON-RPC terms, with what the upstream reported of its own time.
+#[derive(Debug)]
+struct Done {
+    outcome: Outcome,
+    timing_ms: Option<f64>,
+}
+
+/// The HTTP answer to one body.
+#[derive(Debug)]
+pub struct Reply {
+    /// Status.
+    pub status: StatusCode,
+    /// Extra headers (`Server-Timing`, `Deprecation`, `Sunset`).
+    pub headers: HeaderMap,
+    /// JSON body; `None` for 204.
+    pub body: Option<Bytes>,
+}
+
+/// The request-path state built from the configuration.
+#[derive(Debug)]
+pub struct Gateway {
+    facade: Facade,
+    router: Router,
+    upstreams: Vec<UpstreamClient>,
+    table: ErrorTable,
+    deprecation: bool,
+    sunset: Option<HeaderValue>,
+    batch_concurrency: usize,
+}
+
+impl Gateway {
+    /// Builds the gateway from a validated configuration.
+    pub fn new(config: &Config) -> Self {
+        let upstreams: Vec<UpstreamClient> = config
+            .upstreams
+            .iter()
+            .map(|u| UpstreamClient::new(u.clone(), config.server.max_upstream_body_bytes))
+            .collect();
+        let names: Vec<&str> = upstreams.iter().map(UpstreamClient::name).collect();
+        Gateway {
+            facade: Facade::new(),
+            router: Router::new(&config.routes, &names),
+            table: ErrorTable::with_overrides(&config.legacy.error_codes),
+            deprecation: config.legacy.deprecation,
+            sunset: config
+                .legacy
+                .sunset_time()
+                .and_then(|t| HeaderValue::from_str(&httpdate::fmt_http_date(t)).ok()),
+            batch_concurrency: config.server.max_batch_concurrency,
+            upstreams,
+        }
+    }
+
+    /// The configured upstreams.
+    pub fn upstreams(&self) -> &[UpstreamClient] {
+        &self.upstreams
+    }
+
+    /// Answers one request body. `authorization` is the caller's `Authorization` header.
+    pub async fn handle(&self, body: &[u8], authorization: Option<&str>) -> Reply {
+        match dialect::parse(body) {
+            Err(resp) => jsonrpc_reply(status_of(&resp), &resp),
+            Ok(Inbound::Legacy(Err(fault))) => self.legacy_reply(
+                StatusCode::BAD_REQUEST,
+                &LegacyResponse::error(fault.request_id, fault.error),
+                None,
+            ),
+            Ok(Inbound::Legacy(Ok(req))) => self.handle_legacy(req).await,
+            Ok(Inbound::JsonRpc(Message::Single(entry))) => {
+                let auth = authorization.and_then(Auth::from_header);
+                match self.handle_entry(entry, auth).await {
+                    None => empty_reply(),
+                    Some((status, resp, timing)) => {
+                        let mut reply = jsonrpc_reply(status, &resp);
+                        add_server_timing(&mut reply.headers, timing);
+                        reply
+                    }
+                }
+            }
+            Ok(Inbound::JsonRpc(Message::Batch(entries))) => {
+                let auth = authorization.and_then(Auth::from_header);
+                let answers: Vec<Response> = stream::iter(entries)
+                    .map(|e| self.handle_entry(e, auth.clone()))
+                    .buffered(self.batch_concurrency)
+                    .filter_map(|a| async move { a.map(|(_, r, _)| r) })
+                    .collect()
+                    .await;
+                match answers.is_empty() {
+                    true => empty_reply(),
+                    false => json_reply(StatusCode::OK, &answers),
+                }
+            }
+        }
+    }
+
+    /// One JSON-RPC entry: `None` for a notification (nothing to answer).
+    async fn handle_entry(
+        &self,
+        entry: Entry,
+        auth: Option<Auth>,
+    ) -> Option<(StatusCode, Response, Option<f64>)> {
+        let req: Request = match entry {
+            Ok(req) => req,
+            Err(resp) => return Some((status_of(&resp), resp, None)),
+        };
+        let id = req.id.clone();
+        let call = Call {
+            upstream_id: id
+                .as_ref()
+                .and_then(Id::as_text)
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            notification: id.is_none(),
+            method: req.method,
+            params: req.params,
+            auth,
+        };
+        let result = self.dispatch(call, "jsonrpc").await;
+        let id = id?;
+        Some(match result {
+            Ok(done) => (
+                StatusCode::OK,
+                Response {
+                    id,
+                    outcome: done.outcome,
+                },
+                done.timing_ms,
+            ),
+            Err(e) => (e.status(), Response::error(id, e.to_jsonrpc()), None),
+        })
+    }
+
+    async fn handle_legacy(&self, req: LegacyRequest) -> Reply {
+        let request_id = req.request_id.clone();
+        let call = Call {
+            method: req.operation,
+            params: Some(req.params),
+            upstream_id: req.request_id,
+            notification: false,
+            auth: req.auth,
+        };
+        match self.dispatch(call, "legacy").await {
+            Ok(done) => {
+                let resp = Response {
+                    id: Id::Null,
+                    outcome: done.outcome,
+                };
+                let mut legacy = translate::response_to_legacy(resp, request_id, &self.table);
+                legacy.timing_ms = done.timing_ms;
+                self.legacy_reply(StatusCode::OK, &legacy, done.timing_ms)
+            }
+            Err(e) => self.legacy_reply(
+                e.status(),
+                &LegacyResponse::error(request_id, e.to_legacy()),
+                None,
+            ),
+        }
+    }
+
+    /// Serves one call from a built-in method or the routed upstream, and records it.
+    async fn dispatch(
+        &self,
+        call: Call,
+        client_dialect: &'static str,
+    ) -> Result<Done, GatewayError> {
+        let started = Instant::now();
+        let method = call.method.clone();
+        let (upstream, result) = if self.facade.handles(&call.method) {
+            let req = Request {
+                method: call.method.clone(),
+                params: call.params,
+                id: Some(Id::Null),
+            };
+            let resp = self.facade.dispatch(&req);
+            (
+                "builtin",
+                Ok(Done {
+                    outcome: resp.outcome,
+                    timing_ms: None,
+                }),
+            )
+        } else if let Some((idx, _)) = self.router.route(&call.method) {
+            let up = &self.upstreams[idx];
+            let r = match up.dialect() {
+                Dialect::Legacy => self.to_legacy_upstream(up, call).await,
+                Dialect::Jsonrpc => self.to_jsonrpc_upstream(up, call).await,
+            };
+            if let Err(e) = &r {
+                telemetry::record_upstream_error(up.name(), e.kind());
+                tracing::warn!(upstream = up.name(), method = %method, error = %e, "upstream call failed");
+            }
+            (up.name(), r)
+        } else {
+            (
+                "none",
+                Err(GatewayError::MethodNotFound(call.method.clone())),
+            )
+        };
+        let outcome = match &result {
+            Ok(Done {
+                outcome: Outcome::Result(_),
+                ..
+            }) => "ok",
+            Ok(Done {
+                outcome: Outcome::Error(_),
+                ..
+            }) => "error",
+            Err(e) => e.kind(),
+        };
+        let elapsed = started.elapsed();
+        telemetry::record_call(
+            CallLabels {
+                client_dialect,
+                upstream,
+                method: &method,
+                outcome,
+            },
+            elapsed,
+        );
+        result
+    }
+
+    async fn to_legacy_upstream(
+        &self,
+        up: &UpstreamClient,
+        call: Call,
+    ) -> Result<Done, GatewayError> {
+        let req = Request {
+            method: call.method,
+            params: call.params,
+            id: None,
+        };
+        let legacy = translate::request_to_legacy(&req, call.upstream_id, call.auth)
+            .map_err(|e| GatewayError::InvalidParams(e.message))?;
+        let body = serde_json::to_vec(&legacy).expect("a legacy request always serialises");
+        let answer = up.post(Bytes::from(body), None).await?;
+        let resp: LegacyResponse = serde_json::from_slice(&answer.body)
+            .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
+        let timing_ms = resp.timing_ms;
+        let outcome = match resp.body {
+            LegacyBody::Success(data) => Outcome::Result(
+                data.unwrap_or_else(|| RawValue::from_string("null".into()).expect("null")),
+            ),
+            LegacyBody::Error(e) => Outcome::Error(translate::error_to_jsonrpc(&e, &self.table)),
+        };
+        Ok(Done { outcome, timing_ms })
+    }
+
+    async fn to_jsonrpc_upstream(
+        &self,
+        up: &UpstreamClient,
+        call: Call,
+    ) -> Result<Done, GatewayError> {
+        let req = Request {
+            method: call.method,
+            params: call.params,
+            id: (!call.notification).then_some(Id::String(call.upstream_id)),
+        };
+        let body = serde_json::to_vec(&req).expect("a request always serialises");
+        let authorization = call.auth.as_ref().and_then(Auth::to_header);
+        let answer = up.post(Bytes::from(body), authorization.as_deref()).await?;
+        if call.notification {
+            // Nothing is answered to a notification; the upstream's body, if any, is dropped.
+            return Ok(Done {
+                outcome: Outcome::Result(RawValue::from_string("null".into()).expect("null")),
+                timing_ms: None,
+            });
+        }
+        let resp: Response = serde_json::from_slice(&answer.body)
+            .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
+        Ok(Done {
+            outcome: resp.outcome,
+            timing_ms: None,
+        })
+    }
+
+    fn legacy_reply(
+        &self,
+        status: StatusCode,
+        resp: &LegacyResponse,
+        timing: Option<f64>,
+    ) -> Reply {
+        let mut reply = json_reply(status, resp);
+        add_server_timing(&mut reply.headers, timing);
+        if self.deprecation {
+            reply.headers.insert(
+                HeaderName::from_static("deprecation"),
+                HeaderValue::from_static("true"),
+            );
+        }
+        if let Some(s) = &self.sunset {
+            reply
+                .headers
+                .insert(HeaderName::from_static("sunset"), s.clone());
+        }
+        reply
+    }
+}
+
+/// The status a single JSON-RPC error response is sent with.
+fn status_of(resp: &Response) -> StatusCode {
+    match resp.error_object().map(|e| e.code) {
+        Some(
+            crate::wire::jsonrpc::code::PARSE_ERROR | crate::wire::jsonrpc::code::INVALID_REQUEST,
+        ) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+fn add_server_timing(headers: &mut HeaderMap, timing_ms: Option<f64>) {
+    if let Some(t) = timing_ms.filter(|t| t.is_finite() && *t >= 0.0) {
+        if let Ok(v) = HeaderValue::from_str(&format!("upstream;dur={t}")) {
+            headers.insert(HeaderName::from_static("server-timing"), v);
+        }
+    }
+}
+
+fn jsonrpc_reply(status: StatusCode, resp: &Response) -> Reply {
+    json_reply(status, resp)
+}
+
+fn json_reply<T: serde::Serialize>(status: StatusCode, body: &T) -> Reply {
+    Reply {
+        status,
+        headers: HeaderMap::new(),
+        body: Some(Bytes::from(
+            serde_json::to_vec(body).expect("wire types always serialise"),
+        )),
+    }
+}
+
+fn empty_reply() -> Reply {
+    Reply {
+        status: StatusCode::NO_CONTENT,
+        headers: HeaderMap::new(),
+        body: None,
+    }
+}

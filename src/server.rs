@@ -1,0 +1,232 @@
+//! HTTP routes and the listening socket; wiring only — the work is done by [`Gateway`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::error::GatewayError;
+use crate::rpc::{Gateway, Reply};
+use crate::telemetry;
+use crate::wire::dialect::{self, Inbound};
+use crate::wire::jsonrpc::{Id, Response as RpcResponse};
+use crate::wire::legacy::LegacyResponse;
+
+/// Shared state of the routes.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    gateway: Arc<Gateway>,
+    metrics: PrometheusHandle,
+    max_body: usize,
+}
+
+/// The router with every route of the HTTP contract.
+pub fn app(config: &Config) -> axum::Router {
+    let state = AppState {
+        gateway: Arc::new(Gateway::new(config)),
+        metrics: telemetry::install(),
+        max_body: config.server.max_body_bytes,
+    };
+    axum::Router::new()
+        .route("/rpc", post(rpc))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// A running gateway: its address and the means to stop it.
+#[derive(Debug)]
+pub struct Running {
+    /// The bound address (port 0 resolved).
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight calls finish, and waits (at most `grace`).
+    pub async fn shutdown(self, grace: Duration) {
+        let _ = self.stop.send(true);
+        let mut task = self.task;
+        if tokio::time::timeout(grace, &mut task).await.is_err() {
+            task.abort();
+        }
+    }
+}
+
+/// Binds `config.server.listen` and serves until stopped.
+pub async fn serve(config: &Config) -> std::io::Result<Running> {
+    let listener = TcpListener::bind(config.server.listen).await?;
+    let addr = listener.local_addr()?;
+    let router = app(config);
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok(Running { addr, stop, task })
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let started = Instant::now();
+    let request_id = headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let reply = if declared.is_some_and(|n| n > state.max_body) {
+        reject(
+            None,
+            GatewayError::PayloadTooLarge {
+                limit: state.max_body,
+            },
+        )
+    } else {
+        match axum::body::to_bytes(body, state.max_body).await {
+            Err(_) => reject(
+                None,
+                GatewayError::PayloadTooLarge {
+                    limit: state.max_body,
+                },
+            ),
+            Ok(bytes) if !is_json(&headers) => {
+                let ct = headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("(none)")
+                    .to_owned();
+                reject(Some(&bytes), GatewayError::UnsupportedMediaType(ct))
+            }
+            Ok(bytes) => {
+                let auth = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok());
+                state.gateway.handle(&bytes, auth).await
+            }
+        }
+    };
+    tracing::info!(
+        request_id = %request_id,
+        status = reply.status.as_u16(),
+        latency_us = started.elapsed().as_micros() as u64,
+        "rpc"
+    );
+    into_response(reply, &request_id)
+}
+
+/// A failure found before the body was parsed, in the caller's dialect when it can be told.
+fn reject(body: Option<&[u8]>, err: GatewayError) -> Reply {
+    let status = err.status();
+    let bytes = match body.map(dialect::parse) {
+        Some(Ok(Inbound::Legacy(parsed))) => {
+            let request_id = match parsed {
+                Ok(r) => r.request_id,
+                Err(f) => f.request_id,
+            };
+            serde_json::to_vec(&LegacyResponse::error(request_id, err.to_legacy()))
+        }
+        _ => serde_json::to_vec(&RpcResponse::error(Id::Null, err.to_jsonrpc())),
+    }
+    .expect("wire types always serialise");
+    Reply {
+        status,
+        headers: HeaderMap::new(),
+        body: Some(bytes.into()),
+    }
+}
+
+fn into_response(reply: Reply, request_id: &str) -> Response {
+    let mut resp = match reply.body {
+        Some(body) => (reply.status, body).into_response(),
+        None => reply.status.into_response(),
+    };
+    let h = resp.headers_mut();
+    if reply.status != StatusCode::NO_CONTENT {
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    h.extend(reply.headers);
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        h.insert("x-request-id", v);
+    }
+    resp
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    let ups = state.gateway.upstreams();
+    let checks = futures_util::future::join_all(ups.iter().map(|u| u.reachable())).await;
+    let report: serde_json::Map<String, serde_json::Value> = ups
+        .iter()
+        .zip(&checks)
+        .map(|(u, ok)| {
+            (
+                u.name().to_owned(),
+                json!(if *ok { "reachable" } else { "unreachable" }),
+            )
+        })
+        .collect();
+    let ready = checks.iter().all(|ok| *ok);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        axum::Json(json!({"ready": ready, "upstreams": report})),
+    )
+        .into_response()
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
