@@ -1,6 +1,10 @@
 //! The Gherkin features in `features/`, run as real cucumber steps under `cargo test`.
 //! Undefined or skipped steps fail the run.
 
+#[path = "../support/mod.rs"]
+mod support;
+
+mod migration_steps;
 mod raw_steps;
 mod sse_steps;
 mod wire_steps;
@@ -37,6 +41,9 @@ pub struct World {
     reserialised: Option<Value>,
     marker: Option<Option<String>>,
     transcript: Option<String>,
+    upstreams: Vec<(String, support::Listening, wiregate::config::Dialect)>,
+    gateway: Option<support::TestGateway>,
+    answer: Option<support::Answer>,
 }
 
 #[tokio::main]

@@ -1,0 +1,216 @@
+//! The `wiregate` binary as a real child process: configuration precedence, `check-config`,
+//! `--demo`, and logs that never carry credentials.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_wiregate");
+
+/// Kills the child when the test ends, however it ends.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn check_config(file: Option<&str>, env: &[(&str, &str)]) -> (bool, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir.path()).arg("check-config").env_clear();
+    if let Some(text) = file {
+        let path = dir.path().join("custom.toml");
+        std::fs::write(&path, text).unwrap();
+        cmd.arg("--config").arg(&path);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn effective(stdout: &str) -> toml::Value {
+    toml::from_str(stdout).unwrap_or_else(|e| panic!("check-config prints TOML ({e}):\n{stdout}"))
+}
+
+#[test]
+fn defaults_then_file_then_environment() {
+    let (ok, out, _) = check_config(None, &[]);
+    assert!(ok);
+    assert_eq!(
+        effective(&out)["server"]["listen"].as_str(),
+        Some("127.0.0.1:8080")
+    );
+
+    let file = "[server]\nlisten = \"127.0.0.1:9001\"\nmax_body_bytes = 2048\n";
+    let (ok, out, _) = check_config(Some(file), &[]);
+    assert!(ok);
+    let c = effective(&out);
+    assert_eq!(c["server"]["listen"].as_str(), Some("127.0.0.1:9001"));
+    assert_eq!(c["server"]["max_body_bytes"].as_integer(), Some(2048));
+
+    let (ok, out, _) = check_config(Some(file), &[("WIREGATE_SERVER__LISTEN", "127.0.0.1:9002")]);
+    assert!(ok);
+    let c = effective(&out);
+    assert_eq!(
+        c["server"]["listen"].as_str(),
+        Some("127.0.0.1:9002"),
+        "env beats the file"
+    );
+    assert_eq!(
+        c["server"]["max_body_bytes"].as_integer(),
+        Some(2048),
+        "the file beats defaults"
+    );
+}
+
+#[test]
+fn every_error_is_reported_with_its_key_path() {
+    let file = r#"
+[[upstreams]]
+name = "a"
+url = "ftp://nowhere"
+dialect = "legacy"
+timeout_ms = 0
+
+[[routes]]
+methods = ["*"]
+upstream = "b"
+
+[legacy]
+sunset = "someday"
+"#;
+    let (ok, _, err) = check_config(Some(file), &[]);
+    assert!(!ok);
+    for key in [
+        "upstreams[0].url",
+        "upstreams[0].timeout_ms",
+        "routes[0].upstream",
+        "legacy.sunset",
+    ] {
+        assert!(err.contains(key), "{key} not named in:\n{err}");
+    }
+    let (ok, _, err) = check_config(Some("[server]\nlisten = 5\n"), &[]);
+    assert!(!ok);
+    assert!(err.contains("server.listen"), "{err}");
+    let (ok, _, err) = check_config(Some("[server]\nlisten = \"127.0.0.1:1\"\nlisen = 1\n"), &[]);
+    assert!(!ok, "unknown keys are errors, not silently ignored");
+    assert!(err.contains("lisen"), "{err}");
+}
+
+#[test]
+fn check_config_masks_credentials() {
+    let file = r#"
+[[upstreams]]
+name = "a"
+url = "http://svc:hunter2@127.0.0.1:9000/a2a"
+dialect = "legacy"
+"#;
+    let (ok, out, _) = check_config(Some(file), &[]);
+    assert!(ok);
+    assert!(!out.contains("hunter2"), "{out}");
+    assert!(out.contains("http://svc:***@127.0.0.1:9000/a2a"), "{out}");
+}
+
+#[test]
+fn the_shipped_gateway_toml_is_valid() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml")).unwrap();
+    let (ok, out, err) = check_config(Some(&text), &[]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        effective(&out)["upstreams"][0]["url"].as_str(),
+        Some("http://127.0.0.1:9000/a2a")
+    );
+}
+
+/// Starts `wiregate --demo` on an ephemeral port and returns it with its printed address.
+fn start_demo(extra_env: &[(&str, &str)]) -> (Guard, String, std::process::ChildStderr) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir.path())
+        .args(["--demo", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut first = String::new();
+    BufReader::new(stdout).read_line(&mut first).unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    (Guard(child), url, stderr)
+}
+
+#[tokio::test]
+async fn demo_serves_and_its_curl_lines_answer() {
+    let (_guard, url, _stderr) = start_demo(&[]);
+    let http = reqwest::Client::new();
+    let post = |body: serde_json::Value| {
+        http.post(format!("{url}/rpc"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let a: serde_json::Value = post(json!({"jsonrpc":"2.0","id":1,"method":"_cleveragents/plan/status","params":{"plan_id":"P1"}}))
+        .await.unwrap().json().await.unwrap();
+    assert_eq!(a["result"]["state"], "running");
+    let b: serde_json::Value = post(json!({"jsonrpc":"2.0","id":"q","method":"_cleveragents/plan/status","params":{"plan_id":"nope"}}))
+        .await.unwrap().json().await.unwrap();
+    assert_eq!(b["error"]["code"], -32001);
+    let c: serde_json::Value = post(json!([{"jsonrpc":"2.0","id":1,"method":"echo","params":{"hi":1}},{"jsonrpc":"2.0","method":"echo"},{"jsonrpc":"2.0","id":2,"method":"session.create"}]))
+        .await.unwrap().json().await.unwrap();
+    assert_eq!(c.as_array().unwrap().len(), 2);
+    assert_eq!(c[0]["result"], json!({"hi": 1}));
+}
+
+#[tokio::test]
+async fn credentials_never_reach_the_log() {
+    let (guard, url, mut stderr) = start_demo(&[("RUST_LOG", "trace")]);
+    let http = reqwest::Client::new();
+    http.post(format!("{url}/rpc"))
+        .header("content-type", "application/json")
+        .header("authorization", "Bearer SECRET-HEADER-TOKEN")
+        .body(json!({"jsonrpc":"2.0","id":1,"method":"echo"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    http.post(format!("{url}/rpc"))
+        .header("content-type", "application/json")
+        .body(
+            json!({"a2a_version":"1.0","request_id":"r","operation":"nope",
+                     "auth":{"scheme":"bearer","token":"SECRET-BODY-TOKEN"}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(guard);
+    let mut log = String::new();
+    stderr.read_to_string(&mut log).unwrap();
+    assert!(
+        log.contains("rpc"),
+        "the per-request line is logged:\n{log}"
+    );
+    assert!(!log.contains("SECRET-HEADER-TOKEN"), "{log}");
+    assert!(!log.contains("SECRET-BODY-TOKEN"), "{log}");
+}

@@ -1,0 +1,235 @@
+//! Every failure gets its own code and status, in the caller's dialect, and the gateway keeps
+//! serving everyone else.
+
+mod support;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::json;
+use support::{gateway, legacy_echo, upstream};
+use wiregate::config::Dialect;
+
+#[tokio::test]
+async fn dead_upstream_is_32050_with_502() {
+    let dead = support::dead_url().await;
+    let gw = gateway()
+        .upstream("gone", &dead, Dialect::Legacy, 2000)
+        .route(&["*"], "gone")
+        .start()
+        .await;
+    let a = gw
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"}))
+        .await;
+    assert_eq!(a.status, 502);
+    assert_eq!(a.json()["id"], 1);
+    assert_eq!(a.json()["error"]["code"], -32050);
+    assert_eq!(a.json()["error"]["data"]["upstream"], "gone");
+    let l = gw
+        .rpc(&json!({"a2a_version": "1.0", "request_id": "r", "operation": "m"}))
+        .await;
+    assert_eq!(l.status, 502);
+    assert_eq!(l.json()["status"], "error");
+    assert_eq!(l.json()["request_id"], "r");
+    assert_eq!(l.json()["error"]["code"], "UPSTREAM_UNAVAILABLE");
+}
+
+#[tokio::test]
+async fn slow_upstream_is_32051_with_504_and_others_keep_being_served() {
+    let slow = legacy_echo().delay(Duration::from_secs(3)).run().await;
+    let fast = legacy_echo().run().await;
+    let gw = gateway()
+        .upstream("slow", &slow.url(), Dialect::Legacy, 200)
+        .upstream("fast", &fast.url(), Dialect::Legacy, 2000)
+        .route(&["slow.*"], "slow")
+        .route(&["*"], "fast")
+        .start()
+        .await;
+    let (slow_call, fast_call) = (
+        json!({"jsonrpc": "2.0", "id": "s", "method": "slow.op"}),
+        json!({"jsonrpc": "2.0", "id": "f", "method": "fast.op"}),
+    );
+    let (a, b) = tokio::join!(gw.rpc(&slow_call), gw.rpc(&fast_call));
+    assert_eq!(a.status, 504);
+    assert_eq!(a.json()["error"]["code"], -32051);
+    assert_eq!(a.json()["id"], "s");
+    assert_eq!(b.status, 200);
+    assert_eq!(b.json()["result"]["op"], "fast.op");
+    let l = gw
+        .rpc(&json!({"a2a_version": "1.0", "request_id": "r", "operation": "slow.op"}))
+        .await;
+    assert_eq!(l.status, 504);
+    assert_eq!(l.json()["error"]["code"], "UPSTREAM_TIMEOUT");
+}
+
+#[tokio::test]
+async fn invalid_upstream_envelopes_are_32052_with_502() {
+    for (dialect, body, status) in [
+        (Dialect::Legacy, "this is not json", StatusCode::OK),
+        (Dialect::Legacy, r#"{"status":"maybe"}"#, StatusCode::OK),
+        (Dialect::Legacy, r#"{"status":"error"}"#, StatusCode::OK),
+        (
+            Dialect::Legacy,
+            "<html>oops</html>",
+            StatusCode::INTERNAL_SERVER_ERROR,
+        ),
+        (
+            Dialect::Jsonrpc,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            StatusCode::OK,
+        ),
+        (
+            Dialect::Jsonrpc,
+            r#"{"jsonrpc":"1.0","id":1,"result":1}"#,
+            StatusCode::OK,
+        ),
+        (
+            Dialect::Jsonrpc,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"x"}}"#,
+            StatusCode::OK,
+        ),
+        (Dialect::Jsonrpc, "", StatusCode::BAD_GATEWAY),
+    ] {
+        let up = upstream(move |_| (status, body.to_owned())).run().await;
+        let gw = gateway()
+            .upstream("odd", &up.url(), dialect, 2000)
+            .route(&["*"], "odd")
+            .start()
+            .await;
+        let a = gw
+            .rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "m"}))
+            .await;
+        assert_eq!(a.status, 502, "{body}");
+        assert_eq!(a.json()["error"]["code"], -32052, "{body}");
+        assert_eq!(a.json()["id"], 3);
+        let l = gw
+            .rpc(&json!({"a2a_version": "1.0", "request_id": "r", "operation": "m"}))
+            .await;
+        assert_eq!(l.status, 502);
+        assert_eq!(l.json()["error"]["code"], "UPSTREAM_BAD_RESPONSE", "{body}");
+    }
+}
+
+#[tokio::test]
+async fn oversized_body_is_413() {
+    let gw = gateway()
+        .with(|c| c.server.max_body_bytes = 1024)
+        .start()
+        .await;
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"x": "y".repeat(4096)}});
+    let a = gw.rpc(&big).await;
+    assert_eq!(a.status, 413);
+    assert_eq!(a.json()["error"]["code"], -32600);
+    assert!(a.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("1024"));
+    // Chunked, with no Content-Length to refuse early, is cut off the same way.
+    let stream = futures::stream::iter((0..8).map(|_| Ok::<_, std::io::Error>(vec![b' '; 512])));
+    let resp = gw
+        .http
+        .post(format!("{}/rpc", gw.base()))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    // The gateway keeps serving.
+    let ok = gw
+        .rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "_cleveragents/health/check"}))
+        .await;
+    assert_eq!(ok.status, 200);
+}
+
+#[tokio::test]
+async fn non_json_content_type_is_415_in_the_callers_dialect() {
+    let gw = gateway().start().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "m"})
+        .to_string()
+        .into_bytes();
+    let a = gw.post("text/plain", body, &[]).await;
+    assert_eq!(a.status, 415);
+    assert_eq!(a.json()["error"]["code"], -32600);
+    let legacy = json!({"a2a_version": "1.0", "request_id": "r", "operation": "m"})
+        .to_string()
+        .into_bytes();
+    let l = gw
+        .post("application/x-www-form-urlencoded", legacy, &[])
+        .await;
+    assert_eq!(l.status, 415);
+    assert_eq!(l.json()["error"]["code"], "VALIDATION_ERROR");
+    assert_eq!(l.json()["request_id"], "r");
+    let charset = gw
+        .post(
+            "application/json; charset=utf-8",
+            br#"{"jsonrpc":"2.0","id":1,"method":"_cleveragents/health/check"}"#.to_vec(),
+            &[],
+        )
+        .await;
+    assert_eq!(charset.status, 200);
+}
+
+#[tokio::test]
+async fn bad_json_is_32700_with_400() {
+    let gw = gateway().start().await;
+    let a = gw
+        .post(
+            "application/json",
+            b"{\"jsonrpc\": \"2.0\", \"method\"".to_vec(),
+            &[],
+        )
+        .await;
+    assert_eq!(a.status, 400);
+    assert_eq!(a.json()["error"]["code"], -32700);
+    assert_eq!(a.json()["id"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn positional_params_cannot_go_to_a_legacy_upstream() {
+    let up = legacy_echo().run().await;
+    let gw = gateway()
+        .upstream("old", &up.url(), Dialect::Legacy, 2000)
+        .route(&["*"], "old")
+        .start()
+        .await;
+    let a = gw
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m", "params": [1]}))
+        .await;
+    assert_eq!(a.json()["error"]["code"], -32602);
+    assert!(up.seen().is_empty());
+}
+
+#[tokio::test]
+async fn graceful_shutdown_finishes_in_flight_calls() {
+    let slow = legacy_echo().delay(Duration::from_millis(600)).run().await;
+    let mut gw = gateway()
+        .upstream("slow", &slow.url(), Dialect::Legacy, 5000)
+        .route(&["*"], "slow")
+        .start()
+        .await;
+    let running = gw.running.take().unwrap();
+    let client = gw.http.clone();
+    let url = format!("{}/rpc", gw.base());
+    let call = tokio::spawn(async move {
+        client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
+            .send()
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()
+    });
+    // Wait until the upstream holds the call, then stop the gateway.
+    while slow.seen().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.shutdown(Duration::from_secs(5)).await;
+    let answer = call.await.unwrap();
+    assert_eq!(answer["result"]["op"], "m");
+    // And nothing listens any more.
+    assert!(tokio::net::TcpStream::connect(gw.addr).await.is_err());
+}
