@@ -24,7 +24,89 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// Legacy-dialect behaviour.
     pub legacy: Legacy,
+    /// The sid bridge.
+    pub sid: Sid,
 }
+
+/// `[sid]`: the `sid --raw` bridge.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Sid {
+    /// Serve sid methods and streams.
+    pub enabled: bool,
+    /// One child per context; it inherits the gateway's environment.
+    pub command: Vec<String>,
+    /// `unix:///path` or `tcp://host:port`: attach to `sid --listen` instead of running children.
+    pub connect: String,
+    /// Most contexts with a running child.
+    pub max_contexts: usize,
+    /// An idle context's child is stopped after this long (restarted with `--resume` on use).
+    pub idle_timeout_ms: u64,
+    /// Events kept per context for resumption.
+    pub replay_events: usize,
+    /// Events queued per SSE subscriber before it is cut off.
+    pub subscriber_buffer: usize,
+    /// Interval of SSE keepalive comments.
+    pub keepalive_ms: u64,
+    /// Raw ops callable as `_sid/<op>`.
+    pub allow_ops: Vec<String>,
+    /// Bearer tokens accepted for sid methods and streams; required off loopback.
+    pub bearer_tokens: Vec<String>,
+    /// How long a dropped `--listen` socket may stay down before open tasks fail.
+    pub reconnect_grace_ms: u64,
+}
+
+impl Default for Sid {
+    fn default() -> Self {
+        Sid {
+            enabled: false,
+            command: vec!["sid".into(), "--raw".into()],
+            connect: String::new(),
+            max_contexts: 16,
+            idle_timeout_ms: 900_000,
+            replay_events: 4096,
+            subscriber_buffer: 1024,
+            keepalive_ms: 15_000,
+            allow_ops: [
+                "stats",
+                "show_config",
+                "show_agent",
+                "list_agents",
+                "switch_agent",
+                "compact",
+                "clear",
+                "set_spend",
+                "insert_system_message",
+            ]
+            .map(String::from)
+            .to_vec(),
+            bearer_tokens: Vec::new(),
+            reconnect_grace_ms: 10_000,
+        }
+    }
+}
+
+/// Raw ops the bridge drives itself or that are never plain calls.
+pub const SID_INTERNAL_OPS: [&str; 3] = ["user_turn", "prompt_response", "interrupt"];
+
+/// Every raw op name of protocol 5.
+pub const SID_OPS: [&str; 15] = [
+    "user_turn",
+    "insert_system_message",
+    "prompt_response",
+    "interrupt",
+    "show_agent",
+    "list_agents",
+    "switch_agent",
+    "compact",
+    "clear",
+    "set_spend",
+    "save_transcript",
+    "load_transcript",
+    "stats",
+    "show_config",
+    "shutdown",
+];
 
 /// `[server]`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -247,6 +329,7 @@ impl Config {
                 );
             }
         }
+        self.validate_sid(&mut issue);
         if !self.legacy.sunset.is_empty() && self.legacy.sunset_time().is_none() {
             issue(
                 "legacy.sunset".into(),
@@ -259,11 +342,67 @@ impl Config {
         }
     }
 
+    fn validate_sid(&self, issue: &mut impl FnMut(String, String)) {
+        let sid = &self.sid;
+        if !sid.enabled {
+            return;
+        }
+        if sid.connect.is_empty() && sid.command.is_empty() {
+            issue(
+                "sid.command".into(),
+                "must name the sid program when sid.connect is empty".into(),
+            );
+        }
+        let known_scheme = sid.connect.starts_with("unix:///") || sid.connect.starts_with("tcp://");
+        if !sid.connect.is_empty() && !known_scheme {
+            issue(
+                "sid.connect".into(),
+                "must be unix:///path or tcp://host:port".into(),
+            );
+        }
+        for (key, v) in [
+            ("sid.max_contexts", sid.max_contexts as u64),
+            ("sid.replay_events", sid.replay_events as u64),
+            ("sid.subscriber_buffer", sid.subscriber_buffer as u64),
+            ("sid.keepalive_ms", sid.keepalive_ms),
+            ("sid.idle_timeout_ms", sid.idle_timeout_ms),
+        ] {
+            if v == 0 {
+                issue(key.into(), "must be positive".into());
+            }
+        }
+        for (i, op) in sid.allow_ops.iter().enumerate() {
+            if !SID_OPS.contains(&op.as_str()) {
+                issue(
+                    format!("sid.allow_ops[{i}]"),
+                    format!("{op:?} is not a sid raw op"),
+                );
+            } else if SID_INTERNAL_OPS.contains(&op.as_str()) {
+                issue(
+                    format!("sid.allow_ops[{i}]"),
+                    format!("{op:?} is driven by message/send and tasks/cancel, not _sid/"),
+                );
+            }
+        }
+        if !self.server.listen.ip().is_loopback() && sid.bearer_tokens.is_empty() {
+            issue(
+                "sid.bearer_tokens".into(),
+                format!(
+                    "the sid bridge refuses to serve on the non-loopback {} without bearer tokens",
+                    self.server.listen
+                ),
+            );
+        }
+    }
+
     /// The configuration as TOML, with credentials in upstream URLs masked.
     pub fn to_masked_toml(&self) -> String {
         let mut c = self.clone();
         for u in &mut c.upstreams {
             u.url = mask_userinfo(&u.url);
+        }
+        for t in &mut c.sid.bearer_tokens {
+            *t = "***".into();
         }
         toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}"))
     }

@@ -44,6 +44,52 @@ pub enum GatewayError {
         /// The configured timeout.
         timeout_ms: u64,
     },
+    /// No task has this id (A2A TaskNotFound).
+    #[error("task {0} not found")]
+    TaskNotFound(String),
+    /// No context has this id.
+    #[error("context {0} not found")]
+    ContextNotFound(String),
+    /// The task is already finished (A2A TaskNotCancelable).
+    #[error("task {id} cannot be canceled: it is {state}")]
+    TaskNotCancelable {
+        /// Task id.
+        id: String,
+        /// Its state.
+        state: &'static str,
+    },
+    /// A raw op not on `sid.allow_ops`.
+    #[error("Method not found: sid op {0:?} is not enabled; add it to sid.allow_ops to allow it")]
+    SidOpNotAllowed(String),
+    /// sid answered `busy`.
+    #[error("sid is busy: {0}")]
+    SidBusy(String),
+    /// sid answered `stale_prompt`.
+    #[error("sid refused a stale prompt answer: {0}")]
+    SidStalePrompt(String),
+    /// sid answered `invalid_request` (or another request-shape code).
+    #[error("sid rejected the request: {0}")]
+    SidRejected(String),
+    /// sid failed without a code, or with one the gateway does not know.
+    #[error("sid failed: {message}")]
+    SidFailed {
+        /// sid's code, when it gave one.
+        code: Option<String>,
+        /// sid's message (an s-expression for code-less failures).
+        message: String,
+    },
+    /// `sid.max_contexts` contexts are running.
+    #[error("all {0} sid contexts are in use; try again later")]
+    TooManyContexts(usize),
+    /// sid is not running or not reachable.
+    #[error("sid is unavailable: {0}")]
+    SidUnavailable(String),
+    /// A bearer token is required and was not given, or is wrong.
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    /// A streaming method inside a batch, or from a legacy client.
+    #[error("Invalid Request: {0} answers a stream; send it alone, as a single JSON-RPC request")]
+    StreamingCall(String),
     /// The upstream answered something that is not a valid envelope of its dialect.
     #[error("upstream {upstream} sent an invalid {dialect} envelope (HTTP {status}): {detail}")]
     UpstreamBadEnvelope {
@@ -69,6 +115,18 @@ impl GatewayError {
                 StatusCode::BAD_GATEWAY
             }
             GatewayError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            GatewayError::TaskNotFound(_)
+            | GatewayError::ContextNotFound(_)
+            | GatewayError::TaskNotCancelable { .. }
+            | GatewayError::SidOpNotAllowed(_)
+            | GatewayError::SidBusy(_)
+            | GatewayError::SidStalePrompt(_)
+            | GatewayError::SidRejected(_)
+            | GatewayError::SidFailed { .. } => StatusCode::OK,
+            GatewayError::StreamingCall(_) => StatusCode::BAD_REQUEST,
+            GatewayError::TooManyContexts(_) => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::SidUnavailable(_) => StatusCode::BAD_GATEWAY,
+            GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
         }
     }
 
@@ -83,6 +141,19 @@ impl GatewayError {
             GatewayError::UpstreamUnreachable { .. } => code::UPSTREAM_UNREACHABLE,
             GatewayError::UpstreamTimeout { .. } => code::UPSTREAM_TIMEOUT,
             GatewayError::UpstreamBadEnvelope { .. } => code::UPSTREAM_BAD_ENVELOPE,
+            GatewayError::TaskNotFound(_) | GatewayError::ContextNotFound(_) => {
+                code::TASK_NOT_FOUND
+            }
+            GatewayError::TaskNotCancelable { .. } => code::TASK_NOT_CANCELABLE,
+            GatewayError::SidOpNotAllowed(_) => code::METHOD_NOT_FOUND,
+            GatewayError::SidBusy(_) => code::SID_BUSY,
+            GatewayError::SidStalePrompt(_) => code::SID_STALE_PROMPT,
+            GatewayError::SidRejected(_) => code::INVALID_PARAMS,
+            GatewayError::SidFailed { .. } => code::SID_FAILED,
+            GatewayError::TooManyContexts(_) => code::SID_CAPACITY,
+            GatewayError::SidUnavailable(_) => code::SID_UNAVAILABLE,
+            GatewayError::Unauthorized => code::UNAUTHORIZED,
+            GatewayError::StreamingCall(_) => code::INVALID_REQUEST,
         }
     }
 
@@ -95,6 +166,17 @@ impl GatewayError {
             GatewayError::UpstreamUnreachable { .. } => lc::UPSTREAM_UNAVAILABLE,
             GatewayError::UpstreamTimeout { .. } => lc::UPSTREAM_TIMEOUT,
             GatewayError::UpstreamBadEnvelope { .. } => lc::UPSTREAM_BAD_RESPONSE,
+            GatewayError::TaskNotFound(_) | GatewayError::ContextNotFound(_) => lc::NOT_FOUND,
+            GatewayError::TaskNotCancelable { .. }
+            | GatewayError::SidBusy(_)
+            | GatewayError::SidStalePrompt(_) => lc::INVALID_STATE,
+            GatewayError::SidOpNotAllowed(_) => lc::OPERATION_NOT_FOUND,
+            GatewayError::SidRejected(_) | GatewayError::StreamingCall(_) => lc::VALIDATION_ERROR,
+            GatewayError::SidFailed { .. } => lc::INTERNAL_ERROR,
+            GatewayError::TooManyContexts(_) | GatewayError::SidUnavailable(_) => {
+                lc::UPSTREAM_UNAVAILABLE
+            }
+            GatewayError::Unauthorized => lc::AUTH_ERROR,
         }
     }
 
@@ -108,6 +190,18 @@ impl GatewayError {
             GatewayError::UpstreamUnreachable { .. } => "upstream_unreachable",
             GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
             GatewayError::UpstreamBadEnvelope { .. } => "upstream_bad_envelope",
+            GatewayError::TaskNotFound(_) => "task_not_found",
+            GatewayError::ContextNotFound(_) => "context_not_found",
+            GatewayError::TaskNotCancelable { .. } => "task_not_cancelable",
+            GatewayError::SidOpNotAllowed(_) => "sid_op_not_allowed",
+            GatewayError::SidBusy(_) => "sid_busy",
+            GatewayError::SidStalePrompt(_) => "sid_stale_prompt",
+            GatewayError::SidRejected(_) => "sid_rejected",
+            GatewayError::SidFailed { .. } => "sid_failed",
+            GatewayError::TooManyContexts(_) => "sid_capacity",
+            GatewayError::SidUnavailable(_) => "sid_unavailable",
+            GatewayError::Unauthorized => "unauthorized",
+            GatewayError::StreamingCall(_) => "streaming_call",
         }
     }
 
@@ -123,9 +217,12 @@ impl GatewayError {
     /// The JSON-RPC error object.
     pub fn to_jsonrpc(&self) -> ErrorObject {
         let e = ErrorObject::new(self.jsonrpc_code(), self.to_string());
-        match self.upstream() {
-            Some(u) => e.with_data(json!({"upstream": u, "kind": self.kind()})),
-            None => e,
+        match (self.upstream(), self) {
+            (Some(u), _) => e.with_data(json!({"upstream": u, "kind": self.kind()})),
+            (None, GatewayError::SidFailed { code, message }) => {
+                e.with_data(json!({"kind": self.kind(), "sidCode": code, "sidMessage": message}))
+            }
+            (None, _) => e.with_data(json!({"kind": self.kind()})),
         }
     }
 

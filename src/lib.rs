@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bridge;
 pub mod config;
 pub mod demo;
 pub mod error;
@@ -11,5 +12,6 @@ pub mod proxy;
 pub mod router;
 pub mod rpc;
 pub mod server;
+pub mod stream;
 pub mod telemetry;
 pub mod wire;

@@ -5,21 +5,27 @@
 //! written back in the client's dialect. JSON-RPC's rules (ids restored, notifications silent,
 //! batches in order) hold whatever the upstream.
 
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
+use futures_util::Stream;
 use serde_json::value::RawValue;
 
+use crate::bridge::Bridge;
 use crate::config::{Config, Dialect};
 use crate::error::GatewayError;
 use crate::facade::Facade;
 use crate::proxy::UpstreamClient;
 use crate::router::Router;
+use crate::stream as sse_stream;
 use crate::telemetry::{self, CallLabels};
 use crate::wire::dialect::{self, Entry, Inbound, Message};
-use crate::wire::jsonrpc::{Id, Outcome, Request, Response};
+use crate::wire::jsonrpc::{to_raw, Id, Outcome, Request, Response};
 use crate::wire::legacy::{Auth, LegacyBody, LegacyRequest, LegacyResponse};
 use crate::wire::translate::{self, ErrorTable};
 
@@ -48,8 +54,28 @@ pub struct Reply {
     pub status: StatusCode,
     /// Extra headers (`Server-Timing`, `Deprecation`, `Sunset`).
     pub headers: HeaderMap,
-    /// JSON body; `None` for 204.
-    pub body: Option<Bytes>,
+    /// What to send.
+    pub body: ReplyBody,
+}
+
+/// The body of a [`Reply`].
+pub enum ReplyBody {
+    /// Nothing (204).
+    Empty,
+    /// A JSON document.
+    Json(Bytes),
+    /// A server-sent event stream.
+    Stream(Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>),
+}
+
+impl std::fmt::Debug for ReplyBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplyBody::Empty => f.write_str("Empty"),
+            ReplyBody::Json(b) => f.debug_tuple("Json").field(b).finish(),
+            ReplyBody::Stream(_) => f.write_str("Stream"),
+        }
+    }
 }
 
 /// The request-path state built from the configuration.
@@ -62,6 +88,7 @@ pub struct Gateway {
     deprecation: bool,
     sunset: Option<HeaderValue>,
     batch_concurrency: usize,
+    bridge: Option<Arc<Bridge>>,
 }
 
 impl Gateway {
@@ -83,8 +110,17 @@ impl Gateway {
                 .sunset_time()
                 .and_then(|t| HeaderValue::from_str(&httpdate::fmt_http_date(t)).ok()),
             batch_concurrency: config.server.max_batch_concurrency,
+            bridge: config
+                .sid
+                .enabled
+                .then(|| Bridge::start(config.sid.clone())),
             upstreams,
         }
+    }
+
+    /// The sid bridge, when enabled.
+    pub fn bridge(&self) -> Option<&Arc<Bridge>> {
+        self.bridge.as_ref()
     }
 
     /// The configured upstreams.
@@ -92,8 +128,14 @@ impl Gateway {
         &self.upstreams
     }
 
-    /// Answers one request body. `authorization` is the caller's `Authorization` header.
-    pub async fn handle(&self, body: &[u8], authorization: Option<&str>) -> Reply {
+    /// Answers one request body. `authorization` and `last_event_id` are the caller's
+    /// `Authorization` and `Last-Event-ID` headers.
+    pub async fn handle(
+        &self,
+        body: &[u8],
+        authorization: Option<&str>,
+        last_event_id: Option<&str>,
+    ) -> Reply {
         match dialect::parse(body) {
             Err(resp) => jsonrpc_reply(status_of(&resp), &resp),
             Ok(Inbound::Legacy(Err(fault))) => self.legacy_reply(
@@ -102,6 +144,15 @@ impl Gateway {
                 None,
             ),
             Ok(Inbound::Legacy(Ok(req))) => self.handle_legacy(req).await,
+            Ok(Inbound::JsonRpc(Message::Single(Ok(req))))
+                if req.id.is_some()
+                    && self
+                        .bridge
+                        .as_ref()
+                        .is_some_and(|b| b.is_streaming(&req.method)) =>
+            {
+                self.open_stream(req, authorization, last_event_id).await
+            }
             Ok(Inbound::JsonRpc(Message::Single(entry))) => {
                 let auth = authorization.and_then(Auth::from_header);
                 match self.handle_entry(entry, auth).await {
@@ -126,6 +177,49 @@ impl Gateway {
                     false => json_reply(StatusCode::OK, &answers),
                 }
             }
+        }
+    }
+
+    /// A streaming call: the task's updates as SSE, or a JSON-RPC error if it cannot start.
+    async fn open_stream(
+        &self,
+        req: Request,
+        authorization: Option<&str>,
+        last_event_id: Option<&str>,
+    ) -> Reply {
+        let bridge = self.bridge.as_ref().expect("checked by the caller");
+        let id = req.id.clone().unwrap_or(Id::Null);
+        let started = Instant::now();
+        let opened = match bridge.authorize(authorization) {
+            Ok(()) => {
+                bridge
+                    .open(&req.method, req.params.as_deref(), last_event_id)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let outcome = opened.as_ref().map_or_else(|e| e.kind(), |_| "ok");
+        telemetry::record_call(
+            CallLabels {
+                client_dialect: "jsonrpc",
+                upstream: "sid",
+                method: &req.method,
+                outcome,
+            },
+            started.elapsed(),
+        );
+        match opened {
+            Ok(o) => Reply {
+                status: StatusCode::OK,
+                headers: HeaderMap::new(),
+                body: ReplyBody::Stream(Box::pin(sse_stream::frames(
+                    o.subscription,
+                    o.filter,
+                    bridge.timing(),
+                    sse_stream::stored_frame(),
+                ))),
+            },
+            Err(e) => jsonrpc_reply(e.status(), &Response::error(id, e.to_jsonrpc())),
         }
     }
 
@@ -215,6 +309,8 @@ impl Gateway {
                     timing_ms: None,
                 }),
             )
+        } else if let Some(bridge) = self.bridge.as_ref().filter(|b| b.handles(&call.method)) {
+            ("sid", self.to_bridge(bridge, call).await)
         } else if let Some((idx, _)) = self.router.route(&call.method) {
             let up = &self.upstreams[idx];
             let r = match up.dialect() {
@@ -254,6 +350,19 @@ impl Gateway {
             elapsed,
         );
         result
+    }
+
+    async fn to_bridge(&self, bridge: &Bridge, call: Call) -> Result<Done, GatewayError> {
+        if bridge.is_streaming(&call.method) {
+            return Err(GatewayError::StreamingCall(call.method));
+        }
+        let authorization = call.auth.as_ref().and_then(Auth::to_header);
+        bridge.authorize(authorization.as_deref())?;
+        let value = bridge.call(&call.method, call.params.as_deref()).await?;
+        Ok(Done {
+            outcome: Outcome::Result(to_raw(&value)),
+            timing_ms: None,
+        })
     }
 
     async fn to_legacy_upstream(
@@ -359,7 +468,7 @@ fn json_reply<T: serde::Serialize>(status: StatusCode, body: &T) -> Reply {
     Reply {
         status,
         headers: HeaderMap::new(),
-        body: Some(Bytes::from(
+        body: ReplyBody::Json(Bytes::from(
             serde_json::to_vec(body).expect("wire types always serialise"),
         )),
     }
@@ -369,6 +478,6 @@ fn empty_reply() -> Reply {
     Reply {
         status: StatusCode::NO_CONTENT,
         headers: HeaderMap::new(),
-        body: None,
+        body: ReplyBody::Empty,
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,7 +17,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::error::GatewayError;
-use crate::rpc::{Gateway, Reply};
+use crate::rpc::{Gateway, Reply, ReplyBody};
+use crate::stream as sse_stream;
 use crate::telemetry;
 use crate::wire::dialect::{self, Inbound};
 use crate::wire::jsonrpc::{Id, Response as RpcResponse};
@@ -31,15 +32,17 @@ pub struct AppState {
     max_body: usize,
 }
 
-/// The router with every route of the HTTP contract.
-pub fn app(config: &Config) -> axum::Router {
+/// The router with every route of the HTTP contract, over a built gateway.
+pub fn app(gateway: Arc<Gateway>, config: &Config) -> axum::Router {
     let state = AppState {
-        gateway: Arc::new(Gateway::new(config)),
+        gateway,
         metrics: telemetry::install(),
         max_body: config.server.max_body_bytes,
     };
     axum::Router::new()
         .route("/rpc", post(rpc))
+        .route("/tasks/{task_id}/events", get(task_events))
+        .route("/contexts/{context_id}/events", get(context_events))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -53,12 +56,17 @@ pub struct Running {
     pub addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
+    gateway: Arc<Gateway>,
 }
 
 impl Running {
-    /// Stops accepting, lets in-flight calls finish, and waits (at most `grace`).
+    /// Stops accepting, lets in-flight calls finish, stops every sid child (which ends the
+    /// event streams), and waits (at most `grace` for the calls).
     pub async fn shutdown(self, grace: Duration) {
         let _ = self.stop.send(true);
+        if let Some(b) = self.gateway.bridge() {
+            b.shutdown().await;
+        }
         let mut task = self.task;
         if tokio::time::timeout(grace, &mut task).await.is_err() {
             task.abort();
@@ -70,7 +78,8 @@ impl Running {
 pub async fn serve(config: &Config) -> std::io::Result<Running> {
     let listener = TcpListener::bind(config.server.listen).await?;
     let addr = listener.local_addr()?;
-    let router = app(config);
+    let gateway = Arc::new(Gateway::new(config));
+    let router = app(gateway.clone(), config);
     let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
         axum::serve(listener, router)
@@ -79,7 +88,12 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
             })
             .await
     });
-    Ok(Running { addr, stop, task })
+    Ok(Running {
+        addr,
+        stop,
+        task,
+        gateway,
+    })
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
@@ -134,10 +148,9 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Body) -> R
                 reject(Some(&bytes), GatewayError::UnsupportedMediaType(ct))
             }
             Ok(bytes) => {
-                let auth = headers
-                    .get(header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok());
-                state.gateway.handle(&bytes, auth).await
+                let auth = header_str(&headers, header::AUTHORIZATION.as_str());
+                let last = header_str(&headers, "last-event-id");
+                state.gateway.handle(&bytes, auth, last).await
             }
         }
     };
@@ -167,27 +180,83 @@ fn reject(body: Option<&[u8]>, err: GatewayError) -> Reply {
     Reply {
         status,
         headers: HeaderMap::new(),
-        body: Some(bytes.into()),
+        body: ReplyBody::Json(bytes.into()),
     }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 fn into_response(reply: Reply, request_id: &str) -> Response {
     let mut resp = match reply.body {
-        Some(body) => (reply.status, body).into_response(),
-        None => reply.status.into_response(),
+        ReplyBody::Json(body) => {
+            let mut r = (reply.status, body).into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+        ReplyBody::Empty => reply.status.into_response(),
+        ReplyBody::Stream(s) => sse_stream::response(s),
     };
     let h = resp.headers_mut();
-    if reply.status != StatusCode::NO_CONTENT {
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-    }
     h.extend(reply.headers);
     if let Ok(v) = HeaderValue::from_str(request_id) {
         h.insert("x-request-id", v);
     }
     resp
+}
+
+/// The sid bridge's stream routes answer only when the bridge is on, and only to a valid token.
+fn sse_error(err: GatewayError) -> Response {
+    let body = RpcResponse::error(Id::Null, err.to_jsonrpc());
+    (err.status(), axum::Json(body)).into_response()
+}
+
+async fn task_events(
+    State(state): State<AppState>,
+    Path(task_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(bridge) = state.gateway.bridge() else {
+        return sse_error(GatewayError::TaskNotFound(task_id));
+    };
+    let opened = bridge
+        .authorize(header_str(&headers, "authorization"))
+        .and_then(|()| bridge.task_stream(&task_id, header_str(&headers, "last-event-id"), false));
+    match opened {
+        Ok(o) => sse_stream::response(sse_stream::frames(
+            o.subscription,
+            o.filter,
+            bridge.timing(),
+            sse_stream::stored_frame(),
+        )),
+        Err(e) => sse_error(e),
+    }
+}
+
+async fn context_events(
+    State(state): State<AppState>,
+    Path(context_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(bridge) = state.gateway.bridge() else {
+        return sse_error(GatewayError::ContextNotFound(context_id));
+    };
+    let opened = bridge
+        .authorize(header_str(&headers, "authorization"))
+        .and_then(|()| bridge.context_stream(&context_id, header_str(&headers, "last-event-id")));
+    match opened {
+        Ok(o) => sse_stream::response(sse_stream::frames(
+            o.subscription,
+            o.filter,
+            bridge.timing(),
+            sse_stream::stored_frame(),
+        )),
+        Err(e) => sse_error(e),
+    }
 }
 
 async fn healthz() -> Response {
@@ -207,7 +276,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
             )
         })
         .collect();
-    let ready = checks.iter().all(|ok| *ok);
+    let sid_ok = state.gateway.bridge().is_none_or(|b| b.healthy());
+    let ready = checks.iter().all(|ok| *ok) && sid_ok;
     let status = if ready {
         StatusCode::OK
     } else {

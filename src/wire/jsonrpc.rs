@@ -33,6 +33,22 @@ pub mod code {
     pub const UPSTREAM_TIMEOUT: i64 = -32051;
     /// The upstream answered something that is not a valid envelope of its dialect.
     pub const UPSTREAM_BAD_ENVELOPE: i64 = -32052;
+    /// A2A TaskNotFound.
+    pub const TASK_NOT_FOUND: i64 = -32001;
+    /// A2A TaskNotCancelable.
+    pub const TASK_NOT_CANCELABLE: i64 = -32002;
+    /// sid answered `busy` (waiting for a prompt answer, or streaming another request).
+    pub const SID_BUSY: i64 = -32060;
+    /// sid answered `stale_prompt`.
+    pub const SID_STALE_PROMPT: i64 = -32061;
+    /// sid failed without a code the gateway knows.
+    pub const SID_FAILED: i64 = -32062;
+    /// Every sid context is in use.
+    pub const SID_CAPACITY: i64 = -32063;
+    /// sid is not running or not reachable.
+    pub const SID_UNAVAILABLE: i64 = -32064;
+    /// A bearer token is required.
+    pub const UNAUTHORIZED: i64 = -32065;
 }
 
 /// A request id: string, number or null, kept exactly as the caller wrote it.

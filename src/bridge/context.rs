@@ -1,0 +1,482 @@
+//! One sid session (a *context*): the child process or attached socket, the task model, the
+//! event queue. The I/O tasks here only move lines; what a line means is decided in
+//! [`mapping`](super::mapping).
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+use super::mapping::{TaskState, Tracker, Update};
+use crate::events::{A2aEvent, EventQueue};
+use crate::wire::raw::{ClientLine, Hello, Op, ResultLine, ServerMessage};
+
+/// How the context reaches sid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process on stdin/stdout; sid reads nothing during a turn.
+    Stdio(Vec<String>),
+    /// An attached `sid --listen` socket (`unix:///path` or `tcp://host:port`).
+    Socket(String),
+}
+
+/// Why a request to sid could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// sid is not running or the socket is down.
+    Gone(String),
+}
+
+#[derive(Debug)]
+struct Inner {
+    tracker: Tracker,
+    pending: HashMap<String, oneshot::Sender<ResultLine>>,
+    active_turn: Option<String>,
+    hello: Option<Hello>,
+    to_sid: Option<mpsc::UnboundedSender<String>>,
+    kill: Option<Arc<Notify>>,
+    running: bool,
+    /// Highest `sequence` seen from the current sid process (socket de-duplication).
+    last_seq: u64,
+    last_activity: Instant,
+    next_request: u64,
+    exit_reason: Option<String>,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Context {
+    /// Context id.
+    pub id: String,
+    /// The transport.
+    pub transport: Transport,
+    /// Task updates of every task of this context.
+    pub queue: Arc<EventQueue>,
+    inner: Mutex<Inner>,
+    /// Bumped whenever a task changes, so waiters re-check.
+    changed: watch::Sender<u64>,
+    /// `true` while sid is running (child) or connected (socket).
+    up: watch::Sender<bool>,
+}
+
+impl Context {
+    /// A context not yet started.
+    pub fn new(
+        id: String,
+        transport: Transport,
+        replay: usize,
+        subscriber_buffer: usize,
+    ) -> Arc<Self> {
+        Arc::new(Context {
+            id,
+            transport,
+            queue: Arc::new(EventQueue::new(replay, subscriber_buffer)),
+            inner: Mutex::new(Inner {
+                tracker: Tracker::default(),
+                pending: HashMap::new(),
+                active_turn: None,
+                hello: None,
+                to_sid: None,
+                kill: None,
+                running: false,
+                last_seq: 0,
+                last_activity: Instant::now(),
+                next_request: 0,
+                exit_reason: None,
+            }),
+            changed: watch::channel(0).0,
+            up: watch::channel(false).0,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether sid is running (or the socket connected).
+    pub fn is_running(&self) -> bool {
+        self.lock().running
+    }
+
+    /// sid's session id, once `hello` was seen.
+    pub fn session_id(&self) -> Option<String> {
+        self.lock().hello.as_ref().map(|h| h.session_id.clone())
+    }
+
+    /// The task running now, if any.
+    pub fn active_turn(&self) -> Option<String> {
+        self.lock().active_turn.clone()
+    }
+
+    /// Time since the last request or line.
+    pub fn idle_for(&self) -> Duration {
+        self.lock().last_activity.elapsed()
+    }
+
+    /// Why sid last stopped, if it did.
+    pub fn exit_reason(&self) -> Option<String> {
+        self.lock().exit_reason.clone()
+    }
+
+    /// A task's state.
+    pub fn task_state(&self, task_id: &str) -> Option<TaskState> {
+        self.lock().tracker.task(task_id).map(|t| t.state)
+    }
+
+    /// A task's snapshot.
+    pub fn snapshot(&self, task_id: &str) -> Option<Value> {
+        self.lock()
+            .tracker
+            .task(task_id)
+            .map(|t| t.snapshot(&self.id))
+    }
+
+    /// The open prompt's id, while the task waits for input.
+    pub fn open_prompt(&self, task_id: &str) -> Option<String> {
+        let inner = self.lock();
+        let t = inner.tracker.task(task_id)?;
+        (t.state == TaskState::InputRequired)
+            .then(|| t.prompt.as_ref().map(|p| p.prompt_id.clone()))
+            .flatten()
+    }
+
+    /// Waits until `task_id` settles (terminal or input-required), or sid goes away.
+    pub async fn settled(&self, task_id: &str) -> Option<TaskState> {
+        let mut rx = self.changed.subscribe();
+        loop {
+            let state = self.task_state(task_id)?;
+            if state.is_settled() {
+                return Some(state);
+            }
+            if rx.changed().await.is_err() {
+                return self.task_state(task_id);
+            }
+        }
+    }
+
+    /// Waits until sid is up (or `timeout` passes); `false` when it is not.
+    pub async fn wait_up(&self, timeout: Duration) -> bool {
+        let mut rx = self.up.subscribe();
+        let r = tokio::time::timeout(timeout, rx.wait_for(|up| *up)).await;
+        matches!(r, Ok(Ok(_)))
+    }
+
+    /// A fresh request id for a gateway-initiated request.
+    pub fn next_request_id(&self) -> String {
+        let mut inner = self.lock();
+        inner.next_request += 1;
+        format!(
+            "wg-{}-{}",
+            &self.id[..8.min(self.id.len())],
+            inner.next_request
+        )
+    }
+
+    /// Starts a user turn as task `task_id`.
+    pub fn start_turn(&self, task_id: &str, text: String) -> Result<(), SendError> {
+        let mut inner = self.lock();
+        inner.tracker.begin(task_id);
+        inner.active_turn = Some(task_id.to_owned());
+        let line = ClientLine::new(task_id, Op::UserTurn { text });
+        Self::write(&mut inner, &line).inspect_err(|_| {
+            inner.active_turn = None;
+        })
+    }
+
+    /// Sends a request whose `result` is awaited on the returned receiver.
+    pub fn request(&self, op: Op) -> Result<(String, oneshot::Receiver<ResultLine>), SendError> {
+        let request_id = self.next_request_id();
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.lock();
+        inner.pending.insert(request_id.clone(), tx);
+        let line = ClientLine::new(request_id.clone(), op);
+        match Self::write(&mut inner, &line) {
+            Ok(()) => Ok((request_id, rx)),
+            Err(e) => {
+                inner.pending.remove(&request_id);
+                Err(e)
+            }
+        }
+    }
+
+    fn write(inner: &mut Inner, line: &ClientLine) -> Result<(), SendError> {
+        inner.last_activity = Instant::now();
+        let text = serde_json::to_string(line).expect("a client line always serialises");
+        match &inner.to_sid {
+            Some(tx) if tx.send(text).is_ok() => Ok(()),
+            _ => Err(SendError::Gone(
+                inner
+                    .exit_reason
+                    .clone()
+                    .unwrap_or_else(|| "sid is not connected".into()),
+            )),
+        }
+    }
+
+    fn publish(&self, updates: Vec<Update>) {
+        for u in updates {
+            let mut data: Map<String, Value> = u.data;
+            data.insert("contextId".into(), Value::from(self.id.clone()));
+            // A closed queue (context shut down) drops the update quietly.
+            let _ = self
+                .queue
+                .push(A2aEvent::new(u.kind, Some(u.task_id), data));
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Handles one line sid printed.
+    pub fn on_line(&self, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        let msg: ServerMessage = match serde_json::from_str(line) {
+            Ok(m) => m,
+            Err(e) => {
+                metrics::counter!("wiregate_sid_bad_lines_total").increment(1);
+                tracing::warn!(context = %self.id, error = %e, "sid printed a line that is not protocol 5");
+                return;
+            }
+        };
+        let mut inner = self.lock();
+        inner.last_activity = Instant::now();
+        if let ServerMessage::Hello(h) = &msg {
+            // A replay repeats the very same hello; any other hello is a new sid process, whose
+            // sequence starts again at 1.
+            let new_process = inner.hello.as_ref() != Some(h);
+            if new_process {
+                inner.last_seq = 0;
+                if inner.hello.is_some() && self.is_socket() {
+                    inner.active_turn = None;
+                    let open = inner.tracker.fail_open("sid restarted behind the socket");
+                    drop(inner);
+                    self.publish(open);
+                    inner = self.lock();
+                }
+            }
+            inner.hello = Some(h.clone());
+        }
+        let seq = msg.sequence();
+        if seq != 0 {
+            if seq <= inner.last_seq {
+                return; // replayed history already seen
+            }
+            inner.last_seq = seq;
+        }
+        if let ServerMessage::Result(r) = &msg {
+            if let Some(tx) = inner.pending.remove(&r.request_id) {
+                let _ = tx.send(r.clone());
+            }
+            if inner.active_turn.as_deref() == Some(r.request_id.as_str()) {
+                inner.active_turn = None;
+            }
+        }
+        let update = inner.tracker.observe(&msg);
+        drop(inner);
+        self.publish(update.into_iter().collect());
+    }
+
+    fn is_socket(&self) -> bool {
+        matches!(self.transport, Transport::Socket(_))
+    }
+
+    /// sid went away: fail what was open, refuse what was pending.
+    pub fn on_down(&self, reason: String, fail_tasks: bool) {
+        let mut inner = self.lock();
+        inner.running = false;
+        inner.to_sid = None;
+        inner.kill = None;
+        inner.exit_reason = Some(reason.clone());
+        inner.pending.clear();
+        let failed = if fail_tasks {
+            inner.active_turn = None;
+            inner.tracker.fail_open(&reason)
+        } else {
+            Vec::new()
+        };
+        drop(inner);
+        self.up.send_replace(false);
+        self.publish(failed);
+    }
+
+    /// Fails open tasks (the socket stayed down too long).
+    pub fn fail_open(&self, reason: &str) {
+        let mut inner = self.lock();
+        inner.active_turn = None;
+        let failed = inner.tracker.fail_open(reason);
+        drop(inner);
+        self.publish(failed);
+    }
+
+    fn on_up(&self, to_sid: mpsc::UnboundedSender<String>, kill: Option<Arc<Notify>>) {
+        let mut inner = self.lock();
+        if kill.is_some() {
+            // A new child process counts its sequence from 1 again.
+            inner.last_seq = 0;
+        }
+        inner.to_sid = Some(to_sid);
+        inner.kill = kill;
+        inner.running = true;
+        inner.exit_reason = None;
+        inner.last_activity = Instant::now();
+        drop(inner);
+        self.up.send_replace(true);
+    }
+
+    /// Asks sid to stop: closes its stdin (sid exits on EOF), kills it after `grace`.
+    pub async fn stop(&self, grace: Duration) {
+        let kill = {
+            let mut inner = self.lock();
+            inner.to_sid = None;
+            inner.kill.clone()
+        };
+        if !self.is_running() {
+            return;
+        }
+        let mut up = self.up.subscribe();
+        if tokio::time::timeout(grace, up.wait_for(|u| !*u))
+            .await
+            .is_err()
+        {
+            if let Some(k) = kill {
+                k.notify_one();
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(5), up.wait_for(|u| !*u)).await;
+        }
+    }
+
+    /// Closes the event queue: subscribers end after what they have.
+    pub fn close(&self) {
+        self.queue.close();
+    }
+
+    /// Runs sid as a child (with `--resume SESSION` when given) until it exits.
+    pub fn spawn_child(
+        self: &Arc<Self>,
+        command: &[String],
+        resume: Option<String>,
+    ) -> std::io::Result<()> {
+        let mut cmd = tokio::process::Command::new(&command[0]);
+        cmd.args(&command[1..]);
+        if let Some(s) = &resume {
+            cmd.args(["--resume", s]);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = mpsc::unbounded_channel();
+        let kill = Arc::new(Notify::new());
+        self.on_up(tx, Some(kill.clone()));
+        tokio::spawn(write_lines(stdin, rx));
+        let id = self.id.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                tracing::info!(context = %id, "sid stderr: {l}");
+            }
+        });
+        let ctx = self.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::with_capacity(64 * 1024, stdout).lines();
+            loop {
+                tokio::select! {
+                    line = lines.next_line() => match line {
+                        Ok(Some(l)) => ctx.on_line(&l),
+                        _ => break,
+                    },
+                    _ = kill.notified() => {
+                        let _ = child.start_kill();
+                    }
+                }
+            }
+            let status = child.wait().await;
+            let was_busy = ctx.active_turn().is_some();
+            let reason = match status {
+                Ok(s) if s.success() && !was_busy => format!("sid exited ({s})"),
+                Ok(s) => format!("sid exited mid-task ({s})"),
+                Err(e) => format!("sid could not be waited for: {e}"),
+            };
+            tracing::info!(context = %ctx.id, %reason, "sid stopped");
+            ctx.on_down(reason, true);
+        });
+        Ok(())
+    }
+
+    /// Attaches to `sid --listen` and stays attached, reconnecting with backoff, until
+    /// [`close`](Self::close). Open tasks fail when the socket stays down for `grace`.
+    pub fn spawn_socket(self: &Arc<Self>, spec: String, grace: Duration) {
+        let ctx = self.clone();
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(50);
+            let mut down_since: Option<Instant> = None;
+            while !ctx.queue.is_closed() {
+                match connect(&spec).await {
+                    Ok((read, write)) => {
+                        backoff = Duration::from_millis(50);
+                        down_since = None;
+                        let (tx, rx) = mpsc::unbounded_channel();
+                        ctx.on_up(tx, None);
+                        tokio::spawn(write_lines(write, rx));
+                        let mut lines = BufReader::with_capacity(64 * 1024, read).lines();
+                        while let Ok(Some(l)) = lines.next_line().await {
+                            ctx.on_line(&l);
+                        }
+                        tracing::warn!(context = %ctx.id, "the sid socket dropped; reconnecting");
+                        ctx.on_down("the sid socket dropped".into(), false);
+                    }
+                    Err(e) => {
+                        tracing::debug!(context = %ctx.id, error = %e, "cannot reach the sid socket")
+                    }
+                }
+                let since = *down_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= grace && ctx.active_turn().is_some() {
+                    ctx.fail_open("the sid socket dropped and did not come back in time");
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        });
+    }
+}
+
+async fn write_lines(mut w: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<String>) {
+    while let Some(mut line) = rx.recv().await {
+        line.push('\n');
+        if w.write_all(line.as_bytes()).await.is_err() || w.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+type Halves = (
+    Box<dyn AsyncRead + Send + Unpin>,
+    Box<dyn AsyncWrite + Send + Unpin>,
+);
+
+async fn connect(spec: &str) -> std::io::Result<Halves> {
+    if let Some(path) = spec.strip_prefix("unix://") {
+        let s = tokio::net::UnixStream::connect(path).await?;
+        let (r, w) = s.into_split();
+        Ok((Box::new(r), Box::new(w)))
+    } else if let Some(addr) = spec.strip_prefix("tcp://") {
+        let s = tokio::net::TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        let (r, w) = s.into_split();
+        Ok((Box::new(r), Box::new(w)))
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{spec}: want unix:///path or tcp://host:port"),
+        ))
+    }
+}

@@ -1,0 +1,559 @@
+//! sid raw messages → A2A task updates, and the task model they build. Pure: no I/O, no clock.
+//!
+//! One [`Tracker`] per context attributes every server line to a task (a `user_turn`'s
+//! `request_id`). `tool_output` carries sid's internal tool request id, so it is routed by
+//! `tool_use_id`, learned from the preceding `tool_use_start`. A turn that carried an `error`
+//! event ends `failed`, whatever its `result` says.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::{json, Map, Value};
+
+use crate::events::EventKind;
+use crate::wire::raw::{Event, ServerMessage};
+
+/// A task's state, spelled as A2A spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    /// The turn was accepted.
+    Submitted,
+    /// The agent is working.
+    Working,
+    /// The agent waits for a prompt answer.
+    InputRequired,
+    /// The turn ended well.
+    Completed,
+    /// The turn ended badly.
+    Failed,
+    /// The turn was interrupted.
+    Canceled,
+}
+
+impl TaskState {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "submitted",
+            TaskState::Working => "working",
+            TaskState::InputRequired => "input-required",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Canceled => "canceled",
+        }
+    }
+
+    /// No further update will follow.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Canceled
+        )
+    }
+
+    /// `message/send` returns once a task is here.
+    pub fn is_settled(self) -> bool {
+        self.is_terminal() || self == TaskState::InputRequired
+    }
+}
+
+/// An open prompt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenPrompt {
+    /// Id the answer must name.
+    pub prompt_id: String,
+    /// `confirmation`, …
+    pub kind: String,
+    /// The question.
+    pub message: String,
+    /// Allowed answers.
+    pub choices: Vec<String>,
+}
+
+impl OpenPrompt {
+    fn to_json(&self) -> Value {
+        json!({"promptId": self.prompt_id, "kind": self.kind, "message": self.message,
+               "choices": self.choices})
+    }
+}
+
+/// What the bridge knows of one task.
+#[derive(Clone, Debug)]
+pub struct Task {
+    /// Task id (the `user_turn` request id).
+    pub id: String,
+    /// Current state.
+    pub state: TaskState,
+    /// Assistant text so far.
+    pub response: String,
+    /// The open prompt, while input is required.
+    pub prompt: Option<OpenPrompt>,
+    /// The first `error` event's message, or the failure's.
+    pub error: Option<Value>,
+    /// sid's `result.data`.
+    pub result: Option<Value>,
+    /// An interrupt was seen.
+    interrupted: bool,
+    /// The final update was made; nothing more is attributed to the task.
+    finished: bool,
+    /// The tool call whose input is streaming, and the one whose result is.
+    current_tool: Option<(String, String)>,
+    current_result: Option<(String, String)>,
+}
+
+impl Task {
+    fn new(id: &str) -> Self {
+        Task {
+            id: id.to_owned(),
+            state: TaskState::Submitted,
+            response: String::new(),
+            prompt: None,
+            error: None,
+            result: None,
+            interrupted: false,
+            finished: false,
+            current_tool: None,
+            current_result: None,
+        }
+    }
+
+    /// The task as `tasks/get` and `message/send` return it.
+    pub fn snapshot(&self, context_id: &str) -> Value {
+        let mut status = Map::new();
+        status.insert("state".into(), Value::from(self.state.as_str()));
+        let message = match (&self.prompt, &self.error) {
+            (Some(p), _) if self.state == TaskState::InputRequired => Some(p.message.clone()),
+            (_, Some(e)) if self.state == TaskState::Failed => {
+                e.get("message").and_then(Value::as_str).map(str::to_owned)
+            }
+            _ => None,
+        };
+        if let Some(m) = message {
+            status.insert(
+                "message".into(),
+                json!({"role": "agent", "parts": [{"kind": "text", "text": m}]}),
+            );
+        }
+        let mut metadata = Map::new();
+        if let (Some(p), TaskState::InputRequired) = (&self.prompt, self.state) {
+            metadata.insert("prompt".into(), p.to_json());
+        }
+        if let Some(e) = &self.error {
+            metadata.insert("error".into(), e.clone());
+        }
+        if let Some(r) = &self.result {
+            metadata.insert("result".into(), r.clone());
+        }
+        json!({
+            "id": self.id,
+            "contextId": context_id,
+            "status": status,
+            "artifacts": [{"name": "response", "parts": [{"kind": "text", "text": self.response}]}],
+            "metadata": metadata,
+        })
+    }
+}
+
+/// One task update, before the session stamps ids and the context.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Update {
+    /// The task it belongs to.
+    pub task_id: String,
+    /// Status or artifact.
+    pub kind: EventKind,
+    /// The update's fields (`taskId` and `contextId` are added by the session).
+    pub data: Map<String, Value>,
+}
+
+impl Update {
+    /// Whether this update ends its task.
+    pub fn is_final(&self) -> bool {
+        self.data.get("final").and_then(Value::as_bool) == Some(true)
+    }
+}
+
+/// Tasks retained per context for `tasks/get` once they are done.
+const RETAINED_TASKS: usize = 1024;
+
+/// Attributes raw messages to tasks and keeps their model. See the module docs.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    tasks: HashMap<String, Task>,
+    order: VecDeque<String>,
+    /// tool_use_id → (task id, tool name).
+    tools: HashMap<String, (String, String)>,
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+impl Tracker {
+    /// Registers a task the bridge is about to send as a `user_turn`.
+    pub fn begin(&mut self, task_id: &str) {
+        if self.order.len() >= RETAINED_TASKS {
+            if let Some(pos) = self
+                .order
+                .iter()
+                .position(|id| self.tasks.get(id).is_none_or(|t| t.finished))
+            {
+                if let Some(old) = self.order.remove(pos) {
+                    self.tasks.remove(&old);
+                    self.tools.retain(|_, (t, _)| *t != old);
+                }
+            }
+        }
+        self.tasks.insert(task_id.to_owned(), Task::new(task_id));
+        self.order.push_back(task_id.to_owned());
+    }
+
+    /// A task, when known.
+    pub fn task(&self, task_id: &str) -> Option<&Task> {
+        self.tasks.get(task_id)
+    }
+
+    /// Tasks without their final update yet.
+    pub fn open_tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.values().filter(|t| !t.finished)
+    }
+
+    fn status(&mut self, task_id: &str, state: Option<TaskState>, extra: Value) -> Option<Update> {
+        let task = self.tasks.get_mut(task_id)?;
+        if let Some(s) = state {
+            task.state = s;
+        }
+        let mut data = obj(extra);
+        data.insert("state".into(), Value::from(task.state.as_str()));
+        Some(Update {
+            task_id: task_id.to_owned(),
+            kind: EventKind::Status,
+            data,
+        })
+    }
+
+    fn artifact(task_id: &str, data: Value) -> Option<Update> {
+        Some(Update {
+            task_id: task_id.to_owned(),
+            kind: EventKind::Artifact,
+            data: obj(data),
+        })
+    }
+
+    /// The update one server message makes, if any; updates the task model. A finished task
+    /// takes no more updates (a replay after a reconnect may repeat its lines).
+    pub fn observe(&mut self, msg: &ServerMessage) -> Option<Update> {
+        let owner = match msg {
+            ServerMessage::Event(e) => match &e.event {
+                Event::ToolOutput { tool_use_id, .. } => {
+                    self.tools.get(tool_use_id).map(|(t, _)| t.as_str())
+                }
+                _ => Some(e.request_id.as_str()),
+            },
+            other => other.request_id(),
+        };
+        if owner
+            .and_then(|t| self.tasks.get(t))
+            .is_some_and(|t| t.finished)
+        {
+            return None;
+        }
+        match msg {
+            ServerMessage::Hello(_) | ServerMessage::ReplayComplete(_) => None,
+            ServerMessage::Request(r) => {
+                self.tasks.get(&r.request_id)?;
+                self.status(&r.request_id, Some(TaskState::Submitted), json!({}))
+            }
+            ServerMessage::Prompt(p) => {
+                let prompt = OpenPrompt {
+                    prompt_id: p.prompt_id.clone(),
+                    kind: p.kind.clone(),
+                    message: p.message.clone(),
+                    choices: p.choices.clone(),
+                };
+                let task = self.tasks.get_mut(&p.request_id)?;
+                let view = prompt.to_json();
+                task.prompt = Some(prompt);
+                self.status(
+                    &p.request_id,
+                    Some(TaskState::InputRequired),
+                    json!({"prompt": view}),
+                )
+            }
+            ServerMessage::PromptAck(a) => {
+                let task = self.tasks.get_mut(&a.request_id)?;
+                task.prompt = None;
+                self.status(
+                    &a.request_id,
+                    Some(TaskState::Working),
+                    json!({"promptId": a.prompt_id, "response": a.response}),
+                )
+            }
+            ServerMessage::Result(r) => {
+                let task = self.tasks.get_mut(&r.request_id)?;
+                task.prompt = None;
+                task.finished = true;
+                let (state, extra) = if !r.ok {
+                    let error = json!({"code": r.error.as_ref().and_then(|e| e.code.clone()),
+                                       "message": r.error.as_ref().map(|e| e.message.clone())});
+                    task.error = Some(error.clone());
+                    (TaskState::Failed, json!({"final": true, "error": error}))
+                } else {
+                    task.result = r.data.clone();
+                    let result = r.data.clone().unwrap_or(Value::Null);
+                    match (&task.error, task.interrupted) {
+                        (_, true) => (
+                            TaskState::Canceled,
+                            json!({"final": true, "result": result}),
+                        ),
+                        (Some(e), false) => (
+                            TaskState::Failed,
+                            json!({"final": true, "result": result, "error": e}),
+                        ),
+                        (None, false) => (
+                            TaskState::Completed,
+                            json!({"final": true, "result": result}),
+                        ),
+                    }
+                };
+                self.status(&r.request_id, Some(state), extra)
+            }
+            ServerMessage::Event(e) => self.observe_event(&e.request_id, &e.event),
+        }
+    }
+
+    fn observe_event(&mut self, request_id: &str, event: &Event) -> Option<Update> {
+        if let Event::ToolOutput {
+            tool_name,
+            tool_use_id,
+            stream,
+            text,
+            data_b64,
+        } = event
+        {
+            // Routed by tool_use_id: request_id is sid's own tool request here.
+            let (task_id, _) = self.tools.get(tool_use_id)?.clone();
+            let mut data = json!({"artifact": format!("tool:{tool_name}"), "toolUseId": tool_use_id,
+                                  "stream": stream, "append": true});
+            match (text, data_b64) {
+                (Some(t), _) => data["text"] = Value::from(t.clone()),
+                (None, Some(b)) => data["dataB64"] = Value::from(b.clone()),
+                (None, None) => {}
+            }
+            return Self::artifact(&task_id, data);
+        }
+        let task = self.tasks.get_mut(request_id)?;
+        match event {
+            Event::AgentStart { .. } => {
+                self.status(request_id, Some(TaskState::Working), json!({}))
+            }
+            Event::AssistantTextDelta { text, .. } => {
+                task.response.push_str(text);
+                Self::artifact(
+                    request_id,
+                    json!({"artifact": "response", "text": text, "append": true}),
+                )
+            }
+            Event::ThinkingDelta { text, .. } => Self::artifact(
+                request_id,
+                json!({"artifact": "thinking", "text": text, "append": true}),
+            ),
+            Event::ToolUseStart {
+                name, tool_use_id, ..
+            } => {
+                task.current_tool = Some((tool_use_id.clone(), name.clone()));
+                self.tools
+                    .insert(tool_use_id.clone(), (request_id.to_owned(), name.clone()));
+                self.status(
+                    request_id,
+                    Some(TaskState::Working),
+                    json!({"tool": {"name": name, "toolUseId": tool_use_id, "phase": "start"}}),
+                )
+            }
+            Event::ToolInputDelta { partial_json, .. } => {
+                let (id, name) = task.current_tool.clone().unwrap_or_default();
+                self.status(
+                    request_id,
+                    None,
+                    json!({"tool": {"name": name, "toolUseId": id, "phase": "input", "partialJson": partial_json}}),
+                )
+            }
+            Event::ToolUseEnd { .. } => {
+                let (id, name) = task.current_tool.take().unwrap_or_default();
+                self.status(
+                    request_id,
+                    None,
+                    json!({"tool": {"name": name, "toolUseId": id, "phase": "end"}}),
+                )
+            }
+            Event::ToolResultStart {
+                label,
+                tool_use_id,
+                is_error,
+                ..
+            } => {
+                let name = self
+                    .tools
+                    .get(tool_use_id)
+                    .map(|(_, n)| n.clone())
+                    .unwrap_or_else(|| {
+                        label
+                            .as_deref()
+                            .and_then(|l| l.strip_prefix("tool:"))
+                            .unwrap_or("")
+                            .to_owned()
+                    });
+                task.current_result = Some((tool_use_id.clone(), name.clone()));
+                Self::artifact(
+                    request_id,
+                    json!({"artifact": format!("tool:{name}"), "toolUseId": tool_use_id,
+                           "isError": is_error, "text": "", "append": false}),
+                )
+            }
+            Event::ToolResultTextDelta { text, label, .. } => {
+                let (id, name) = task.current_result.clone().unwrap_or_else(|| {
+                    (
+                        String::new(),
+                        label
+                            .as_deref()
+                            .and_then(|l| l.strip_prefix("tool:"))
+                            .unwrap_or("")
+                            .to_owned(),
+                    )
+                });
+                Self::artifact(
+                    request_id,
+                    json!({"artifact": format!("tool:{name}"), "toolUseId": id, "text": text, "append": true}),
+                )
+            }
+            Event::ToolResultEnd { .. } => {
+                let (id, name) = task.current_result.take().unwrap_or_default();
+                Self::artifact(
+                    request_id,
+                    json!({"artifact": format!("tool:{name}"), "toolUseId": id, "text": "",
+                           "append": true, "lastChunk": true}),
+                )
+            }
+            Event::Info { message, .. } => self.status(
+                request_id,
+                None,
+                json!({"message": message, "level": "info"}),
+            ),
+            Event::Error { message, .. } => {
+                if task.error.is_none() {
+                    task.error = Some(json!({"code": null, "message": message}));
+                }
+                self.status(
+                    request_id,
+                    None,
+                    json!({"message": message, "level": "error"}),
+                )
+            }
+            Event::Interrupted { .. } => {
+                task.interrupted = true;
+                self.status(request_id, Some(TaskState::Canceled), json!({}))
+            }
+            Event::ResponseFinish { .. } | Event::AgentFinish { .. } => None,
+            Event::ToolOutput { .. } => None,
+        }
+    }
+
+    /// Fails every open task (sid exited or the socket is gone for good).
+    pub fn fail_open(&mut self, reason: &str) -> Vec<Update> {
+        let open: Vec<String> = self.open_tasks().map(|t| t.id.clone()).collect();
+        open.into_iter()
+            .filter_map(|id| {
+                let error = json!({"code": "sid_gone", "message": reason});
+                if let Some(t) = self.tasks.get_mut(&id) {
+                    t.error = Some(error.clone());
+                    t.prompt = None;
+                    t.finished = true;
+                }
+                self.status(
+                    &id,
+                    Some(TaskState::Failed),
+                    json!({"final": true, "error": error}),
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replay(file: &str, task: &str) -> (Tracker, Vec<Update>) {
+        let path = format!(
+            "{}/tests/data/sid-raw-v5/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut t = Tracker::default();
+        t.begin(task);
+        let updates = text
+            .lines()
+            .filter_map(|l| t.observe(&serde_json::from_str(l).unwrap()))
+            .collect();
+        (t, updates)
+    }
+
+    #[test]
+    fn a_plain_turn() {
+        let (t, updates) = replay("out_turn.jsonl", "t1");
+        let states: Vec<_> = updates
+            .iter()
+            .filter_map(|u| u.data.get("state").and_then(Value::as_str))
+            .collect();
+        assert_eq!(states.first(), Some(&"submitted"));
+        assert_eq!(states.last(), Some(&"completed"));
+        assert!(updates.last().unwrap().is_final());
+        assert_eq!(t.task("t1").unwrap().response, "Hello from the mock model.");
+        let texts: Vec<_> = updates
+            .iter()
+            .filter(|u| u.kind == EventKind::Artifact)
+            .map(|u| u.data["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["Hello", " from the", " mock model."]);
+    }
+
+    #[test]
+    fn a_tool_turn_with_a_prompt() {
+        let (t, updates) = replay("out_tool.jsonl", "t1");
+        let prompt = updates
+            .iter()
+            .find(|u| u.data.get("state").and_then(Value::as_str) == Some("input-required"))
+            .unwrap();
+        assert_eq!(prompt.data["prompt"]["promptId"], "prompt-1");
+        let tool: Vec<_> = updates
+            .iter()
+            .filter(|u| u.data.get("artifact").and_then(Value::as_str) == Some("tool:bash"))
+            .collect();
+        assert_eq!(tool.len(), 3);
+        assert_eq!(tool[1].data["text"], "hi");
+        assert_eq!(tool[1].data["toolUseId"], "toolu_mock_bash_1");
+        assert_eq!(t.task("t1").unwrap().state, TaskState::Completed);
+    }
+
+    #[test]
+    fn tool_output_is_routed_by_tool_use_id_and_errors_fail_the_turn() {
+        let mut t = Tracker::default();
+        t.begin("task-a");
+        let lines = [
+            r#"{"type":"event","protocol_version":5,"sequence":2,"request_id":"task-a","event":"tool_use_start","label":"b","depth":0,"name":"bash","tool_use_id":"tu-1"}"#,
+            r#"{"type":"event","protocol_version":5,"sequence":3,"request_id":"sid-internal-7","event":"tool_output","tool_name":"bash","tool_use_id":"tu-1","stream":"stdout","data_b64":"/w=="}"#,
+            r#"{"type":"event","protocol_version":5,"sequence":4,"request_id":"task-a","event":"error","label":null,"depth":0,"message":"API error (conversation preserved): boom"}"#,
+            r#"{"type":"result","protocol_version":5,"sequence":5,"request_id":"task-a","ok":true,"data":{}}"#,
+        ];
+        let updates: Vec<_> = lines
+            .iter()
+            .filter_map(|l| t.observe(&serde_json::from_str(l).unwrap()))
+            .collect();
+        assert_eq!(updates[1].task_id, "task-a");
+        assert_eq!(updates[1].data["dataB64"], "/w==");
+        assert_eq!(updates[2].data["level"], "error");
+        assert_eq!(updates[3].data["state"], "failed");
+        assert!(updates[3].is_final());
+    }
+}

@@ -1,0 +1,570 @@
+//! The sid bridge: JSON-RPC calls in, task updates out.
+//!
+//! The bridge owns the contexts (one sid child each, or the one attached `--listen` socket) and
+//! the index from task ids to contexts. The task model lives in each context's
+//! [`mapping::Tracker`], so a task started in one dialect can be read in another.
+
+pub mod context;
+pub mod mapping;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+
+use crate::config::Sid as SidConfig;
+use crate::error::GatewayError;
+use crate::events::Subscription;
+use crate::stream::{Filter, Timing};
+use crate::wire::raw::{Op, ResultLine, ServerError};
+use context::{Context, SendError, Transport};
+use mapping::TaskState;
+
+/// `message/send`.
+pub const SEND: &str = "message/send";
+/// `message/stream`.
+pub const STREAM: &str = "message/stream";
+/// `tasks/get`.
+pub const GET: &str = "tasks/get";
+/// `tasks/cancel`.
+pub const CANCEL: &str = "tasks/cancel";
+/// `tasks/resubscribe`.
+pub const RESUBSCRIBE: &str = "tasks/resubscribe";
+/// Prefix of raw ops.
+pub const RAW_PREFIX: &str = "_sid/";
+
+/// How long a stopping sid gets between EOF on stdin and a kill.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+/// How long `tasks/cancel` waits for sid to answer its interrupt.
+const CANCEL_WAIT: Duration = Duration::from_secs(2);
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Bridge {
+    cfg: SidConfig,
+    contexts: Mutex<HashMap<String, Arc<Context>>>,
+    tasks: Mutex<HashMap<String, String>>,
+    attached: Option<Arc<Context>>,
+}
+
+/// A stream a call opened: the subscription and what to keep of it.
+#[derive(Debug)]
+pub struct Opened {
+    /// Events to send.
+    pub subscription: Subscription,
+    /// Which, and until when.
+    pub filter: Filter,
+}
+
+#[derive(Deserialize)]
+struct SendParams {
+    message: MessageIn,
+    #[serde(default, rename = "contextId")]
+    context_id: Option<String>,
+    #[serde(default, rename = "taskId")]
+    task_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct MessageIn {
+    #[serde(default)]
+    parts: Vec<PartIn>,
+    #[serde(default, rename = "contextId")]
+    context_id: Option<String>,
+    #[serde(default, rename = "taskId")]
+    task_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PartIn {
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct IdParams {
+    id: String,
+}
+
+fn params<T: for<'de> Deserialize<'de>>(p: Option<&RawValue>) -> Result<T, GatewayError> {
+    serde_json::from_str(p.map_or("{}", RawValue::get))
+        .map_err(|e| GatewayError::InvalidParams(e.to_string()))
+}
+
+/// sid's error answer as the gateway's error.
+pub fn sid_error(e: Option<&ServerError>) -> GatewayError {
+    let message = e.map_or_else(
+        || "sid reported a failure".to_owned(),
+        |e| e.message.clone(),
+    );
+    match e.and_then(|e| e.code.as_deref()) {
+        Some("busy") => GatewayError::SidBusy(message),
+        Some("stale_prompt") => GatewayError::SidStalePrompt(message),
+        Some("invalid_request" | "invalid_request_json" | "unsupported_protocol_version") => {
+            GatewayError::SidRejected(message)
+        }
+        code => GatewayError::SidFailed {
+            code: code.map(str::to_owned),
+            message,
+        },
+    }
+}
+
+fn gone(e: SendError) -> GatewayError {
+    let SendError::Gone(reason) = e;
+    GatewayError::SidUnavailable(reason)
+}
+
+impl Bridge {
+    /// Starts the bridge (attaching to `sid.connect` when set) and its idle reaper.
+    pub fn start(cfg: SidConfig) -> Arc<Self> {
+        let attached = (!cfg.connect.is_empty()).then(|| {
+            let ctx = Context::new(
+                uuid::Uuid::new_v4().to_string(),
+                Transport::Socket(cfg.connect.clone()),
+                cfg.replay_events,
+                cfg.subscriber_buffer,
+            );
+            ctx.spawn_socket(
+                cfg.connect.clone(),
+                Duration::from_millis(cfg.reconnect_grace_ms),
+            );
+            ctx
+        });
+        let bridge = Arc::new(Bridge {
+            contexts: Mutex::new(attached.iter().map(|c| (c.id.clone(), c.clone())).collect()),
+            tasks: Mutex::new(HashMap::new()),
+            attached,
+            cfg,
+        });
+        let weak = Arc::downgrade(&bridge);
+        let period = Duration::from_millis((bridge.cfg.idle_timeout_ms / 4).clamp(50, 5_000));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let Some(b) = weak.upgrade() else { return };
+                b.reap_idle().await;
+            }
+        });
+        bridge
+    }
+
+    fn contexts(&self) -> MutexGuard<'_, HashMap<String, Arc<Context>>> {
+        self.contexts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn task_index(&self) -> MutexGuard<'_, HashMap<String, String>> {
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// SSE timing for this bridge's streams.
+    pub fn timing(&self) -> Timing {
+        Timing {
+            keepalive: Duration::from_millis(self.cfg.keepalive_ms),
+            retry_ms: 2000,
+        }
+    }
+
+    /// Whether `method` is one of the bridge's.
+    pub fn handles(&self, method: &str) -> bool {
+        matches!(method, SEND | STREAM | GET | CANCEL | RESUBSCRIBE)
+            || method.starts_with(RAW_PREFIX)
+    }
+
+    /// Whether `method` answers a stream.
+    pub fn is_streaming(&self, method: &str) -> bool {
+        matches!(method, STREAM | RESUBSCRIBE)
+    }
+
+    /// Checks `Authorization: Bearer` against `sid.bearer_tokens` (when any are configured).
+    pub fn authorize(&self, authorization: Option<&str>) -> Result<(), GatewayError> {
+        if self.cfg.bearer_tokens.is_empty() {
+            return Ok(());
+        }
+        let given = authorization
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .unwrap_or("");
+        let ok = self
+            .cfg
+            .bearer_tokens
+            .iter()
+            .any(|t| constant_time_eq(t.as_bytes(), given.as_bytes()));
+        ok.then_some(()).ok_or(GatewayError::Unauthorized)
+    }
+
+    /// Answers a non-streaming call.
+    pub async fn call(&self, method: &str, p: Option<&RawValue>) -> Result<Value, GatewayError> {
+        match method {
+            SEND => {
+                let (ctx, task) = self.begin_send(params(p)?).await?;
+                ctx.settled(&task).await;
+                ctx.snapshot(&task).ok_or(GatewayError::TaskNotFound(task))
+            }
+            GET => {
+                let IdParams { id } = params(p)?;
+                let ctx = self.context_of(&id)?;
+                ctx.snapshot(&id).ok_or(GatewayError::TaskNotFound(id))
+            }
+            CANCEL => self.cancel(params(p)?).await,
+            raw if raw.starts_with(RAW_PREFIX) => self.raw_op(&raw[RAW_PREFIX.len()..], p).await,
+            other => Err(GatewayError::MethodNotFound(other.to_owned())),
+        }
+    }
+
+    /// Opens the stream a streaming call answers with.
+    pub async fn open(
+        &self,
+        method: &str,
+        p: Option<&RawValue>,
+        last_event_id: Option<&str>,
+    ) -> Result<Opened, GatewayError> {
+        match method {
+            STREAM => {
+                let sp: SendParams = params(p)?;
+                // Subscribe before the turn starts, so not one event is missed.
+                let ctx = self.context_for(&sp)?;
+                let live = ctx.queue.subscribe_live();
+                let (_, task) = self.begin_send_on(ctx, sp).await?;
+                Ok(Opened {
+                    subscription: Subscription {
+                        gap: false,
+                        backlog: Vec::new(),
+                        live,
+                    },
+                    filter: Filter {
+                        task: Some(task),
+                        until_final: true,
+                    },
+                })
+            }
+            RESUBSCRIBE => {
+                let IdParams { id } = params(p)?;
+                self.task_stream(&id, last_event_id, true)
+            }
+            other => Err(GatewayError::MethodNotFound(other.to_owned())),
+        }
+    }
+
+    /// One task's events after `last_event_id` (all retained ones when `None`); with
+    /// `live_if_running`, a running task without a resume point streams from now on.
+    pub fn task_stream(
+        &self,
+        task_id: &str,
+        last_event_id: Option<&str>,
+        live_if_running: bool,
+    ) -> Result<Opened, GatewayError> {
+        let ctx = self.context_of(task_id)?;
+        let state = ctx
+            .task_state(task_id)
+            .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))?;
+        let subscription = if last_event_id.is_none() && live_if_running && !state.is_terminal() {
+            Subscription {
+                gap: false,
+                backlog: Vec::new(),
+                live: ctx.queue.subscribe_live(),
+            }
+        } else {
+            ctx.queue.subscribe(last_event_id)
+        };
+        Ok(Opened {
+            subscription,
+            filter: Filter {
+                task: Some(task_id.to_owned()),
+                until_final: true,
+            },
+        })
+    }
+
+    /// Every event of one context after `last_event_id`.
+    pub fn context_stream(
+        &self,
+        context_id: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<Opened, GatewayError> {
+        let ctx = self
+            .contexts()
+            .get(context_id)
+            .cloned()
+            .ok_or_else(|| GatewayError::ContextNotFound(context_id.to_owned()))?;
+        Ok(Opened {
+            subscription: ctx.queue.subscribe(last_event_id),
+            filter: Filter::default(),
+        })
+    }
+
+    fn context_of(&self, task_id: &str) -> Result<Arc<Context>, GatewayError> {
+        let ctx_id = self
+            .task_index()
+            .get(task_id)
+            .cloned()
+            .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))?;
+        self.contexts()
+            .get(&ctx_id)
+            .cloned()
+            .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))
+    }
+
+    /// The context a `message/send` addresses: the task's, the named one (restarted when its
+    /// child was stopped), the attached socket, or a new child.
+    fn context_for(&self, sp: &SendParams) -> Result<Arc<Context>, GatewayError> {
+        if let Some(task) = sp.message.task_id.as_ref().or(sp.task_id.as_ref()) {
+            return self.context_of(task);
+        }
+        if let Some(ctx_id) = sp.message.context_id.as_ref().or(sp.context_id.as_ref()) {
+            let ctx = self
+                .contexts()
+                .get(ctx_id)
+                .cloned()
+                .ok_or_else(|| GatewayError::ContextNotFound(ctx_id.clone()))?;
+            self.ensure_running(&ctx)?;
+            return Ok(ctx);
+        }
+        if let Some(a) = &self.attached {
+            return Ok(a.clone());
+        }
+        self.new_context()
+    }
+
+    fn running_children(contexts: &HashMap<String, Arc<Context>>) -> usize {
+        contexts
+            .values()
+            .filter(|c| matches!(c.transport, Transport::Stdio(_)) && c.is_running())
+            .count()
+    }
+
+    fn new_context(&self) -> Result<Arc<Context>, GatewayError> {
+        let mut contexts = self.contexts();
+        if Self::running_children(&contexts) >= self.cfg.max_contexts {
+            return Err(GatewayError::TooManyContexts(self.cfg.max_contexts));
+        }
+        let ctx = Context::new(
+            uuid::Uuid::new_v4().to_string(),
+            Transport::Stdio(self.cfg.command.clone()),
+            self.cfg.replay_events,
+            self.cfg.subscriber_buffer,
+        );
+        ctx.spawn_child(&self.cfg.command, None).map_err(|e| {
+            GatewayError::SidUnavailable(format!("cannot start {:?}: {e}", self.cfg.command))
+        })?;
+        contexts.insert(ctx.id.clone(), ctx.clone());
+        metrics::gauge!("wiregate_sid_contexts").set(contexts.len() as f64);
+        Ok(ctx)
+    }
+
+    fn ensure_running(&self, ctx: &Arc<Context>) -> Result<(), GatewayError> {
+        if ctx.is_running() {
+            return Ok(());
+        }
+        let Transport::Stdio(command) = &ctx.transport else {
+            return Err(GatewayError::SidUnavailable(
+                ctx.exit_reason()
+                    .unwrap_or_else(|| "the sid socket is reconnecting".into()),
+            ));
+        };
+        let contexts = self.contexts();
+        if Self::running_children(&contexts) >= self.cfg.max_contexts {
+            return Err(GatewayError::TooManyContexts(self.cfg.max_contexts));
+        }
+        // The child was stopped (idle, or it exited): resume the same sid session.
+        ctx.spawn_child(command, ctx.session_id())
+            .map_err(|e| GatewayError::SidUnavailable(format!("cannot restart sid: {e}")))
+    }
+
+    fn message_text(sp: &SendParams) -> Result<String, GatewayError> {
+        let text: Vec<&str> = sp
+            .message
+            .parts
+            .iter()
+            .filter_map(|p| p.text.as_deref())
+            .collect();
+        if text.is_empty() {
+            return Err(GatewayError::InvalidParams(
+                "message has no text part".into(),
+            ));
+        }
+        Ok(text.join("\n"))
+    }
+
+    async fn begin_send(&self, sp: SendParams) -> Result<(Arc<Context>, String), GatewayError> {
+        let ctx = self.context_for(&sp)?;
+        self.begin_send_on(ctx, sp).await
+    }
+
+    /// Starts a turn, or answers the open prompt of `taskId`; returns the task.
+    async fn begin_send_on(
+        &self,
+        ctx: Arc<Context>,
+        sp: SendParams,
+    ) -> Result<(Arc<Context>, String), GatewayError> {
+        let text = Self::message_text(&sp)?;
+        if let Some(task) = sp.message.task_id.clone().or(sp.task_id.clone()) {
+            self.answer_prompt(&ctx, &task, text).await?;
+            return Ok((ctx, task));
+        }
+        if let Some(busy) = ctx.active_turn() {
+            return Err(GatewayError::SidBusy(format!(
+                "context {} is running task {busy}; wait for it, or answer its prompt with taskId",
+                ctx.id
+            )));
+        }
+        let task = uuid::Uuid::new_v4().to_string();
+        self.task_index().insert(task.clone(), ctx.id.clone());
+        if let Err(e) = ctx.start_turn(&task, text) {
+            self.task_index().remove(&task);
+            return Err(gone(e));
+        }
+        Ok((ctx, task))
+    }
+
+    async fn answer_prompt(
+        &self,
+        ctx: &Arc<Context>,
+        task: &str,
+        text: String,
+    ) -> Result<(), GatewayError> {
+        let Some(prompt_id) = ctx.open_prompt(task) else {
+            let state = ctx.task_state(task).map_or("unknown", TaskState::as_str);
+            return Err(GatewayError::InvalidParams(format!(
+                "task {task} is not waiting for input (it is {state}); send without taskId to start a new task"
+            )));
+        };
+        let (_, answered) = ctx
+            .request(Op::PromptResponse {
+                prompt_id: prompt_id.clone(),
+                response: text,
+            })
+            .map_err(gone)?;
+        // sid acknowledges an accepted answer with prompt_ack (no result); a refusal is a result.
+        let moved_on = async {
+            loop {
+                if ctx.open_prompt(task).as_deref() != Some(prompt_id.as_str()) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::select! {
+            r = answered => match r {
+                Ok(ResultLine { ok: false, error, .. }) => Err(sid_error(error.as_ref())),
+                _ => Ok(()),
+            },
+            _ = moved_on => Ok(()),
+        }
+    }
+
+    async fn cancel(&self, IdParams { id }: IdParams) -> Result<Value, GatewayError> {
+        let ctx = self.context_of(&id)?;
+        let state = ctx
+            .task_state(&id)
+            .ok_or_else(|| GatewayError::TaskNotFound(id.clone()))?;
+        if state.is_terminal() {
+            return Err(GatewayError::TaskNotCancelable {
+                id,
+                state: state.as_str(),
+            });
+        }
+        let (_, answer) = ctx.request(Op::Interrupt).map_err(gone)?;
+        let note = match tokio::time::timeout(CANCEL_WAIT, answer).await {
+            Ok(Ok(ResultLine {
+                ok: false, error, ..
+            })) => return Err(sid_error(error.as_ref())),
+            Ok(Ok(_)) => {
+                // Over --listen sid stops the turn now; wait briefly for it to say so.
+                let _ = tokio::time::timeout(CANCEL_WAIT, ctx.settled(&id)).await;
+                None
+            }
+            Ok(Err(_)) => return Err(GatewayError::SidUnavailable("sid stopped".into())),
+            Err(_) => Some(
+                "sid over stdio reads the interrupt only when the current turn ends; the task \
+                 finishes its turn first",
+            ),
+        };
+        let mut snap = ctx.snapshot(&id).ok_or(GatewayError::TaskNotFound(id))?;
+        snap["metadata"]["cancelRequested"] = json!(true);
+        if let Some(n) = note {
+            snap["metadata"]["cancelNote"] = json!(n);
+        }
+        Ok(snap)
+    }
+
+    async fn raw_op(&self, op: &str, p: Option<&RawValue>) -> Result<Value, GatewayError> {
+        if !self.cfg.allow_ops.iter().any(|a| a == op) {
+            return Err(GatewayError::SidOpNotAllowed(op.to_owned()));
+        }
+        let mut fields: Map<String, Value> = params(p)?;
+        let ctx = match fields.remove("contextId") {
+            Some(Value::String(id)) => {
+                let ctx = self
+                    .contexts()
+                    .get(&id)
+                    .cloned()
+                    .ok_or(GatewayError::ContextNotFound(id))?;
+                self.ensure_running(&ctx)?;
+                ctx
+            }
+            _ => match &self.attached {
+                Some(a) => a.clone(),
+                None => {
+                    return Err(GatewayError::InvalidParams(
+                        "params.contextId is required".into(),
+                    ))
+                }
+            },
+        };
+        fields.insert("op".into(), Value::from(op));
+        let op: Op = serde_json::from_value(Value::Object(fields))
+            .map_err(|e| GatewayError::InvalidParams(e.to_string()))?;
+        let (_, answer) = ctx.request(op).map_err(gone)?;
+        match answer.await {
+            Ok(ResultLine { ok: true, data, .. }) => Ok(data.unwrap_or(Value::Null)),
+            Ok(ResultLine { error, .. }) => Err(sid_error(error.as_ref())),
+            Err(_) => Err(GatewayError::SidUnavailable(
+                ctx.exit_reason().unwrap_or_else(|| "sid stopped".into()),
+            )),
+        }
+    }
+
+    async fn reap_idle(&self) {
+        let idle = Duration::from_millis(self.cfg.idle_timeout_ms);
+        let stale: Vec<Arc<Context>> = self
+            .contexts()
+            .values()
+            .filter(|c| {
+                matches!(c.transport, Transport::Stdio(_))
+                    && c.is_running()
+                    && c.active_turn().is_none()
+                    && c.idle_for() >= idle
+            })
+            .cloned()
+            .collect();
+        for c in stale {
+            tracing::info!(context = %c.id, "stopping an idle sid");
+            c.stop(STOP_GRACE).await;
+        }
+    }
+
+    /// Stops every sid and closes every stream.
+    pub async fn shutdown(&self) {
+        let all: Vec<Arc<Context>> = self.contexts().values().cloned().collect();
+        futures_util::future::join_all(all.iter().map(|c| async move {
+            c.close();
+            c.stop(STOP_GRACE).await;
+        }))
+        .await;
+    }
+
+    /// Whether every context is healthy (running, or stopped on purpose).
+    pub fn healthy(&self) -> bool {
+        self.attached.as_ref().is_none_or(|a| a.is_running())
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

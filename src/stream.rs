@@ -1,0 +1,120 @@
+//! The one SSE writer: a queue subscription → `text/event-stream` bytes.
+//!
+//! It serves the sid bridge and the domain-event feed alike: a `retry:` line first, an
+//! `event: gap` frame when the resume point is no longer retained, the backlog, then live frames
+//! with `: keepalive` comments in between. A subscriber that falls behind its buffer is cut off
+//! (it resumes with `Last-Event-ID`), so it never slows the producer or other subscribers.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::Stream;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::events::{Stored, Subscription};
+use crate::wire::sse;
+
+/// Which events a stream carries, and when it ends.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Only this task's events (`plan_id`).
+    pub task: Option<String>,
+    /// End after the matching task's final event.
+    pub until_final: bool,
+}
+
+impl Filter {
+    fn admits(&self, s: &Stored) -> bool {
+        match &self.task {
+            Some(t) => s.event.plan_id.as_deref() == Some(t.as_str()),
+            None => true,
+        }
+    }
+
+    fn ends_with(&self, s: &Stored) -> bool {
+        self.until_final && s.event.is_final()
+    }
+}
+
+/// Stream timing.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Interval of `: keepalive` comments.
+    pub keepalive: Duration,
+    /// The `retry:` advice in milliseconds.
+    pub retry_ms: u64,
+}
+
+/// Encodes a subscription as SSE bytes. `frame` encodes each event (the queue's own pre-encoded
+/// frame by default; other dialects re-shape it).
+pub fn frames(
+    sub: Subscription,
+    filter: Filter,
+    timing: Timing,
+    frame: Arc<dyn Fn(&Stored) -> Bytes + Send + Sync>,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    async_stream::stream! {
+        let Subscription { gap, backlog, mut live } = sub;
+        yield Ok(sse::retry(timing.retry_ms));
+        if gap {
+            yield Ok(sse::frame(Some("gap"), None, r#"{"reason":"the requested event is no longer retained; replaying what is"}"#));
+        }
+        let mut last_seq = 0;
+        for s in &backlog {
+            last_seq = s.seq;
+            if filter.admits(s) {
+                yield Ok(frame(s));
+                if filter.ends_with(s) {
+                    return;
+                }
+            }
+        }
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + timing.keepalive, timing.keepalive);
+        loop {
+            tokio::select! {
+                got = live.recv() => match got {
+                    Ok(s) => {
+                        if s.seq <= last_seq || !filter.admits(&s) {
+                            continue;
+                        }
+                        last_seq = s.seq;
+                        yield Ok(frame(&s));
+                        if filter.ends_with(&s) {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "SSE subscriber fell behind its buffer; cutting it off");
+                        metrics::counter!("wiregate_sse_subscribers_cut_total").increment(1);
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                _ = tick.tick() => yield Ok(sse::keepalive()),
+            }
+        }
+    }
+}
+
+/// The queue's own pre-encoded frame.
+pub fn stored_frame() -> Arc<dyn Fn(&Stored) -> Bytes + Send + Sync> {
+    Arc::new(|s: &Stored| s.frame.clone())
+}
+
+/// An HTTP response carrying an SSE stream, with the headers proxies need to pass it through.
+pub fn response(body: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static) -> Response {
+    let mut resp = (StatusCode::OK, Body::from_stream(body)).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
