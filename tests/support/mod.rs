@@ -334,3 +334,174 @@ async fn read(resp: reqwest::Response) -> Answer {
         text: resp.text().await.unwrap(),
     }
 }
+
+/// The fake sid built from `examples/fake_sid.rs` (cargo builds examples before tests run).
+pub fn fake_sid() -> String {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_wiregate"));
+    let path = bin.parent().unwrap().join("examples").join("fake_sid");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test`, which builds examples",
+        path.display()
+    );
+    path.to_string_lossy().into_owned()
+}
+
+impl GatewayBuilder {
+    /// Enables the sid bridge over the fake sid on stdio; `tag` marks its children's command
+    /// line so a test can find them.
+    pub fn sid(self, tag: &str) -> Self {
+        let tag = tag.to_owned();
+        self.with(move |c| {
+            c.sid.enabled = true;
+            c.sid.command = vec![fake_sid(), "--raw".into(), "--tag".into(), tag];
+            c.sid.keepalive_ms = 200;
+        })
+    }
+}
+
+/// One parsed SSE event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    /// `event:`.
+    pub event: String,
+    /// `id:`.
+    pub id: String,
+    /// `data:` as JSON.
+    pub data: Value,
+}
+
+/// Reads an SSE response with a real SSE parser (eventsource-stream).
+pub struct SseReader {
+    inner: std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<eventsource_stream::Event, String>> + Send>,
+    >,
+    /// The response's headers.
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl SseReader {
+    /// Wraps a streaming response.
+    pub fn new(resp: reqwest::Response) -> Self {
+        use eventsource_stream::Eventsource;
+        use futures::StreamExt;
+        let headers = resp.headers().clone();
+        let inner = resp
+            .bytes_stream()
+            .eventsource()
+            .map(|r| r.map_err(|e| e.to_string()));
+        SseReader {
+            inner: Box::pin(inner),
+            headers,
+        }
+    }
+
+    /// The next event, `None` when the stream ended; panics after `timeout` of silence.
+    pub async fn next(&mut self, timeout: Duration) -> Option<SseEvent> {
+        use futures::StreamExt;
+        let ev = tokio::time::timeout(timeout, self.inner.next())
+            .await
+            .expect("an SSE event or the end of the stream in time")?
+            .expect("a well-formed SSE stream");
+        Some(SseEvent {
+            event: ev.event,
+            id: ev.id,
+            data: serde_json::from_str(&ev.data).unwrap_or(Value::String(ev.data)),
+        })
+    }
+
+    /// Events up to and including the next one with `params.final == true`.
+    pub async fn until_final(&mut self, timeout: Duration) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next(timeout).await {
+            let last = e.data["params"]["final"] == true;
+            out.push(e);
+            if last {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Every event until the stream ends.
+    pub async fn collect(&mut self, timeout: Duration) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next(timeout).await {
+            out.push(e);
+        }
+        out
+    }
+}
+
+impl TestGateway {
+    /// Calls a JSON-RPC method and returns the whole answer.
+    pub async fn call(&self, method: &str, params: Value) -> Value {
+        self.rpc(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+        .await
+        .json()
+    }
+
+    /// Opens an SSE stream with a GET.
+    pub async fn sse_get(&self, path: &str, last_event_id: Option<&str>) -> SseReader {
+        let mut req = self.http.get(format!("{}{path}", self.base()));
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        SseReader::new(resp)
+    }
+
+    /// Opens an SSE stream with a JSON-RPC POST (message/stream, tasks/resubscribe).
+    pub async fn sse_post(&self, body: &Value, last_event_id: Option<&str>) -> SseReader {
+        let mut req = self
+            .http
+            .post(format!("{}/rpc", self.base()))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        SseReader::new(resp)
+    }
+}
+
+/// `message/send` params with one text part.
+pub fn text_message(text: &str) -> Value {
+    serde_json::json!({"message": {"role": "user", "parts": [{"kind": "text", "text": text}]}})
+}
+
+/// Processes whose command line contains `tag`, and fake sid zombies of this process:
+/// (pid, state letter from /proc/PID/stat).
+pub fn processes_tagged(tag: &str) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|s| s.chars().next())
+            .unwrap_or('?');
+        let has_tag = String::from_utf8_lossy(&cmdline).contains(tag);
+        let ppid: u32 = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|s| s.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let zombie_fake = state == 'Z' && stat.contains("(fake_sid)") && ppid == std::process::id();
+        if has_tag || zombie_fake {
+            out.push((pid, state));
+        }
+    }
+    out
+}
