@@ -8,7 +8,7 @@
 //!
 //! A `user_turn`'s text picks the script by the first of these words it contains: `tool` (a MANUAL bash call behind a prompt), `fail` (a
 //! provider error that still ends `ok: true`), `think`, `slow` (deltas 50 ms apart), `crash`
-//! (exit 3 mid-turn), `hang` (never finish), `flood N` (N deltas, pre-formatted), anything else a
+//! (exit 3 mid-turn), `hang` (never finish), `flood N [PER_SECOND [BYTES]]` (N deltas, pre-formatted, optionally paced and sized), anything else a
 //! plain answer; `tool` with `external` also prints `tool_output` under sid's own request id. Like sid, it does not read stdin during a stdio turn except to answer a prompt,
 //! answers `busy` meanwhile, and exits 0 on EOF.
 
@@ -368,6 +368,15 @@ impl Sid {
             },
             "flood" => {
                 let n: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(1000);
+                // An optional rate (lines per second) paces the flood in bursts of 100.
+                let pace = words
+                    .next()
+                    .and_then(|w| w.parse::<u64>().ok())
+                    .filter(|r| *r > 0)
+                    .map(|r| Duration::from_micros(100_000_000 / r));
+                // An optional size makes each delta that many bytes of text.
+                let size: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(1);
+                let chunk = "x".repeat(size);
                 let mut out = String::with_capacity(256 * 1024);
                 for _ in 0..n {
                     self.seq += 1;
@@ -377,10 +386,15 @@ impl Sid {
                     out.push_str(r#","request_id":""#);
                     out.push_str(rid);
                     out.push_str(
-                        r#"","event":"assistant_text_delta","label":"build","depth":0,"text":"x"}"#,
+                        r#"","event":"assistant_text_delta","label":"build","depth":0,"text":""#,
                     );
+                    out.push_str(&chunk);
+                    out.push_str(r#""}"#);
                     let line = out.clone();
                     self.write_line(&line);
+                    if let Some(p) = pace.filter(|_| self.seq % 100 == 0) {
+                        std::thread::sleep(p);
+                    }
                 }
                 self.finish(rid, "EndTurn");
             }

@@ -75,6 +75,7 @@ pub fn frames(
             }
         }
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + timing.keepalive, timing.keepalive);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 got = live.recv() => match got {

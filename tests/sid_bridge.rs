@@ -240,3 +240,345 @@ async fn two_subscribers_see_the_same_events() {
         .iter()
         .all(|e| e.data["params"]["taskId"] == second["result"]["id"]));
 }
+
+#[tokio::test]
+async fn resume_after_a_dropped_connection_loses_and_repeats_nothing() {
+    let gw = sid_gateway("resume").await;
+    let r = gw
+        .call("message/send", text_message("please use a tool"))
+        .await;
+    let task_id = r["result"]["id"].as_str().unwrap().to_owned();
+    gw.call("message/send", answer(&task_id, "yes")).await;
+    let path = format!("/tasks/{task_id}/events");
+    let whole = gw.sse_get(&path, None).await.collect(T).await;
+    assert!(whole.len() > 8);
+    // Read a few, drop the connection, resume after the last one seen.
+    let mut first = gw.sse_get(&path, None).await;
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        seen.push(first.next(T).await.unwrap());
+    }
+    drop(first);
+    let rest = gw.sse_get(&path, Some(&seen[4].id)).await.collect(T).await;
+    seen.extend(rest);
+    assert_eq!(ids(&seen), ids(&whole));
+    // tasks/resubscribe with Last-Event-ID does the same over POST.
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/resubscribe", "params": {"id": task_id}});
+    let again = gw
+        .sse_post(&body, Some(&whole[2].id))
+        .await
+        .collect(T)
+        .await;
+    assert_eq!(ids(&again), ids(&whole)[3..]);
+}
+
+#[tokio::test]
+async fn an_id_older_than_the_replay_buffer_gets_a_gap_frame() {
+    let gw = gateway()
+        .sid("gap")
+        .with(|c| c.sid.replay_events = 4)
+        .start()
+        .await;
+    let r = gw.call("message/send", text_message("hello")).await;
+    let ctx = r["result"]["contextId"].as_str().unwrap();
+    let mut sse = gw
+        .sse_get(&format!("/contexts/{ctx}/events"), Some("1"))
+        .await;
+    let gap = sse.next(T).await.unwrap();
+    assert_eq!(gap.event, "gap");
+    let rest = sse.until_final(T).await;
+    assert_eq!(rest.len(), 4, "the four retained events follow");
+}
+
+#[tokio::test]
+async fn a_child_killed_mid_task_fails_the_task_with_a_final_event() {
+    let gw = sid_gateway("crash").await;
+    let r = gw.call("message/send", text_message("crash now")).await;
+    let task = &r["result"];
+    assert_eq!(task["status"]["state"], "failed", "{r}");
+    assert!(task["metadata"]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("mid-task"));
+    let task_id = task["id"].as_str().unwrap();
+    let events = gw
+        .sse_get(&format!("/tasks/{task_id}/events"), None)
+        .await
+        .collect(T)
+        .await;
+    let last = events.last().unwrap();
+    assert_eq!(last.data["params"]["state"], "failed");
+    assert_eq!(last.data["params"]["final"], true);
+    // The context comes back on the next call (sid resumed), with ids still increasing.
+    let ctx = task["contextId"].as_str().unwrap();
+    let next = gw
+        .call(
+            "message/send",
+            json!({"message": {"parts": [{"text": "hello again"}]}, "contextId": ctx}),
+        )
+        .await;
+    assert_eq!(next["result"]["status"]["state"], "completed", "{next}");
+    let all = gw.sse_get(&format!("/contexts/{ctx}/events"), None).await;
+    let mut all = all;
+    let mut got = all.until_final(T).await;
+    got.extend(all.until_final(T).await);
+    let ids = ids(&got);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+}
+
+#[tokio::test]
+async fn error_mappings_keep_sids_message() {
+    let gw = sid_gateway("errors").await;
+    let r = gw.call("message/send", text_message("hello")).await;
+    let ctx = r["result"]["contextId"].as_str().unwrap().to_owned();
+
+    let stats = gw.call("_sid/stats", json!({"contextId": ctx})).await;
+    assert_eq!(stats["result"]["message_count"], 2, "{stats}");
+
+    let off = gw.call("_sid/shutdown", json!({"contextId": ctx})).await;
+    assert_eq!(off["error"]["code"], -32601);
+    assert!(off["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("sid.allow_ops"));
+
+    let codeless = gw
+        .call(
+            "_sid/switch_agent",
+            json!({"contextId": ctx, "agent": "nope"}),
+        )
+        .await;
+    assert_eq!(codeless["error"]["code"], -32062);
+    assert!(codeless["error"]["data"]["sidMessage"]
+        .as_str()
+        .unwrap()
+        .contains("unknown_agent"));
+    assert_eq!(codeless["error"]["data"]["sidCode"], Value::Null);
+
+    let bad = gw
+        .call("_sid/switch_agent", json!({"contextId": ctx}))
+        .await;
+    assert_eq!(bad["error"]["code"], -32602);
+
+    let unknown = gw.call("tasks/get", json!({"id": "no-such-task"})).await;
+    assert_eq!(unknown["error"]["code"], -32001);
+
+    let done = r["result"]["id"].as_str().unwrap();
+    let cancel = gw.call("tasks/cancel", json!({"id": done})).await;
+    assert_eq!(cancel["error"]["code"], -32002);
+
+    // While a prompt is open sid answers everything else with busy.
+    let (task_id, _) = start_tool_task_in(&gw, &ctx).await;
+    let busy = gw.call("_sid/stats", json!({"contextId": ctx})).await;
+    assert_eq!(busy["error"]["code"], -32060);
+    assert!(busy["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("waiting for prompt_response"));
+    let cancel = gw.call("tasks/cancel", json!({"id": task_id})).await;
+    assert_eq!(
+        cancel["error"]["code"], -32060,
+        "interrupt during a prompt is busy: {cancel}"
+    );
+    let turn = gw
+        .call(
+            "message/send",
+            json!({"message": {"parts": [{"text": "another"}]}, "contextId": ctx}),
+        )
+        .await;
+    assert_eq!(turn["error"]["code"], -32060);
+}
+
+async fn start_tool_task_in(gw: &TestGateway, ctx: &str) -> (String, Value) {
+    let r = gw
+        .call(
+            "message/send",
+            json!({"message": {"parts": [{"text": "use a tool"}], "contextId": ctx}}),
+        )
+        .await;
+    assert_eq!(r["result"]["status"]["state"], "input-required", "{r}");
+    (
+        r["result"]["id"].as_str().unwrap().to_owned(),
+        r["result"].clone(),
+    )
+}
+
+#[tokio::test]
+async fn sid_error_codes_map_to_distinct_jsonrpc_errors() {
+    use wiregate::bridge::sid_error;
+    use wiregate::wire::raw::ServerError;
+    let code = |c: Option<&str>| {
+        sid_error(Some(&ServerError {
+            code: c.map(str::to_owned),
+            message: "m".into(),
+        }))
+        .to_jsonrpc()
+        .code
+    };
+    let codes = [
+        code(Some("busy")),
+        code(Some("stale_prompt")),
+        code(Some("invalid_request")),
+        code(None),
+    ];
+    assert_eq!(codes, [-32060, -32061, -32602, -32062]);
+}
+
+#[tokio::test]
+async fn cancel_over_stdio_says_honestly_when_sid_will_stop() {
+    let gw = sid_gateway("cancel-stdio").await;
+    let mut sse = gw
+        .sse_post(&json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": text_message("slow one")}), None)
+        .await;
+    let first = sse.next(T).await.unwrap();
+    let task_id = first.data["params"]["taskId"].as_str().unwrap().to_owned();
+    let c = gw.call("tasks/cancel", json!({"id": task_id})).await;
+    assert_eq!(c["result"]["metadata"]["cancelRequested"], true, "{c}");
+    assert!(c["result"]["metadata"]["cancelNote"]
+        .as_str()
+        .unwrap()
+        .contains("stdio"));
+    let rest = sse.collect(T).await;
+    assert_eq!(states(&rest).last().map(String::as_str), Some("completed"));
+}
+
+#[tokio::test]
+async fn the_context_limit_is_enforced() {
+    let gw = gateway()
+        .sid("limit")
+        .with(|c| c.sid.max_contexts = 1)
+        .start()
+        .await;
+    let (task_id, _) = start_tool_task(&gw, "use a tool").await;
+    let second = gw.rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "message/send", "params": text_message("hi")})).await;
+    assert_eq!(second.status, 503);
+    assert_eq!(second.json()["error"]["code"], -32063);
+    gw.call("message/send", answer(&task_id, "yes")).await;
+}
+
+#[tokio::test]
+async fn an_idle_child_is_stopped_and_resumed_on_use_with_ids_still_increasing() {
+    let tag = format!("idle-{}", uuid::Uuid::new_v4());
+    let gw = gateway()
+        .sid(&tag)
+        .with(|c| c.sid.idle_timeout_ms = 200)
+        .start()
+        .await;
+    let r = gw.call("message/send", text_message("hello")).await;
+    let ctx = r["result"]["contextId"].as_str().unwrap().to_owned();
+    assert_eq!(support::processes_tagged(&tag).len(), 1);
+    let mut waited = 0;
+    while !support::processes_tagged(&tag).is_empty() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 50;
+        assert!(waited < 5000, "the idle child was not stopped");
+    }
+    let again = gw
+        .call(
+            "message/send",
+            json!({"message": {"parts": [{"text": "hello"}]}, "contextId": ctx}),
+        )
+        .await;
+    assert_eq!(again["result"]["status"]["state"], "completed", "{again}");
+    let mut all = gw.sse_get(&format!("/contexts/{ctx}/events"), None).await;
+    let mut got = all.until_final(T).await;
+    got.extend(all.until_final(T).await);
+    let ids = ids(&got);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    assert_eq!(
+        got.last().unwrap().data["params"]["taskId"],
+        again["result"]["id"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_every_event() {
+    let gw = gateway()
+        .sid("slow-sub")
+        .with(|c| {
+            c.sid.subscriber_buffer = 2048;
+            c.sid.replay_events = 100_000;
+        })
+        .start()
+        .await;
+    let r = gw.call("message/send", text_message("hello")).await;
+    let ctx = r["result"]["contextId"].as_str().unwrap().to_owned();
+    let warm = gw
+        .sse_get(&format!("/contexts/{ctx}/events"), None)
+        .await
+        .until_final(T)
+        .await;
+    let after = warm.last().unwrap().id.clone();
+    let mut fast = gw
+        .sse_get(&format!("/contexts/{ctx}/events"), Some(&after))
+        .await;
+    // The slow subscriber: a raw socket with a tiny receive window that it never reads.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut slow = socket.connect(gw.addr).await.unwrap();
+    let request =
+        format!("GET /contexts/{ctx}/events HTTP/1.1\r\nhost: x\r\nlast-event-id: {after}\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut slow, request.as_bytes())
+        .await
+        .unwrap();
+    // Deltas of 4 KiB, so the kernel's socket buffers (up to 4 MiB here) hold only a part.
+    let n = 5_000;
+    let flood = tokio::spawn({
+        let http = gw.http.clone();
+        let url = format!("{}/rpc", gw.base());
+        let ctx = ctx.clone();
+        async move {
+            let params = json!({"message": {"parts": [{"text": format!("flood {n} 4000 4096")}]}, "contextId": ctx});
+            http.post(url)
+                .header("content-type", "application/json")
+                .body(
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params})
+                        .to_string(),
+                )
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    });
+    let fast_events = fast.until_final(Duration::from_secs(60)).await;
+    let deltas = fast_events
+        .iter()
+        .filter(|e| e.data["params"]["artifact"] == "response")
+        .count();
+    assert_eq!(deltas, n, "the fast subscriber keeps every event");
+    let done = flood.await.unwrap();
+    assert_eq!(
+        done["result"]["status"]["state"], "completed",
+        "the session was not slowed"
+    );
+    // Now drain the slow socket: the gateway ended its stream early (the chunked body's last
+    // chunk; the connection itself stays open for keep-alive).
+    let mut received = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while !received.ends_with(b"0\r\n\r\n") {
+        let n = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::io::AsyncReadExt::read(&mut slow, &mut buf),
+        )
+        .await
+        .expect("the cut-off stream ends")
+        .unwrap();
+        assert!(n > 0, "connection closed before the stream's last chunk");
+        received.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&received);
+    let frames = text.matches("\nid: ").count();
+    assert!(
+        frames < fast_events.len(),
+        "cut off after {frames} of {} events",
+        fast_events.len()
+    );
+    let metrics = gw.get("/metrics").await.text;
+    assert!(
+        metrics.contains("wiregate_sse_subscribers_cut_total"),
+        "{metrics}"
+    );
+}
