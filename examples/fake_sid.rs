@@ -21,11 +21,28 @@ use serde_json::{json, Value};
 
 const OPS: &str = "`user_turn`, `insert_system_message`, `prompt_response`, `interrupt`, `show_agent`, `list_agents`, `switch_agent`, `compact`, `clear`, `set_spend`, `save_transcript`, `load_transcript`, `stats`, `show_config`, `shutdown`";
 
+/// A socket client: written to, and shut down when the next client connects.
+trait Conn: Write + Send {
+    fn close(&self);
+}
+
+impl Conn for std::os::unix::net::UnixStream {
+    fn close(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl Conn for std::net::TcpStream {
+    fn close(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// Where output goes: stdout, or the current socket client (plus the replay history).
 enum Sink {
     Stdout(std::io::Stdout),
     Listen {
-        client: Arc<Mutex<Option<Box<dyn Write + Send>>>>,
+        client: Arc<Mutex<Option<Box<dyn Conn>>>>,
         history: Arc<Mutex<Vec<String>>>,
     },
 }
@@ -557,27 +574,28 @@ fn spawn_reader<R: BufRead + Send + 'static>(reader: R, tx: Sender<Option<String
 fn listen(
     spec: &str,
     history: Arc<Mutex<Vec<String>>>,
-    client: Arc<Mutex<Option<Box<dyn Write + Send>>>>,
+    client: Arc<Mutex<Option<Box<dyn Conn>>>>,
     tx: Sender<Option<String>>,
 ) {
-    let attach = move |write: Box<dyn Write + Send>,
-                       read: Box<dyn BufRead + Send>,
-                       tx: &Sender<Option<String>>| {
-        let history = history.lock().unwrap();
-        let mut write = write;
-        for line in history.iter() {
-            let _ = writeln!(write, "{line}");
-        }
-        let _ = writeln!(
-            write,
-            "{{\"type\":\"replay_complete\",\"protocol_version\":5,\"sequence\":0}}"
-        );
-        let _ = write.flush();
-        // The previous client is dropped: one client at a time.
-        *client.lock().unwrap() = Some(write);
-        drop(history);
-        spawn_reader(read, tx.clone());
-    };
+    let attach =
+        move |write: Box<dyn Conn>, read: Box<dyn BufRead + Send>, tx: &Sender<Option<String>>| {
+            let history = history.lock().unwrap();
+            let mut write = write;
+            for line in history.iter() {
+                let _ = writeln!(write, "{line}");
+            }
+            let _ = writeln!(
+                write,
+                "{{\"type\":\"replay_complete\",\"protocol_version\":5,\"sequence\":0}}"
+            );
+            let _ = write.flush();
+            // The previous client is dropped: one client at a time.
+            if let Some(old) = client.lock().unwrap().replace(write) {
+                old.close();
+            }
+            drop(history);
+            spawn_reader(read, tx.clone());
+        };
     if let Some(path) = spec.strip_prefix("unix://") {
         let _ = std::fs::remove_file(path);
         let l = std::os::unix::net::UnixListener::bind(path).expect("bind the unix socket");

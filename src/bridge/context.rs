@@ -424,11 +424,15 @@ impl Context {
                         backoff = Duration::from_millis(50);
                         down_since = None;
                         let (tx, rx) = mpsc::unbounded_channel();
-                        ctx.on_up(tx, None);
                         tokio::spawn(write_lines(write, rx));
+                        let mut tx = Some(tx);
                         let mut lines = BufReader::with_capacity(64 * 1024, read).lines();
                         while let Ok(Some(l)) = lines.next_line().await {
                             ctx.on_line(&l);
+                            // sid replays its history first; requests go out only once it is live.
+                            if tx.is_some() && is_replay_complete(&l) {
+                                ctx.on_up(tx.take().expect("checked"), None);
+                            }
                         }
                         tracing::warn!(context = %ctx.id, "the sid socket dropped; reconnecting");
                         ctx.on_down("the sid socket dropped".into(), false);
@@ -446,6 +450,14 @@ impl Context {
             }
         });
     }
+}
+
+fn is_replay_complete(line: &str) -> bool {
+    line.contains("replay_complete")
+        && matches!(
+            serde_json::from_str::<ServerMessage>(line),
+            Ok(ServerMessage::ReplayComplete(_))
+        )
 }
 
 async fn write_lines(mut w: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<String>) {

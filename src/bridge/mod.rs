@@ -323,6 +323,7 @@ impl Bridge {
             return Ok(ctx);
         }
         if let Some(a) = &self.attached {
+            self.ensure_running(a)?;
             return Ok(a.clone());
         }
         self.new_context()

@@ -1,0 +1,207 @@
+//! The bridge attached to `sid --listen` (the fake sid on a unix socket): replay on connect,
+//! de-duplication by `sequence`, reconnection after the socket drops, mid-turn interrupts.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::{gateway, text_message, SseEvent, TestGateway};
+
+const T: Duration = Duration::from_secs(10);
+
+struct Sid {
+    child: Child,
+    path: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Sid {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn listening_sid() -> Sid {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sid.sock").to_string_lossy().into_owned();
+    let child = Command::new(support::fake_sid())
+        .args(["--listen", &format!("unix://{path}")])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if std::path::Path::new(&path).exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Sid {
+        child,
+        path,
+        _dir: dir,
+    }
+}
+
+async fn attached(sid: &Sid) -> TestGateway {
+    let spec = format!("unix://{}", sid.path);
+    gateway()
+        .with(move |c| {
+            c.sid.enabled = true;
+            c.sid.connect = spec;
+            c.sid.keepalive_ms = 200;
+        })
+        .start()
+        .await
+}
+
+/// Sends until sid is reachable again (the gateway reconnects with backoff).
+async fn send_when_up(gw: &TestGateway, params: Value) -> Value {
+    for _ in 0..100 {
+        let r = gw.call("message/send", params.clone()).await;
+        if r["error"]["code"] != -32064 {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("sid never came back");
+}
+
+/// Connects a second client, which makes sid drop the gateway's connection; waits for the
+/// replay to end, then leaves.
+fn steal_the_socket(sid: &Sid) {
+    let s = UnixStream::connect(&sid.path).unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            r.read_line(&mut line).unwrap() > 0,
+            "sid replays, then says replay_complete"
+        );
+        if line.contains("replay_complete") {
+            break;
+        }
+    }
+}
+
+fn finals(events: &[SseEvent]) -> usize {
+    events
+        .iter()
+        .filter(|e| e.data["params"]["final"] == true)
+        .count()
+}
+
+#[tokio::test]
+async fn a_dropped_socket_comes_back_without_duplicates() {
+    let sid = listening_sid();
+    let gw = attached(&sid).await;
+    let first = send_when_up(&gw, text_message("hello")).await;
+    assert_eq!(first["result"]["status"]["state"], "completed", "{first}");
+    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
+
+    steal_the_socket(&sid);
+    let second = send_when_up(&gw, text_message("hello again")).await;
+    assert_eq!(second["result"]["status"]["state"], "completed", "{second}");
+    assert_eq!(second["result"]["contextId"], ctx.as_str());
+
+    let mut all = gw.sse_get(&format!("/contexts/{ctx}/events"), None).await;
+    let mut events = all.until_final(T).await;
+    events.extend(all.until_final(T).await);
+    let ids: Vec<u64> = events.iter().map(|e| e.id.parse().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(
+        finals(&events),
+        2,
+        "each turn ends once; the replay added nothing"
+    );
+    let text: String = events
+        .iter()
+        .filter(|e| {
+            e.data["params"]["taskId"] == first["result"]["id"]
+                && e.data["params"]["artifact"] == "response"
+        })
+        .map(|e| e.data["params"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Hello from the mock model.");
+}
+
+#[tokio::test]
+async fn a_turn_survives_the_socket_dropping_mid_stream() {
+    let sid = listening_sid();
+    let gw = attached(&sid).await;
+    send_when_up(&gw, text_message("hello")).await;
+    let mut sse = gw
+        .sse_post(&json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": text_message("slow")}), None)
+        .await;
+    let mut events = Vec::new();
+    while events.len() < 6 {
+        events.push(sse.next(T).await.unwrap());
+    }
+    steal_the_socket(&sid);
+    events.extend(sse.collect(T).await);
+    let chunks: Vec<&str> = events
+        .iter()
+        .filter(|e| e.data["params"]["artifact"] == "response")
+        .map(|e| e.data["params"]["text"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..40).map(|i| format!("chunk {i} ")).collect();
+    assert_eq!(
+        chunks, expected,
+        "every chunk exactly once across the reconnect"
+    );
+    assert_eq!(events.last().unwrap().data["params"]["state"], "completed");
+}
+
+#[tokio::test]
+async fn cancel_over_the_socket_interrupts_mid_turn() {
+    let sid = listening_sid();
+    let gw = attached(&sid).await;
+    send_when_up(&gw, text_message("hello")).await;
+    let mut sse = gw
+        .sse_post(&json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": text_message("slow")}), None)
+        .await;
+    let first = sse.next(T).await.unwrap();
+    let task_id = first.data["params"]["taskId"].as_str().unwrap().to_owned();
+    let c = gw.call("tasks/cancel", json!({"id": task_id})).await;
+    assert_eq!(c["result"]["status"]["state"], "canceled", "{c}");
+    assert!(c["result"]["metadata"].get("cancelNote").is_none());
+    let rest = sse.collect(T).await;
+    let last = rest.last().unwrap();
+    assert_eq!(last.data["params"]["state"], "canceled");
+    assert_eq!(last.data["params"]["final"], true);
+    let chunks = rest
+        .iter()
+        .filter(|e| e.data["params"]["artifact"] == "response")
+        .count();
+    assert!(chunks < 40, "the turn stopped early ({chunks} chunks)");
+}
+
+#[tokio::test]
+async fn a_restarted_sid_fails_the_open_task_and_serves_the_next() {
+    let mut sid = listening_sid();
+    let gw = attached(&sid).await;
+    send_when_up(&gw, text_message("hello")).await;
+    let (task_id, _) = {
+        let r = gw.call("message/send", text_message("use a tool")).await;
+        assert_eq!(r["result"]["status"]["state"], "input-required");
+        (r["result"]["id"].as_str().unwrap().to_owned(), r)
+    };
+    // sid dies and a new one listens on the same path: a new session, sequence from 1.
+    let _ = sid.child.kill();
+    let _ = sid.child.wait();
+    let fresh = Command::new(support::fake_sid())
+        .args(["--listen", &format!("unix://{}", sid.path)])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    sid.child = fresh;
+    let next = send_when_up(&gw, text_message("hello")).await;
+    assert_eq!(next["result"]["status"]["state"], "completed", "{next}");
+    let old = gw.call("tasks/get", json!({"id": task_id})).await;
+    assert_eq!(old["result"]["status"]["state"], "failed", "{old}");
+}
