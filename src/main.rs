@@ -30,6 +30,13 @@ struct Cli {
 enum Command {
     /// Print the effective configuration (secrets masked), or every error with its key path.
     CheckConfig,
+    /// Run the fake sid that `--demo` bridges (`demo-sid --raw`).
+    #[command(hide = true)]
+    DemoSid {
+        /// Arguments as sid takes them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn load(cli: &Cli) -> Result<Config, ExitCode> {
@@ -58,6 +65,10 @@ fn load(cli: &Cli) -> Result<Config, ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::DemoSid { args }) = &cli.command {
+        wiregate::demo::sid::run(args.clone());
+        return ExitCode::SUCCESS;
+    }
     let config = match load(&cli) {
         Ok(c) => c,
         Err(code) => return code,
@@ -101,12 +112,33 @@ async fn run(mut config: Config, demo_mode: bool) -> std::io::Result<()> {
             methods: vec!["*".into()],
             upstream: "demo-legacy".into(),
         }];
+        // The sid bridge, over the fake sid this very binary carries.
+        config.sid.enabled = true;
+        config.sid.command = vec![
+            std::env::current_exe()?.to_string_lossy().into_owned(),
+            "demo-sid".into(),
+            "--raw".into(),
+        ];
     }
     let running = server::serve(&config).await?;
     let addr = running.addr;
     tracing::info!(%addr, "wiregate listening");
     if demo_mode {
-        print_demo(addr);
+        let context = match running.gateway().bridge() {
+            Some(b) => {
+                let params = serde_json::json!({"message": {"role": "user", "parts": [{"kind": "text", "text": "hello"}]}});
+                let raw = serde_json::value::to_raw_value(&params).expect("JSON");
+                match b.call("message/send", Some(&raw)).await {
+                    Ok(task) => task["contextId"].as_str().unwrap_or_default().to_owned(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the demo sid did not start");
+                        String::new()
+                    }
+                }
+            }
+            None => String::new(),
+        };
+        print_demo(addr, &context);
     }
     shutdown_signal().await;
     tracing::info!("shutting down; finishing in-flight calls");
@@ -116,7 +148,7 @@ async fn run(mut config: Config, demo_mode: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-fn print_demo(addr: SocketAddr) {
+fn print_demo(addr: SocketAddr, context: &str) {
     let h = "-H 'Content-Type: application/json'";
     println!(
         "wiregate demo listening on http://{addr}  (a demo legacy server answers behind it)\n"
@@ -136,6 +168,12 @@ fn print_demo(addr: SocketAddr) {
     println!(
         "curl -s {h} http://{addr}/rpc -d '{{\"a2a_version\":\"1.0\",\"request_id\":\"r1\",\"operation\":\"_cleveragents/health/check\",\"auth\":null}}'\n"
     );
+    println!("# sid: a turn streamed as SSE task updates, in the context the demo started:");
+    println!(
+        "curl -sN {h} http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/stream\",\"params\":{{\"message\":{{\"role\":\"user\",\"parts\":[{{\"kind\":\"text\",\"text\":\"hi there\"}}]}},\"contextId\":\"{context}\"}}}}'"
+    );
+    println!("# ...and everything that context did so far (Ctrl-C to stop watching):");
+    println!("curl -sN http://{addr}/contexts/{context}/events\n");
     println!("# metrics:  curl -s http://{addr}/metrics | grep wiregate_");
 }
 

@@ -73,6 +73,11 @@ impl Running {
             task.abort();
         }
     }
+
+    /// The gateway being served.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
 }
 
 /// Binds `config.server.listen` and serves until stopped.

@@ -136,8 +136,9 @@ fn the_shipped_gateway_toml_is_valid() {
     );
 }
 
-/// Starts `wiregate --demo` on an ephemeral port and returns it with its printed address.
-fn start_demo(extra_env: &[(&str, &str)]) -> (Guard, String, std::process::ChildStderr) {
+/// Starts `wiregate --demo` on an ephemeral port; returns it, its address, the context id its
+/// sid lines name, and its stderr.
+fn start_demo(extra_env: &[(&str, &str)]) -> (Guard, String, String, std::process::ChildStderr) {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(BIN);
     cmd.current_dir(dir.path())
@@ -150,19 +151,31 @@ fn start_demo(extra_env: &[(&str, &str)]) -> (Guard, String, std::process::Child
     let mut child = cmd.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
-    let mut first = String::new();
-    BufReader::new(stdout).read_line(&mut first).unwrap();
-    let url = first
+    let mut out = BufReader::new(stdout);
+    let mut printed = String::new();
+    while !printed.contains("# metrics") {
+        assert!(
+            out.read_line(&mut printed).unwrap() > 0,
+            "demo output ended early:\n{printed}"
+        );
+    }
+    let url = printed
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .unwrap_or_else(|| panic!("no address in {printed:?}"))
         .to_owned();
-    (Guard(child), url, stderr)
+    let context = printed
+        .split("/contexts/")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no sid context in {printed:?}"))
+        .to_owned();
+    (Guard(child), url, context, stderr)
 }
 
 #[tokio::test]
 async fn demo_serves_and_its_curl_lines_answer() {
-    let (_guard, url, _stderr) = start_demo(&[]);
+    let (_guard, url, context, _stderr) = start_demo(&[]);
     let http = reqwest::Client::new();
     let post = |body: serde_json::Value| {
         http.post(format!("{url}/rpc"))
@@ -180,11 +193,18 @@ async fn demo_serves_and_its_curl_lines_answer() {
         .await.unwrap().json().await.unwrap();
     assert_eq!(c.as_array().unwrap().len(), 2);
     assert_eq!(c[0]["result"], json!({"hi": 1}));
+    // The sid line: a streamed turn in the context the demo started.
+    let stream = post(json!({"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","parts":[{"kind":"text","text":"hi there"}]},"contextId":context}}))
+        .await.unwrap();
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    let text = stream.text().await.unwrap();
+    assert!(text.contains("event: TaskArtifactUpdateEvent"), "{text}");
+    assert!(text.contains(r#""state":"completed""#), "{text}");
 }
 
 #[tokio::test]
 async fn credentials_never_reach_the_log() {
-    let (guard, url, mut stderr) = start_demo(&[("RUST_LOG", "trace")]);
+    let (guard, url, _context, mut stderr) = start_demo(&[("RUST_LOG", "trace")]);
     let http = reqwest::Client::new();
     http.post(format!("{url}/rpc"))
         .header("content-type", "application/json")

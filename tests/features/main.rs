@@ -6,6 +6,7 @@ mod support;
 
 mod migration_steps;
 mod raw_steps;
+mod sid_steps;
 mod sse_steps;
 mod wire_steps;
 
@@ -44,6 +45,11 @@ pub struct World {
     upstreams: Vec<(String, support::Listening, wiregate::config::Dialect)>,
     gateway: Option<support::TestGateway>,
     answer: Option<support::Answer>,
+    sse_events: Vec<support::SseEvent>,
+    resumed: Vec<support::SseEvent>,
+    task: Option<Value>,
+    resume_from: Option<String>,
+    seen_count: usize,
 }
 
 #[tokio::main]
