@@ -26,6 +26,62 @@ pub struct Config {
     pub legacy: Legacy,
     /// The sid bridge.
     pub sid: Sid,
+    /// The legacy server's domain-event feed.
+    pub events: Events,
+}
+
+/// `[events]`: the legacy server's domain-event feed, served as SSE on `GET /events`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Events {
+    /// URL of the feed (NDJSON or SSE); empty turns the feed off.
+    pub source: String,
+    /// First reconnect backoff step; doubles up to 30 s.
+    pub reconnect_ms: u64,
+    /// Events kept for resumption.
+    pub replay_events: usize,
+    /// Events queued per SSE subscriber before it is cut off.
+    pub subscriber_buffer: usize,
+    /// Interval of SSE keepalive comments.
+    pub keepalive_ms: u64,
+    /// What to do with event types the map does not name.
+    pub unmapped: crate::events::domain::Unmapped,
+    /// Event type → update kind.
+    pub map: EventsMap,
+}
+
+/// `[events.map]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EventsMap {
+    /// Types that become `TaskStatusUpdateEvent`.
+    pub status: Vec<String>,
+    /// Types that become `TaskArtifactUpdateEvent`.
+    pub artifact: Vec<String>,
+}
+
+impl Default for EventsMap {
+    fn default() -> Self {
+        use crate::events::domain::{DEFAULT_ARTIFACT, DEFAULT_STATUS};
+        EventsMap {
+            status: DEFAULT_STATUS.map(String::from).to_vec(),
+            artifact: DEFAULT_ARTIFACT.map(String::from).to_vec(),
+        }
+    }
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events {
+            source: String::new(),
+            reconnect_ms: 1000,
+            replay_events: 4096,
+            subscriber_buffer: 1024,
+            keepalive_ms: 15_000,
+            unmapped: Default::default(),
+            map: EventsMap::default(),
+        }
+    }
 }
 
 /// `[sid]`: the `sid --raw` bridge.
@@ -330,6 +386,28 @@ impl Config {
             }
         }
         self.validate_sid(&mut issue);
+        if !self.events.source.is_empty() {
+            match self.events.source.parse::<axum::http::Uri>() {
+                Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {}
+                _ => issue(
+                    "events.source".into(),
+                    "must be an http:// URL with a host".into(),
+                ),
+            }
+            for (key, v) in [
+                ("events.reconnect_ms", self.events.reconnect_ms),
+                ("events.replay_events", self.events.replay_events as u64),
+                (
+                    "events.subscriber_buffer",
+                    self.events.subscriber_buffer as u64,
+                ),
+                ("events.keepalive_ms", self.events.keepalive_ms),
+            ] {
+                if v == 0 {
+                    issue(key.into(), "must be positive".into());
+                }
+            }
+        }
         if !self.legacy.sunset.is_empty() && self.legacy.sunset_time().is_none() {
             issue(
                 "legacy.sunset".into(),

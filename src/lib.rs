@@ -8,6 +8,7 @@ pub mod demo;
 pub mod error;
 pub mod events;
 pub mod facade;
+pub mod feed;
 pub mod proxy;
 pub mod router;
 pub mod rpc;

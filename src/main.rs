@@ -112,6 +112,8 @@ async fn run(mut config: Config, demo_mode: bool) -> std::io::Result<()> {
             methods: vec!["*".into()],
             upstream: "demo-legacy".into(),
         }];
+        // The demo server's domain-event feed, served as SSE on /events.
+        config.events.source = format!("http://{addr}/events");
         // The sid bridge, over the fake sid this very binary carries.
         config.sid.enabled = true;
         config.sid.command = vec![
@@ -174,6 +176,8 @@ fn print_demo(addr: SocketAddr, context: &str) {
     );
     println!("# ...and everything that context did so far (Ctrl-C to stop watching):");
     println!("curl -sN http://{addr}/contexts/{context}/events\n");
+    println!("# the legacy server's domain events as SSE task updates, one plan's life cycle:");
+    println!("curl -sN 'http://{addr}/events?taskId=plan-1'\n");
     println!("# metrics:  curl -s http://{addr}/metrics | grep wiregate_");
 }
 

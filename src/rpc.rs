@@ -20,6 +20,7 @@ use crate::bridge::Bridge;
 use crate::config::{Config, Dialect};
 use crate::error::GatewayError;
 use crate::facade::Facade;
+use crate::feed::Feed;
 use crate::proxy::UpstreamClient;
 use crate::router::Router;
 use crate::stream as sse_stream;
@@ -89,6 +90,7 @@ pub struct Gateway {
     sunset: Option<HeaderValue>,
     batch_concurrency: usize,
     bridge: Option<Arc<Bridge>>,
+    feed: Option<Arc<Feed>>,
 }
 
 impl Gateway {
@@ -114,8 +116,14 @@ impl Gateway {
                 .sid
                 .enabled
                 .then(|| Bridge::start(config.sid.clone())),
+            feed: (!config.events.source.is_empty()).then(|| Feed::start(config.events.clone())),
             upstreams,
         }
+    }
+
+    /// The domain-event feed, when a source is configured.
+    pub fn feed(&self) -> Option<&Arc<Feed>> {
+        self.feed.as_ref()
     }
 
     /// The sid bridge, when enabled.

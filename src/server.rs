@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -31,6 +31,7 @@ pub struct AppState {
     gateway: Arc<Gateway>,
     metrics: PrometheusHandle,
     max_body: usize,
+    events_timing: sse_stream::Timing,
 }
 
 /// The router with every route of the HTTP contract, over a built gateway.
@@ -39,11 +40,16 @@ pub fn app(gateway: Arc<Gateway>, config: &Config) -> axum::Router {
         gateway,
         metrics: telemetry::install(),
         max_body: config.server.max_body_bytes,
+        events_timing: sse_stream::Timing {
+            keepalive: Duration::from_millis(config.events.keepalive_ms),
+            retry_ms: config.events.reconnect_ms.max(1000),
+        },
     };
     axum::Router::new()
         .route("/rpc", post(rpc))
         .route("/tasks/{task_id}/events", get(task_events))
         .route("/contexts/{context_id}/events", get(context_events))
+        .route("/events", get(domain_events))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -65,6 +71,9 @@ impl Running {
     /// event streams), and waits (at most `grace` for the calls).
     pub async fn shutdown(self, grace: Duration) {
         let _ = self.stop.send(true);
+        if let Some(f) = self.gateway.feed() {
+            f.close();
+        }
         if let Some(b) = self.gateway.bridge() {
             b.shutdown().await;
         }
@@ -267,6 +276,43 @@ async fn context_events(
         )),
         Err(e) => sse_error(e),
     }
+}
+
+/// `GET /events?taskId=`.
+#[derive(Debug, serde::Deserialize)]
+struct EventsQuery {
+    #[serde(rename = "taskId")]
+    task_id: Option<String>,
+}
+
+async fn domain_events(
+    State(state): State<AppState>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(feed) = state.gateway.feed() else {
+        let err = RpcResponse::error(
+            Id::Null,
+            crate::wire::jsonrpc::ErrorObject::new(
+                crate::wire::jsonrpc::code::METHOD_NOT_FOUND,
+                "no event feed is configured (events.source)",
+            ),
+        );
+        return (StatusCode::NOT_FOUND, axum::Json(err)).into_response();
+    };
+    let sub = feed
+        .queue()
+        .subscribe(header_str(&headers, "last-event-id"));
+    let filter = sse_stream::Filter {
+        task: q.task_id,
+        until_final: false,
+    };
+    sse_stream::response(sse_stream::frames(
+        sub,
+        filter,
+        state.events_timing,
+        sse_stream::stored_frame(),
+    ))
 }
 
 async fn healthz() -> Response {

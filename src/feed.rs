@@ -1,0 +1,265 @@
+//! The legacy server's domain-event feed: one long GET, NDJSON or SSE by its content type,
+//! reconnected with backoff, resumed from the last event id seen.
+//!
+//! Records go through the [`domain`](crate::events::domain) map into one [`EventQueue`], which
+//! `GET /events` serves with the same SSE writer as the sid bridge. A malformed record is logged
+//! and counted, never fatal; an id seen before (a source that ignores the resume point) is
+//! dropped, so nothing reaches subscribers twice.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, Request, Uri};
+use bytes::Bytes;
+use eventsource_stream::Eventsource;
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use http_body_util::{BodyStream, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::config::Events as EventsConfig;
+use crate::events::domain::{Bridge, Delivery, DomainEvent, EventMap};
+use crate::events::EventQueue;
+
+/// Longest backoff between reconnects.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The running feed.
+#[derive(Debug)]
+pub struct Feed {
+    queue: Arc<EventQueue>,
+    connected: AtomicBool,
+}
+
+impl Feed {
+    /// Starts reading `cfg.source`.
+    pub fn start(cfg: EventsConfig) -> Arc<Self> {
+        let queue = Arc::new(EventQueue::new(cfg.replay_events, cfg.subscriber_buffer));
+        let feed = Arc::new(Feed {
+            queue: queue.clone(),
+            connected: AtomicBool::new(false),
+        });
+        let map = EventMap::new(&cfg.map.status, &cfg.map.artifact, cfg.unmapped);
+        let reader = Reader {
+            bridge: Bridge::new(map, queue),
+            last_id: None,
+            seen: RecentIds::new(cfg.replay_events),
+        };
+        tokio::spawn(reader.run(cfg, feed.clone()));
+        feed
+    }
+
+    /// The translated events.
+    pub fn queue(&self) -> &Arc<EventQueue> {
+        &self.queue
+    }
+
+    /// Whether the source is connected now.
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    /// Stops reading and ends every subscriber's stream.
+    pub fn close(&self) {
+        self.queue.close();
+    }
+}
+
+/// The ids of the last `cap` records, for dropping repeats.
+#[derive(Debug)]
+struct RecentIds {
+    set: HashSet<String>,
+    order: VecDeque<String>,
+    cap: usize,
+}
+
+impl RecentIds {
+    fn new(cap: usize) -> Self {
+        RecentIds {
+            set: HashSet::new(),
+            order: VecDeque::new(),
+            cap: cap.max(1),
+        }
+    }
+
+    /// `false` when `id` was seen already.
+    fn insert(&mut self, id: &str) -> bool {
+        if self.set.contains(id) {
+            return false;
+        }
+        if self.order.len() == self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        self.set.insert(id.to_owned());
+        self.order.push_back(id.to_owned());
+        true
+    }
+}
+
+struct Reader {
+    bridge: Bridge,
+    last_id: Option<String>,
+    seen: RecentIds,
+}
+
+impl Reader {
+    async fn run(mut self, cfg: EventsConfig, feed: Arc<Feed>) {
+        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+        let first = Duration::from_millis(cfg.reconnect_ms);
+        let mut backoff = first;
+        while !feed.queue.is_closed() {
+            let uri = resume_uri(&cfg.source, self.last_id.as_deref());
+            let mut req = Request::get(uri).header(
+                header::ACCEPT,
+                "application/x-ndjson, text/event-stream;q=0.9",
+            );
+            if let Some(id) = &self.last_id {
+                req = req.header("last-event-id", id.as_str());
+            }
+            let req = req.body(Empty::new()).expect("a valid request");
+            match client.request(req).await {
+                Ok(resp) if resp.status().is_success() => {
+                    feed.connected.store(true, Ordering::Relaxed);
+                    backoff = first;
+                    let sse = resp
+                        .headers()
+                        .get(header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .is_some_and(|ct| ct.starts_with("text/event-stream"));
+                    let body = Box::pin(
+                        BodyStream::new(resp.into_body())
+                            .try_filter_map(|f| async move { Ok(f.into_data().ok()) }),
+                    );
+                    let closed = async {
+                        let mut ticks = tokio::time::interval(Duration::from_millis(200));
+                        while !feed.queue.is_closed() {
+                            ticks.tick().await;
+                        }
+                    };
+                    tokio::select! {
+                        _ = self.consume(body, sse) => {},
+                        _ = closed => return,
+                    }
+                    feed.connected.store(false, Ordering::Relaxed);
+                    tracing::warn!(source = %cfg.source, "the event feed ended; reconnecting");
+                }
+                Ok(resp) => {
+                    tracing::warn!(source = %cfg.source, status = %resp.status(), "the event feed refused")
+                }
+                Err(e) => {
+                    tracing::warn!(source = %cfg.source, error = %e, "cannot reach the event feed")
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    async fn consume<S, E>(&mut self, body: S, sse: bool)
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        if sse {
+            let mut events = body.eventsource();
+            while let Some(Ok(ev)) = events.next().await {
+                if !ev.data.trim().is_empty() {
+                    self.record(&ev.data, Some(ev.id.as_str()).filter(|s| !s.is_empty()));
+                }
+            }
+        } else {
+            let mut body = body;
+            let mut buf: Vec<u8> = Vec::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                buf.extend_from_slice(&chunk);
+                while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=nl).collect();
+                    let text = String::from_utf8_lossy(&line);
+                    if !text.trim().is_empty() {
+                        self.record(text.trim(), None);
+                    }
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, text: &str, sse_id: Option<&str>) {
+        let mut ev: DomainEvent = match serde_json::from_str(text) {
+            Ok(ev) => ev,
+            Err(e) => {
+                metrics::counter!("wiregate_events_malformed_total").increment(1);
+                tracing::warn!(error = %e, "a malformed record on the event feed; skipped");
+                return;
+            }
+        };
+        if ev.event_id.is_none() {
+            ev.event_id = sse_id.map(serde_json::Value::from);
+        }
+        if let Some(id) = ev.id_text() {
+            if !self.seen.insert(&id) {
+                metrics::counter!("wiregate_events_repeated_total").increment(1);
+                return;
+            }
+            self.last_id = Some(id);
+        }
+        let outcome = match self.bridge.handle(&ev) {
+            Delivery::Queued => "queued",
+            Delivery::Unmapped => "unmapped",
+            Delivery::QueueClosed => "closed",
+        };
+        metrics::counter!("wiregate_events_total", "outcome" => outcome).increment(1);
+    }
+}
+
+/// The source URL with `after=<id>` added, when there is a resume point.
+fn resume_uri(source: &str, last_id: Option<&str>) -> Uri {
+    let url = match last_id {
+        None => source.to_owned(),
+        Some(id) => {
+            let sep = if source.contains('?') { '&' } else { '?' };
+            let id: String = id
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect();
+            format!("{source}{sep}after={id}")
+        }
+    };
+    url.parse().expect("the source URL is validated at start")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_point_is_a_query_parameter() {
+        assert_eq!(resume_uri("http://h/e", None).to_string(), "http://h/e");
+        assert_eq!(
+            resume_uri("http://h/e", Some("7")).to_string(),
+            "http://h/e?after=7"
+        );
+        assert_eq!(
+            resume_uri("http://h/e?x=1", Some("a b")).to_string(),
+            "http://h/e?x=1&after=a%20b"
+        );
+    }
+
+    #[test]
+    fn repeats_are_recognised_within_the_window() {
+        let mut r = RecentIds::new(2);
+        assert!(r.insert("1"));
+        assert!(!r.insert("1"));
+        assert!(r.insert("2"));
+        assert!(r.insert("3"));
+        assert!(r.insert("1"), "forgotten beyond the window");
+    }
+}
