@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod events_steps;
 mod migration_steps;
 mod raw_steps;
 mod sid_steps;
@@ -50,6 +51,8 @@ pub struct World {
     task: Option<Value>,
     resume_from: Option<String>,
     seen_count: usize,
+    feed_url: Option<String>,
+    sse_reader: Option<support::SseReader>,
 }
 
 #[tokio::main]

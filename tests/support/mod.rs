@@ -380,6 +380,12 @@ pub struct SseReader {
     pub headers: reqwest::header::HeaderMap,
 }
 
+impl std::fmt::Debug for SseReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SseReader")
+    }
+}
+
 impl SseReader {
     /// Wraps a streaming response.
     pub fn new(resp: reqwest::Response) -> Self {
@@ -504,4 +510,145 @@ pub fn processes_tagged(tag: &str) -> Vec<(u32, char)> {
         }
     }
     out
+}
+
+/// How a test event feed speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeedMode {
+    /// `application/x-ndjson`, one record a line.
+    Ndjson,
+    /// `text/event-stream`, `id:` and `data:` per record.
+    Sse,
+}
+
+/// A programmable legacy event feed.
+#[derive(Clone, Debug)]
+pub struct FeedServer {
+    /// Bound address.
+    pub addr: SocketAddr,
+    /// Each request's query string and `Last-Event-ID`.
+    pub requests: Arc<Mutex<Vec<(String, Option<String>)>>>,
+}
+
+impl FeedServer {
+    /// The source URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/events", self.addr)
+    }
+}
+
+#[derive(Clone)]
+struct FeedState {
+    records: Arc<Vec<String>>,
+    mode: FeedMode,
+    drop_after: Option<usize>,
+    honour_resume: bool,
+    requests: Arc<Mutex<Vec<(String, Option<String>)>>>,
+}
+
+/// Serves `records` (raw lines). The first connection ends after `drop_after` records when set;
+/// later ones resume after the requested id (unless `honour_resume` is false) and stay open.
+pub async fn feed_server(
+    records: Vec<String>,
+    mode: FeedMode,
+    drop_after: Option<usize>,
+    honour_resume: bool,
+) -> FeedServer {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let state = FeedState {
+        records: Arc::new(records),
+        mode,
+        drop_after,
+        honour_resume,
+        requests: requests.clone(),
+    };
+    let app = axum::Router::new()
+        .route("/events", axum::routing::get(serve_feed))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    FeedServer { addr, requests }
+}
+
+async fn serve_feed(
+    State(s): State<FeedState>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> axum::response::Response {
+    let query = uri.query().unwrap_or("").to_owned();
+    let last = headers
+        .get("last-event-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let first = {
+        let mut r = s.requests.lock().unwrap();
+        r.push((query.clone(), last.clone()));
+        r.len() == 1
+    };
+    let after = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("after="))
+        .map(str::to_owned)
+        .or(last);
+    let start = match (&after, s.honour_resume) {
+        (Some(id), true) => s
+            .records
+            .iter()
+            .position(|r| {
+                serde_json::from_str::<Value>(r)
+                    .ok()
+                    .is_some_and(|v| v["event_id"].to_string().trim_matches('"') == id)
+            })
+            .map_or(0, |i| i + 1),
+        _ => 0,
+    };
+    let end = match (first, s.drop_after) {
+        (true, Some(k)) => k.min(s.records.len()),
+        _ => s.records.len(),
+    };
+    let lines: Vec<String> = s.records[start.min(end)..end]
+        .iter()
+        .map(|r| match s.mode {
+            FeedMode::Ndjson => format!("{r}\n"),
+            FeedMode::Sse => {
+                let id = serde_json::from_str::<Value>(r)
+                    .ok()
+                    .map(|v| v["event_id"].to_string().trim_matches('"').to_owned())
+                    .unwrap_or_default();
+                format!("id: {id}\ndata: {r}\n\n")
+            }
+        })
+        .collect();
+    let stay_open = !(first && s.drop_after.is_some());
+    let body = async_stream::stream! {
+        for l in lines {
+            yield Ok::<_, std::convert::Infallible>(l);
+        }
+        if stay_open {
+            std::future::pending::<()>().await;
+        }
+    };
+    let ct = match s.mode {
+        FeedMode::Ndjson => "application/x-ndjson",
+        FeedMode::Sse => "text/event-stream",
+    };
+    ([("content-type", ct)], axum::body::Body::from_stream(body)).into_response()
+}
+
+impl SseReader {
+    /// The next `n` events.
+    pub async fn take(&mut self, n: usize, timeout: Duration) -> Vec<SseEvent> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            out.push(self.next(timeout).await.expect("the stream stays open"));
+        }
+        out
+    }
+}
+
+/// One domain-event record as the legacy server writes it.
+pub fn domain_record(id: u64, event_type: &str, plan: &str, data: Value) -> String {
+    serde_json::json!({"event_id": id, "event_type": event_type, "plan_id": plan, "data": data,
+                       "timestamp": "2026-11-29T20:00:00Z"})
+    .to_string()
 }
