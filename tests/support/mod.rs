@@ -521,13 +521,16 @@ pub enum FeedMode {
     Sse,
 }
 
+/// Each feed request's query string and `Last-Event-ID`.
+pub type FeedRequests = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
 /// A programmable legacy event feed.
 #[derive(Clone, Debug)]
 pub struct FeedServer {
     /// Bound address.
     pub addr: SocketAddr,
     /// Each request's query string and `Last-Event-ID`.
-    pub requests: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    pub requests: FeedRequests,
 }
 
 impl FeedServer {
@@ -543,7 +546,7 @@ struct FeedState {
     mode: FeedMode,
     drop_after: Option<usize>,
     honour_resume: bool,
-    requests: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    requests: FeedRequests,
 }
 
 /// Serves `records` (raw lines). The first connection ends after `drop_after` records when set;
