@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Load test: the same fixed-answer legacy upstream reached directly, through nginx and haproxy as
+# plain proxies (no translation), and through wiregate translating JSON-RPC -> legacy. One run,
+# the same load for each; prints requests/s, p50/p99 latency, and wiregate's ratios.
+#
+#   benches/load.sh                 # 32 and 256 connections, 10 s each
+#   DURATION=5s CONNS="32" benches/load.sh
+#
+# Installs wrk, nginx and haproxy with apt-get when they are missing. Only loopback is used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-"32 256"}
+THREADS=${THREADS:-2}
+UP_PORT=${UP_PORT:-19000}
+NGINX_PORT=${NGINX_PORT:-19001}
+HAPROXY_PORT=${HAPROXY_PORT:-19002}
+GW_PORT=${GW_PORT:-19003}
+
+need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
+need wrk wrk
+need nginx nginx-light
+need haproxy haproxy
+
+cargo build --release --quiet --bin wiregate --example legacy_upstream
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+./target/release/examples/legacy_upstream "127.0.0.1:$UP_PORT" >/dev/null &
+pids+=($!)
+
+cat >"$work/nginx.conf" <<NGINX
+worker_processes 1;
+daemon off;
+error_log $work/nginx.err;
+pid $work/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGINX
+nginx -c "$work/nginx.conf" -p "$work" &
+pids+=($!)
+
+cat >"$work/haproxy.cfg" <<HAPROXY
+global
+  nbthread 1
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  http-reuse always
+frontend f
+  bind 127.0.0.1:$HAPROXY_PORT
+  default_backend b
+backend b
+  server up 127.0.0.1:$UP_PORT
+HAPROXY
+haproxy -f "$work/haproxy.cfg" -db >/dev/null 2>&1 &
+pids+=($!)
+
+cat >"$work/gateway.toml" <<TOML
+[server]
+listen = "127.0.0.1:$GW_PORT"
+[[upstreams]]
+name = "legacy"
+url = "http://127.0.0.1:$UP_PORT/a2a"
+dialect = "legacy"
+[[routes]]
+methods = ["*"]
+upstream = "legacy"
+TOML
+RUST_LOG=warn ./target/release/wiregate --config "$work/gateway.toml" >/dev/null 2>&1 &
+pids+=($!)
+sleep 1
+
+legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
+rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
+lua() { printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$1" >"$2"; }
+lua "$legacy_body" "$work/legacy.lua"
+lua "$rpc_body" "$work/rpc.lua"
+
+# Checks that each target answers correctly before measuring it.
+curl -sf -H 'content-type: application/json' -d "$legacy_body" "http://127.0.0.1:$NGINX_PORT/a2a" | grep -q '"status":"success"'
+curl -sf -H 'content-type: application/json' -d "$legacy_body" "http://127.0.0.1:$HAPROXY_PORT/a2a" | grep -q '"status":"success"'
+curl -sf -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT/rpc" | grep -q '"result"'
+
+# run NAME URL SCRIPT CONNS -> "rps p50 p99" (latencies in ms)
+run() {
+  wrk -t"$THREADS" -c"$4" -d"$DURATION" --latency -s "$3" "$2" >"$work/$1.txt" 2>&1
+  awk '
+    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    /Requests\/sec/ { rps=$2 }
+    $1=="50%" { p50=ms($2) }
+    $1=="99%" { p99=ms($2) }
+    /Non-2xx/ { bad=$NF }
+    END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, (bad==""?0:bad) }' "$work/$1.txt"
+}
+
+printf '%-28s %6s %12s %10s %10s\n' target conns req/s p50_ms p99_ms
+for c in $CONNS; do
+  read -r d_rps d_p50 d_p99 _ < <(run direct "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$c")
+  read -r n_rps n_p50 n_p99 _ < <(run nginx "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$c")
+  read -r h_rps h_p50 h_p99 _ < <(run haproxy "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$c")
+  read -r w_rps w_p50 w_p99 w_bad < <(run wiregate "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$c")
+  printf '%-28s %6s %12s %10s %10s\n' "direct (no proxy)" "$c" "$d_rps" "$d_p50" "$d_p99"
+  printf '%-28s %6s %12s %10s %10s\n' "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99"
+  printf '%-28s %6s %12s %10s %10s\n' "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99"
+  printf '%-28s %6s %12s %10s %10s\n' "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99"
+  [ "$w_bad" = "0" ] || echo "warning: wiregate answered $w_bad non-2xx"
+  awk -v w="$w_rps" -v d="$d_rps" -v n="$n_rps" -v h="$h_rps" -v wp="$w_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
+    printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
+done
