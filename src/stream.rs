@@ -14,7 +14,11 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::Stream;
-use tokio::sync::broadcast::error::RecvError;
+use bytes::BytesMut;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+
+/// Most bytes coalesced into one chunk of the response body.
+const BATCH_BYTES: usize = 64 * 1024;
 
 use crate::events::{Stored, Subscription};
 use crate::wire::sse;
@@ -65,38 +69,74 @@ pub fn frames(
             yield Ok(sse::frame(Some("gap"), None, r#"{"reason":"the requested event is no longer retained; replaying what is"}"#));
         }
         let mut last_seq = 0;
+        // Frames are coalesced into one chunk (up to BATCH_BYTES) whenever several are ready,
+        // so a burst costs one write, not one per event.
+        let mut out = BytesMut::new();
         for s in &backlog {
             last_seq = s.seq;
             if filter.admits(s) {
-                yield Ok(frame(s));
-                if filter.ends_with(s) {
+                out.extend_from_slice(&frame(s));
+                let end = filter.ends_with(s);
+                if end || out.len() >= BATCH_BYTES {
+                    yield Ok(out.split().freeze());
+                }
+                if end {
                     return;
                 }
             }
         }
+        if !out.is_empty() {
+            yield Ok(out.split().freeze());
+        }
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + timing.keepalive, timing.keepalive);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
-                got = live.recv() => match got {
+            let first = tokio::select! {
+                got = live.recv() => got,
+                _ = tick.tick() => {
+                    yield Ok(sse::keepalive());
+                    continue;
+                }
+            };
+            let mut next = Some(first);
+            let mut end = false;
+            while let Some(got) = next.take() {
+                match got {
                     Ok(s) => {
-                        if s.seq <= last_seq || !filter.admits(&s) {
-                            continue;
-                        }
-                        last_seq = s.seq;
-                        yield Ok(frame(&s));
-                        if filter.ends_with(&s) {
-                            return;
+                        if s.seq > last_seq && filter.admits(&s) {
+                            last_seq = s.seq;
+                            out.extend_from_slice(&frame(&s));
+                            if filter.ends_with(&s) {
+                                end = true;
+                                break;
+                            }
                         }
                     }
                     Err(RecvError::Lagged(n)) => {
                         tracing::warn!(missed = n, "SSE subscriber fell behind its buffer; cutting it off");
                         metrics::counter!("wiregate_sse_subscribers_cut_total").increment(1);
-                        return;
+                        end = true;
+                        break;
                     }
-                    Err(RecvError::Closed) => return,
-                },
-                _ = tick.tick() => yield Ok(sse::keepalive()),
+                    Err(RecvError::Closed) => {
+                        end = true;
+                        break;
+                    }
+                }
+                if out.len() < BATCH_BYTES {
+                    next = match live.try_recv() {
+                        Ok(s) => Some(Ok(s)),
+                        Err(TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
+                        Err(TryRecvError::Closed) => Some(Err(RecvError::Closed)),
+                        Err(TryRecvError::Empty) => None,
+                    };
+                }
+            }
+            if !out.is_empty() {
+                yield Ok(out.split().freeze());
+            }
+            if end {
+                return;
             }
         }
     }

@@ -387,15 +387,15 @@ impl Sid {
             },
             "flood" => {
                 let n: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(1000);
-                // An optional rate (lines per second) paces the flood in bursts of 100.
-                let pace = words
-                    .next()
-                    .and_then(|w| w.parse::<u64>().ok())
-                    .filter(|r| *r > 0)
-                    .map(|r| Duration::from_micros(100_000_000 / r));
-                // An optional size makes each delta that many bytes of text.
-                let size: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(1);
-                let chunk = "x".repeat(size);
+                // An optional rate (lines per second) paces the flood in bursts of about 1 ms.
+                let rate: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+                let burst = rate.div_ceil(1000).max(1);
+                let pace = (rate > 0).then(|| Duration::from_micros(burst * 1_000_000 / rate));
+                // An optional size makes each delta that many bytes of text; `ts` makes each
+                // delta the microseconds since the epoch when it was written (for latency).
+                let size_word = words.next().unwrap_or("1");
+                let stamp = size_word == "ts";
+                let chunk = "x".repeat(size_word.parse().unwrap_or(1));
                 let mut out = String::with_capacity(256 * 1024);
                 for _ in 0..n {
                     self.seq += 1;
@@ -404,14 +404,19 @@ impl Sid {
                     out.push_str(&self.seq.to_string());
                     out.push_str(r#","request_id":""#);
                     out.push_str(rid);
-                    out.push_str(
-                        r#"","event":"assistant_text_delta","label":"build","depth":0,"text":""#,
-                    );
-                    out.push_str(&chunk);
+                    out.push_str(r#"","event":"assistant_text_delta","label":"build","depth":0,"text":""#);
+                    if stamp {
+                        let now = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .unwrap_or_default();
+                        out.push_str(&now.as_micros().to_string());
+                    } else {
+                        out.push_str(&chunk);
+                    }
                     out.push_str(r#""}"#);
                     let line = out.clone();
                     self.write_line(&line);
-                    if let Some(p) = pace.filter(|_| self.seq % 100 == 0) {
+                    if let Some(p) = pace.filter(|_| self.seq % burst == 0) {
                         std::thread::sleep(p);
                     }
                 }
