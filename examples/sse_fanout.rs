@@ -31,18 +31,30 @@ impl Drop for Gateway {
 }
 
 fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn start_gateway(port: u16) -> Gateway {
-    let dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    let dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let fake = dir.join("examples").join("fake_sid");
     let child = Command::new(dir.join("wiregate"))
         // No gateway.toml there: built-in defaults plus the variables below.
         .current_dir(std::env::temp_dir())
         .env("WIREGATE_SERVER__LISTEN", format!("127.0.0.1:{port}"))
         .env("WIREGATE_SID__ENABLED", "true")
-        .env("WIREGATE_SID__COMMAND", format!("[\"{}\",\"--raw\"]", fake.display()))
+        .env(
+            "WIREGATE_SID__COMMAND",
+            format!("[\"{}\",\"--raw\"]", fake.display()),
+        )
         .env("WIREGATE_SID__SUBSCRIBER_BUFFER", "65536")
         .env("WIREGATE_SID__REPLAY_EVENTS", "1024")
         .env("RUST_LOG", "error")
@@ -76,7 +88,9 @@ async fn post(port: u16, body: String) -> String {
 }
 
 async fn send_text(port: u16, context: Option<&str>, text: &str) -> String {
-    let ctx = context.map(|c| format!(",\"contextId\":\"{c}\"")).unwrap_or_default();
+    let ctx = context
+        .map(|c| format!(",\"contextId\":\"{c}\""))
+        .unwrap_or_default();
     post(port, format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{{\"message\":{{\"parts\":[{{\"text\":\"{text}\"}}]}}{ctx}}}}}"
     ))
@@ -91,7 +105,8 @@ fn context_of(answer: &str) -> String {
 /// Opens an SSE subscription and waits for its response head.
 async fn subscribe(port: u16, ctx: &str, last: &str) -> TcpStream {
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let req = format!("GET /contexts/{ctx}/events HTTP/1.1\r\nhost: x\r\nlast-event-id: {last}\r\n\r\n");
+    let req =
+        format!("GET /contexts/{ctx}/events HTTP/1.1\r\nhost: x\r\nlast-event-id: {last}\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut head = Vec::new();
     let mut b = [0u8; 1];
@@ -113,7 +128,10 @@ async fn read_deltas(mut s: TcpStream, n: usize, stamped: bool) -> Vec<u64> {
         let k = s.read(&mut buf).await.unwrap();
         assert!(k > 0, "stream ended after {seen} of {n} deltas");
         carry.extend_from_slice(&buf[..k]);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
         let mut start = 0;
         while let Some(end) = carry[start..].windows(2).position(|w| w == b"\n\n") {
             let frame = &carry[start..start + end];
@@ -121,7 +139,11 @@ async fn read_deltas(mut s: TcpStream, n: usize, stamped: bool) -> Vec<u64> {
                 seen += 1;
                 if stamped {
                     if let Some(i) = frame.windows(8).position(|w| w == b"\"text\":\"") {
-                        let digits: String = frame[i + 8..].iter().take_while(|c| c.is_ascii_digit()).map(|c| *c as char).collect();
+                        let digits: String = frame[i + 8..]
+                            .iter()
+                            .take_while(|c| c.is_ascii_digit())
+                            .map(|c| *c as char)
+                            .collect();
                         if let Ok(ts) = digits.parse::<u64>() {
                             lat.push(now.saturating_sub(ts));
                         }
@@ -157,7 +179,11 @@ async fn run(port: u16, pid: u32, subs: usize, lines: usize, rate: usize) {
     // scanner counts only this flood's deltas after the backlog, so skip the warm-up deltas.
     let warm = 3;
     let stamped = rate > 0;
-    let text = if stamped { format!("flood {lines} {rate} ts") } else { format!("flood {lines}") };
+    let text = if stamped {
+        format!("flood {lines} {rate} ts")
+    } else {
+        format!("flood {lines}")
+    };
     let started = Instant::now();
     let tasks: Vec<_> = readers
         .into_iter()
@@ -188,7 +214,10 @@ async fn main() {
     let lines = env_or("LINES", 200_000);
     let idle = env_or("IDLE", 10_000);
     let base = 19_500 + (std::process::id() % 400) as u16;
-    for (i, (subs, n, rate)) in [(1, lines, 0), (100, lines / 10, 0), (1000, 5_000, 1000)].into_iter().enumerate() {
+    for (i, (subs, n, rate)) in [(1, lines, 0), (100, lines / 10, 0), (1000, 5_000, 1000)]
+        .into_iter()
+        .enumerate()
+    {
         let gw = start_gateway(base + i as u16);
         run(gw.port, gw.child.id(), subs, n, rate).await;
     }

@@ -13,8 +13,8 @@ use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures_util::Stream;
 use bytes::BytesMut;
+use futures_util::Stream;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 /// Most bytes coalesced into one chunk of the response body.

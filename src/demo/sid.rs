@@ -404,7 +404,9 @@ impl Sid {
                     out.push_str(&self.seq.to_string());
                     out.push_str(r#","request_id":""#);
                     out.push_str(rid);
-                    out.push_str(r#"","event":"assistant_text_delta","label":"build","depth":0,"text":""#);
+                    out.push_str(
+                        r#"","event":"assistant_text_delta","label":"build","depth":0,"text":""#,
+                    );
                     if stamp {
                         let now = std::time::SystemTime::now()
                             .duration_since(std::time::UNIX_EPOCH)

@@ -92,29 +92,51 @@ impl A2aEvent {
     /// The JSON-RPC notification carried in `data:`: `params` holds `taskId` (only when the event
     /// has a plan id) and the event's own fields, none of the reserved ones.
     pub fn notification(&self) -> Value {
-        let mut params: Map<String, Value> = self
-            .data
-            .iter()
-            .filter(|(k, _)| !RESERVED.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if let Some(plan) = &self.plan_id {
-            params.insert("taskId".into(), Value::from(plan.clone()));
+        serde_json::to_value(self.notification_ref()).unwrap_or(Value::Null)
+    }
+
+    /// The notification as a borrowing view, serialised straight to text without copying the
+    /// event's fields into a new tree.
+    fn notification_ref(&self) -> Notification<'_> {
+        Notification {
+            jsonrpc: "2.0",
+            method: self.event_type.method(),
+            params: Params(self),
         }
-        let mut n = Map::new();
-        n.insert("jsonrpc".into(), Value::from("2.0"));
-        n.insert("method".into(), Value::from(self.event_type.method()));
-        n.insert("params".into(), Value::Object(params));
-        Value::Object(n)
     }
 
     /// The whole SSE frame.
     pub fn to_sse(&self) -> Bytes {
         let id = (!self.event_id.is_empty()).then_some(self.event_id.as_str());
-        sse::frame(
-            Some(self.event_type.name()),
-            id,
-            &self.notification().to_string(),
-        )
+        let data = serde_json::to_string(&self.notification_ref()).unwrap_or_default();
+        sse::frame(Some(self.event_type.name()), id, &data)
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Notification<'a> {
+    jsonrpc: &'static str,
+    method: &'static str,
+    params: Params<'a>,
+}
+
+/// `params`: the event's fields minus the reserved ones, then `taskId` (which wins).
+struct Params<'a>(&'a A2aEvent);
+
+impl serde::Serialize for Params<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let ev = self.0;
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in &ev.data {
+            let shadowed = ev.plan_id.is_some() && k == "taskId";
+            if !RESERVED.contains(&k.as_str()) && !shadowed {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        if let Some(plan) = &ev.plan_id {
+            map.serialize_entry("taskId", plan)?;
+        }
+        map.end()
     }
 }

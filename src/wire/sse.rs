@@ -37,7 +37,11 @@ fn field(out: &mut BytesMut, name: &str, value: &str) {
     out.put_slice(b": ");
     // A field value cannot hold a line break; `event` and `id` never do in what we emit, but
     // dropping them keeps a stray one from splitting the frame.
-    out.put_slice(value.replace(['\r', '\n'], "").as_bytes());
+    if value.contains(['\r', '\n']) {
+        out.put_slice(value.replace(['\r', '\n'], "").as_bytes());
+    } else {
+        out.put_slice(value.as_bytes());
+    }
     out.put_u8(b'\n');
 }
 
