@@ -26,7 +26,7 @@ use crate::router::Router;
 use crate::stream as sse_stream;
 use crate::telemetry::{self, CallLabels};
 use crate::wire::dialect::{self, Entry, Inbound, Message};
-use crate::wire::jsonrpc::{to_raw, Id, Outcome, Request, Response};
+use crate::wire::jsonrpc::{null_raw, to_raw, Id, Outcome, Request, Response};
 use crate::wire::legacy::{Auth, LegacyBody, LegacyRequest, LegacyResponse};
 use crate::wire::translate::{self, ErrorTable};
 
@@ -220,11 +220,10 @@ impl Gateway {
             Ok(o) => Reply {
                 status: StatusCode::OK,
                 headers: HeaderMap::new(),
-                body: ReplyBody::Stream(Box::pin(sse_stream::frames(
+                body: ReplyBody::Stream(Box::pin(sse_stream::stored_frames(
                     o.subscription,
                     o.filter,
                     bridge.timing(),
-                    sse_stream::stored_frame(),
                 ))),
             },
             Err(e) => jsonrpc_reply(e.status(), &Response::error(id, e.to_jsonrpc())),
@@ -391,9 +390,7 @@ impl Gateway {
             .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
         let timing_ms = resp.timing_ms;
         let outcome = match resp.body {
-            LegacyBody::Success(data) => Outcome::Result(
-                data.unwrap_or_else(|| RawValue::from_string("null".into()).expect("null")),
-            ),
+            LegacyBody::Success(data) => Outcome::Result(data.unwrap_or_else(null_raw)),
             LegacyBody::Error(e) => Outcome::Error(translate::error_to_jsonrpc(&e, &self.table)),
         };
         Ok(Done { outcome, timing_ms })
@@ -415,7 +412,7 @@ impl Gateway {
         if call.notification {
             // Nothing is answered to a notification; the upstream's body, if any, is dropped.
             return Ok(Done {
-                outcome: Outcome::Result(RawValue::from_string("null".into()).expect("null")),
+                outcome: Outcome::Result(null_raw()),
                 timing_ms: None,
             });
         }

@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::bridge::{Bridge, Opened};
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::rpc::{Gateway, Reply, ReplyBody};
@@ -239,21 +240,12 @@ async fn task_events(
     Path(task_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(bridge) = state.gateway.bridge() else {
-        return sse_error(GatewayError::TaskNotFound(task_id));
-    };
-    let opened = bridge
-        .authorize(header_str(&headers, "authorization"))
-        .and_then(|()| bridge.task_stream(&task_id, header_str(&headers, "last-event-id"), false));
-    match opened {
-        Ok(o) => sse_stream::response(sse_stream::frames(
-            o.subscription,
-            o.filter,
-            bridge.timing(),
-            sse_stream::stored_frame(),
-        )),
-        Err(e) => sse_error(e),
-    }
+    bridge_stream(
+        &state,
+        &headers,
+        GatewayError::TaskNotFound(task_id.clone()),
+        |b, last| b.task_stream(&task_id, last, false),
+    )
 }
 
 async fn context_events(
@@ -261,18 +253,32 @@ async fn context_events(
     Path(context_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    bridge_stream(
+        &state,
+        &headers,
+        GatewayError::ContextNotFound(context_id.clone()),
+        |b, last| b.context_stream(&context_id, last),
+    )
+}
+
+/// Authorises, opens a bridge stream, and answers it as SSE (or the error as JSON).
+fn bridge_stream(
+    state: &AppState,
+    headers: &HeaderMap,
+    without_bridge: GatewayError,
+    open: impl FnOnce(&Bridge, Option<&str>) -> Result<Opened, GatewayError>,
+) -> Response {
     let Some(bridge) = state.gateway.bridge() else {
-        return sse_error(GatewayError::ContextNotFound(context_id));
+        return sse_error(without_bridge);
     };
     let opened = bridge
-        .authorize(header_str(&headers, "authorization"))
-        .and_then(|()| bridge.context_stream(&context_id, header_str(&headers, "last-event-id")));
+        .authorize(header_str(headers, "authorization"))
+        .and_then(|()| open(bridge, header_str(headers, "last-event-id")));
     match opened {
-        Ok(o) => sse_stream::response(sse_stream::frames(
+        Ok(o) => sse_stream::response(sse_stream::stored_frames(
             o.subscription,
             o.filter,
             bridge.timing(),
-            sse_stream::stored_frame(),
         )),
         Err(e) => sse_error(e),
     }
@@ -307,12 +313,7 @@ async fn domain_events(
         task: q.task_id,
         until_final: false,
     };
-    sse_stream::response(sse_stream::frames(
-        sub,
-        filter,
-        state.events_timing,
-        sse_stream::stored_frame(),
-    ))
+    sse_stream::response(sse_stream::stored_frames(sub, filter, state.events_timing))
 }
 
 async fn healthz() -> Response {

@@ -142,9 +142,13 @@ pub fn frames(
     }
 }
 
-/// The queue's own pre-encoded frame.
-pub fn stored_frame() -> Arc<dyn Fn(&Stored) -> Bytes + Send + Sync> {
-    Arc::new(|s: &Stored| s.frame.clone())
+/// [`frames`] with the queue's own pre-encoded frames.
+pub fn stored_frames(
+    sub: Subscription,
+    filter: Filter,
+    timing: Timing,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    frames(sub, filter, timing, Arc::new(|s: &Stored| s.frame.clone()))
 }
 
 /// An HTTP response carrying an SSE stream, with the headers proxies need to pass it through.

@@ -372,8 +372,12 @@ impl TryFrom<ResponseWire> for Response {
 /// Serialises a value we built ourselves into raw JSON text.
 pub fn to_raw(v: &Value) -> Box<RawValue> {
     // A `Value` always serialises; the fallback is unreachable but keeps this total.
-    serde_json::value::to_raw_value(v)
-        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("null is JSON"))
+    serde_json::value::to_raw_value(v).unwrap_or_else(|_| null_raw())
+}
+
+/// `null` as raw JSON.
+pub fn null_raw() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).expect("null is JSON")
 }
 
 /// Parses one JSON-RPC response body as an upstream sent it: a single response or a batch.

@@ -145,7 +145,7 @@ pub fn request_to_legacy(
 pub fn response_to_jsonrpc(resp: LegacyResponse, id: Id, table: &ErrorTable) -> Response {
     match resp.body {
         LegacyBody::Success(Some(data)) => Response::result(id, data),
-        LegacyBody::Success(None) => Response::result_value(id, &Value::Null),
+        LegacyBody::Success(None) => Response::result(id, super::jsonrpc::null_raw()),
         LegacyBody::Error(e) => Response::error(id, error_to_jsonrpc(&e, table)),
     }
 }
