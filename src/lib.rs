@@ -1,4 +1,24 @@
 //! wiregate: a protocol gateway between a legacy agent envelope, JSON-RPC 2.0, and `sid --raw`.
+//!
+//! The pure translation is usable on its own:
+//!
+//! ```
+//! use wiregate::wire::dialect::{parse, Inbound, Message};
+//! use wiregate::wire::translate::request_to_legacy;
+//!
+//! let body = br#"{"jsonrpc":"2.0","id":7,"method":"plan.get","params":{"plan_id":"P1"}}"#;
+//! let Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) = parse(body) else { panic!() };
+//! let legacy = request_to_legacy(&req, "7".into(), None).unwrap();
+//! assert_eq!(
+//!     serde_json::to_value(&legacy).unwrap(),
+//!     serde_json::json!({"a2a_version": "1.0", "request_id": "7", "operation": "plan.get",
+//!                        "params": {"plan_id": "P1"}, "auth": null})
+//! );
+//!
+//! // A legacy envelope on the same endpoint is told apart by its `operation` member.
+//! let legacy_body = br#"{"a2a_version":"1.0","request_id":"r1","operation":"plan.get"}"#;
+//! assert!(matches!(parse(legacy_body), Ok(Inbound::Legacy(Ok(_)))));
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
