@@ -178,6 +178,8 @@ pub struct Server {
     pub max_batch_concurrency: usize,
     /// How long in-flight calls get to finish on SIGINT/SIGTERM.
     pub shutdown_grace_ms: u64,
+    /// Runtime worker threads; 0 means one per core.
+    pub worker_threads: usize,
 }
 
 impl Default for Server {
@@ -188,6 +190,7 @@ impl Default for Server {
             max_upstream_body_bytes: 16 << 20,
             max_batch_concurrency: 32,
             shutdown_grace_ms: 10_000,
+            worker_threads: 0,
         }
     }
 }

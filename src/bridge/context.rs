@@ -146,14 +146,17 @@ impl Context {
 
     /// Waits until `task_id` settles (terminal or input-required), or sid goes away.
     pub async fn settled(&self, task_id: &str) -> Option<TaskState> {
+        self.wait_until(|c| c.task_state(task_id).is_none_or(TaskState::is_settled))
+            .await;
+        self.task_state(task_id)
+    }
+
+    /// Waits until `done` holds, re-checking whenever a task changes.
+    pub async fn wait_until(&self, mut done: impl FnMut(&Self) -> bool) {
         let mut rx = self.changed.subscribe();
-        loop {
-            let state = self.task_state(task_id)?;
-            if state.is_settled() {
-                return Some(state);
-            }
+        while !done(self) {
             if rx.changed().await.is_err() {
-                return self.task_state(task_id);
+                return;
             }
         }
     }

@@ -439,14 +439,8 @@ impl Bridge {
             })
             .map_err(gone)?;
         // sid acknowledges an accepted answer with prompt_ack (no result); a refusal is a result.
-        let moved_on = async {
-            loop {
-                if ctx.open_prompt(task).as_deref() != Some(prompt_id.as_str()) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        };
+        let moved_on =
+            ctx.wait_until(|c| c.open_prompt(task).as_deref() != Some(prompt_id.as_str()));
         tokio::select! {
             r = answered => match r {
                 Ok(ResultLine { ok: false, error, .. }) => Err(sid_error(error.as_ref())),
