@@ -234,3 +234,57 @@ async fn credentials_never_reach_the_log() {
     assert!(!log.contains("SECRET-HEADER-TOKEN"), "{log}");
     assert!(!log.contains("SECRET-BODY-TOKEN"), "{log}");
 }
+
+#[tokio::test]
+async fn sigterm_finishes_in_flight_calls_then_exits_cleanly() {
+    let (mut guard, url, _context, _stderr) = start_demo(&[]);
+    let http = reqwest::Client::new();
+    let call = tokio::spawn({
+        let url = url.clone();
+        async move {
+            http.post(format!("{url}/rpc"))
+                .header("content-type", "application/json")
+                .body(
+                    json!({"jsonrpc":"2.0","id":"slow","method":"slow","params":{"ms":800}})
+                        .to_string(),
+                )
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let pid = guard.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let answer = call.await.unwrap();
+    assert_eq!(
+        answer["result"]["slept_ms"], 800,
+        "the in-flight call finished: {answer}"
+    );
+    let status = guard.0.wait().unwrap();
+    assert!(
+        status.success(),
+        "exits 0 after a graceful shutdown: {status}"
+    );
+}
+
+#[tokio::test]
+async fn demo_events_line_shows_a_plans_life_cycle() {
+    let (_guard, url, _context, _stderr) = start_demo(&[]);
+    let resp = reqwest::get(format!("{url}/events?taskId=plan-1"))
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut sse = support::SseReader::new(resp);
+    let first = sse.next(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(first.event, "TaskStatusUpdateEvent");
+    assert_eq!(first.data["params"]["taskId"], "plan-1");
+    assert_eq!(first.data["params"]["state"], "submitted");
+}
