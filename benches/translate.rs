@@ -35,7 +35,7 @@ fn jsonrpc_to_legacy(body: &[u8]) -> Vec<u8> {
     let Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) = dialect::parse(body) else {
         panic!()
     };
-    let legacy = translate::request_to_legacy(&req, "r-1".into(), None).unwrap();
+    let legacy = translate::request_to_legacy(req, "r-1".into(), None).unwrap();
     serde_json::to_vec(&legacy).unwrap()
 }
 

@@ -8,7 +8,7 @@
 //!
 //! let body = br#"{"jsonrpc":"2.0","id":7,"method":"plan.get","params":{"plan_id":"P1"}}"#;
 //! let Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) = parse(body) else { panic!() };
-//! let legacy = request_to_legacy(&req, "7".into(), None).unwrap();
+//! let legacy = request_to_legacy(req, "7".into(), None).unwrap();
 //! assert_eq!(
 //!     serde_json::to_value(&legacy).unwrap(),
 //!     serde_json::json!({"a2a_version": "1.0", "request_id": "7", "operation": "plan.get",

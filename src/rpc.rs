@@ -382,7 +382,7 @@ impl Gateway {
             params: call.params,
             id: None,
         };
-        let legacy = translate::request_to_legacy(&req, call.upstream_id, call.auth)
+        let legacy = translate::request_to_legacy(req, call.upstream_id, call.auth)
             .map_err(|e| GatewayError::InvalidParams(e.message))?;
         let body = serde_json::to_vec(&legacy).expect("a legacy request always serialises");
         let answer = up.post(Bytes::from(body), None).await?;

@@ -91,11 +91,7 @@ async fn invalid_upstream_envelopes_are_32052_with_502() {
         (Dialect::Jsonrpc, "", StatusCode::BAD_GATEWAY),
     ] {
         let up = upstream(move |_| (status, body.to_owned())).run().await;
-        let gw = gateway()
-            .upstream("odd", &up.url(), dialect, 2000)
-            .route(&["*"], "odd")
-            .start()
-            .await;
+        let gw = support::fronting(&up, dialect).await;
         let a = gw
             .rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "m"}))
             .await;
@@ -188,11 +184,7 @@ async fn bad_json_is_32700_with_400() {
 #[tokio::test]
 async fn positional_params_cannot_go_to_a_legacy_upstream() {
     let up = legacy_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     let a = gw
         .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m", "params": [1]}))
         .await;

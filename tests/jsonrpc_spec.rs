@@ -5,7 +5,7 @@ mod support;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use support::{gateway, upstream, TestGateway};
+use support::{upstream, TestGateway};
 use wiregate::config::Dialect;
 
 /// `subtract`, `sum`, `get_data`; notifications `update`, `notify_hello`, `notify_sum`,
@@ -33,11 +33,7 @@ async fn spec_gateway() -> TestGateway {
     })
     .run()
     .await;
-    gateway()
-        .upstream("spec", &up.url(), Dialect::Jsonrpc, 2000)
-        .route(&["*"], "spec")
-        .start()
-        .await
+    support::fronting(&up, Dialect::Jsonrpc).await
 }
 
 async fn exchange(gw: &TestGateway, request: &str) -> (u16, Option<Value>) {

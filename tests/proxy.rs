@@ -48,11 +48,7 @@ async fn every_legacy_error_code_becomes_its_jsonrpc_code() {
     })
     .run()
     .await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     let mut rows: Vec<(String, i64)> = DEFAULT_CODES
         .iter()
         .map(|(c, n)| (c.to_string(), *n))
@@ -83,11 +79,7 @@ async fn legacy_error_with_an_http_error_status_is_translated_not_swallowed() {
     })
     .run()
     .await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     let a = gw
         .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "x"}))
         .await;
@@ -98,11 +90,7 @@ async fn legacy_error_with_an_http_error_status_is_translated_not_swallowed() {
 #[tokio::test]
 async fn legacy_client_to_legacy_upstream_keeps_the_envelope() {
     let up = legacy_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     let a = gw
         .rpc(
             &json!({"a2a_version": "1.0", "request_id": "r-1", "operation": "plan.get",
@@ -130,11 +118,7 @@ async fn legacy_client_to_legacy_upstream_keeps_the_envelope() {
 #[tokio::test]
 async fn legacy_client_to_jsonrpc_upstream() {
     let up = jsonrpc_echo().run().await;
-    let gw = gateway()
-        .upstream("new", &up.url(), Dialect::Jsonrpc, 2000)
-        .route(&["*"], "new")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Jsonrpc).await;
     let a = gw
         .rpc(
             &json!({"a2a_version": "1.0", "request_id": "r-9", "operation": "plan.get",
@@ -165,11 +149,7 @@ async fn every_jsonrpc_error_code_becomes_its_legacy_code() {
     })
     .run()
     .await;
-    let gw = gateway()
-        .upstream("new", &up.url(), Dialect::Jsonrpc, 2000)
-        .route(&["*"], "new")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Jsonrpc).await;
     let mut rows: Vec<(String, i64)> = DEFAULT_CODES
         .iter()
         .map(|(c, n)| (c.to_string(), *n))
@@ -202,11 +182,7 @@ async fn jsonrpc_client_to_jsonrpc_upstream_passes_through_with_the_callers_id()
     })
     .run()
     .await;
-    let gw = gateway()
-        .upstream("new", &up.url(), Dialect::Jsonrpc, 2000)
-        .route(&["*"], "new")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Jsonrpc).await;
     let a = gw
         .rpc_with(
             &json!({"jsonrpc": "2.0", "id": 42, "method": "m", "params": [1, 2]}),
@@ -234,11 +210,7 @@ async fn ids_of_every_type_come_back_exactly() {
     })
     .run()
     .await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     for id in [
         json!("abc"),
         json!(""),
@@ -304,11 +276,7 @@ async fn unrouted_method_is_method_not_found_in_both_dialects() {
 #[tokio::test]
 async fn legacy_version_mismatch_and_generated_request_ids() {
     let up = legacy_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     let v = gw
         .rpc(&json!({"a2a_version": "2.0", "request_id": "v", "operation": "x"}))
         .await;
@@ -332,11 +300,7 @@ async fn legacy_version_mismatch_and_generated_request_ids() {
 #[tokio::test]
 async fn notifications_are_silent_yet_reach_the_upstream() {
     let up = legacy_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     let a = gw
         .rpc(&json!({"jsonrpc": "2.0", "method": "ping", "params": {"n": 1}}))
         .await;
@@ -387,11 +351,7 @@ async fn batches_run_concurrently_against_a_legacy_upstream_and_answer_in_order(
 #[tokio::test]
 async fn mixed_batch_answers_calls_and_errors_but_not_notifications() {
     let up = legacy_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     let a = gw
         .rpc(&json!([
             {"jsonrpc": "2.0", "id": "a", "method": "m"},
@@ -488,11 +448,7 @@ async fn health_and_readiness() {
 #[tokio::test]
 async fn h2c_clients_are_served() {
     let up = legacy_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "old")
-        .start()
-        .await;
+    let gw = support::fronting(&up, Dialect::Legacy).await;
     let h2 = reqwest::Client::builder()
         .http2_prior_knowledge()
         .build()

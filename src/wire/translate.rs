@@ -115,16 +115,16 @@ pub fn error_to_legacy(e: &ErrorObject, table: &ErrorTable) -> LegacyError {
     }
 }
 
-/// A JSON-RPC call as a legacy request. Legacy params are named, so positional (array) params
-/// are refused with -32602.
+/// A JSON-RPC call as a legacy request, moving its method and params (no copy on the hot path).
+/// Legacy params are named, so positional (array) params are refused with -32602.
 pub fn request_to_legacy(
-    req: &Request,
+    req: Request,
     request_id: String,
     auth: Option<Auth>,
 ) -> Result<LegacyRequest, ErrorObject> {
-    let params = match &req.params {
+    let params = match req.params {
         None => super::dialect::empty_object(),
-        Some(p) if p.get().trim_start().starts_with('{') => p.clone(),
+        Some(p) if p.get().trim_start().starts_with('{') => p,
         Some(_) => {
             return Err(ErrorObject::new(
                 rpc::INVALID_PARAMS,
@@ -135,7 +135,7 @@ pub fn request_to_legacy(
     Ok(LegacyRequest {
         a2a_version: legacy::VERSION.to_owned(),
         request_id,
-        operation: req.method.clone(),
+        operation: req.method,
         params,
         auth,
     })

@@ -183,6 +183,15 @@ pub async fn dead_url() -> String {
     format!("http://{addr}/rpc")
 }
 
+/// A gateway routing every method to `up`, which speaks `dialect` (2 s timeout).
+pub async fn fronting(up: &Listening, dialect: Dialect) -> TestGateway {
+    gateway()
+        .upstream("up", &up.url(), dialect, 2000)
+        .route(&["*"], "up")
+        .start()
+        .await
+}
+
 /// Builds a gateway configuration and runs it.
 #[derive(Default)]
 pub struct GatewayBuilder {
