@@ -582,3 +582,63 @@ async fn a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_every_event() {
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn bearer_tokens_guard_sid_methods_and_streams() {
+    let gw = gateway()
+        .sid("tokens")
+        .with(|c| c.sid.bearer_tokens = vec!["s3cret-token".into()])
+        .start()
+        .await;
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": text_message("hi")});
+    let denied = gw.rpc(&body).await;
+    assert_eq!(denied.status, 401);
+    assert_eq!(denied.json()["error"]["code"], -32065);
+    let wrong = gw
+        .rpc_with(&body, &[("authorization", "Bearer nope")])
+        .await;
+    assert_eq!(wrong.status, 401);
+    let ok = gw
+        .rpc_with(&body, &[("authorization", "Bearer s3cret-token")])
+        .await;
+    assert_eq!(
+        ok.json()["result"]["status"]["state"],
+        "completed",
+        "{}",
+        ok.text
+    );
+    let task_id = ok.json()["result"]["id"].as_str().unwrap().to_owned();
+    let anon = gw.get(&format!("/tasks/{task_id}/events")).await;
+    assert_eq!(anon.status, 401);
+    let authed = gw
+        .http
+        .get(format!("{}/tasks/{task_id}/events", gw.base()))
+        .header("authorization", "Bearer s3cret-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(authed.status(), 200);
+    // The proxy's own methods need no sid token.
+    let health = gw
+        .rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "_cleveragents/health/check"}))
+        .await;
+    assert_eq!(health.status, 200);
+}
+
+#[test]
+fn off_loopback_the_bridge_requires_bearer_tokens() {
+    let mut c = wiregate::config::Config::default();
+    c.sid.enabled = true;
+    c.server.listen = "0.0.0.0:8080".parse().unwrap();
+    let err = c.validate().unwrap_err();
+    assert!(err.0.iter().any(|i| i.key == "sid.bearer_tokens"), "{err}");
+    c.sid.bearer_tokens = vec!["t".into()];
+    c.validate().unwrap();
+    c.sid.allow_ops.push("user_turn".into());
+    let err = c.validate().unwrap_err();
+    assert!(
+        err.0.iter().any(|i| i.key.starts_with("sid.allow_ops")),
+        "{err}"
+    );
+}
