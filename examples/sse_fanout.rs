@@ -9,7 +9,9 @@
 //! ```
 //!
 //! The subscribers are plain sockets with a minimal frame scanner, so the client is not the
-//! limit; the flooding child writes pre-formatted lines.
+//! limit; the flooding child writes pre-formatted lines. With `SUPERGATEWAY=path/to/supergateway`
+//! (`benches/sse_fanout.sh` installs 4.0.0 from npm) the same burst also goes through
+//! supergateway (`--stdio`, SSE on `/sse`) to the same kind of client, as the peer to beat.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -209,9 +211,87 @@ async fn run(port: u16, pid: u32, subs: usize, lines: usize, rate: usize) {
     );
 }
 
+/// The same burst through supergateway: its child waits for one message (sent once the client
+/// is attached, since supergateway drops lines printed before), then prints `lines` lines.
+async fn supergateway(bin: &str, lines: usize) {
+    let port = 19_450 + (std::process::id() % 40) as u16;
+    let script = format!(
+        "import sys\nsys.stdin.readline()\nline='{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{{\"level\":\"info\",\"data\":\"x\"}}}}\\n'\nsys.stdout.write(line*{lines})\nsys.stdout.flush()\nsys.stdin.readline()\n"
+    );
+    let script_path = std::env::temp_dir().join(format!("sgw-flood-{}.py", std::process::id()));
+    std::fs::write(&script_path, script).unwrap();
+    let mut child = Command::new(bin)
+        .args([
+            "--stdio",
+            &format!("python3 {}", script_path.display()),
+            "--port",
+            &port.to_string(),
+            "--logLevel",
+            "none",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("supergateway runs");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    s.write_all(b"GET /sse HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let endpoint = loop {
+        let n = s.read(&mut buf).await.unwrap();
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some(i) = text.find("data: /message") {
+            let rest = &text[i + 6..];
+            break rest[..rest.find(['\r', '\n']).unwrap()].to_owned();
+        }
+    };
+    let started = Instant::now();
+    let msg = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let post = format!(
+        "POST {endpoint} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{msg}",
+        msg.len()
+    );
+    let mut p = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    p.write_all(post.as_bytes()).await.unwrap();
+    let mut seen = 0;
+    let mut carry: Vec<u8> = Vec::new();
+    while seen < lines {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "supergateway's stream ended after {seen}");
+        carry.extend_from_slice(&buf[..n]);
+        let mut start = 0;
+        while let Some(end) = carry[start..].windows(2).position(|w| w == b"\n\n") {
+            if carry[start..start + end]
+                .windows(8)
+                .any(|w| w == b"\"method\"")
+            {
+                seen += 1;
+            }
+            start += end + 2;
+        }
+        carry.drain(..start);
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "supergateway 1 subscriber {lines:>7} lines              {:>12.0} events/s delivered                                          rss {:>6.1} MB",
+        lines as f64 / elapsed.as_secs_f64(),
+        rss_mb(child.id())
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(script_path);
+}
+
 #[tokio::main]
 async fn main() {
     let lines = env_or("LINES", 200_000);
+    if let Ok(bin) = std::env::var("SUPERGATEWAY") {
+        supergateway(&bin, lines).await;
+    }
     let idle = env_or("IDLE", 10_000);
     let base = 19_500 + (std::process::id() % 400) as u16;
     for (i, (subs, n, rate)) in [(1, lines, 0), (100, lines / 10, 0), (1000, 5_000, 1000)]
