@@ -132,10 +132,10 @@ impl Probe {
         // The id is answered back whenever it could be read, even on an invalid request.
         let id = match self.id {
             None => None,
-            Some(v) => match serde_json::from_value::<Id>(v) {
-                Ok(id) => Some(id),
-                Err(_) => return Err(invalid(Id::Null, "id must be a string, a number or null")),
-            },
+            Some(Value::Null) => Some(Id::Null),
+            Some(Value::Number(n)) => Some(Id::Number(n)),
+            Some(Value::String(s)) => Some(Id::String(s)),
+            Some(_) => return Err(invalid(Id::Null, "id must be a string, a number or null")),
         };
         let answer_id = id.clone().unwrap_or(Id::Null);
         match self.jsonrpc {

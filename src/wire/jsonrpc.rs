@@ -52,7 +52,7 @@ pub mod code {
 }
 
 /// A request id: string, number or null, kept exactly as the caller wrote it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Id {
     /// `"id": null` — a call, answered with `null`.
@@ -76,6 +76,44 @@ impl Id {
             Id::Number(n) => Some(n.to_string()),
             Id::String(s) => Some(s.clone()),
         }
+    }
+}
+
+/// A direct visitor: an untagged derive would buffer the value and build an error per variant
+/// it rules out, on every call the gateway forwards.
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Id;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string, a number or null")
+            }
+            fn visit_unit<E>(self) -> Result<Id, E> {
+                Ok(Id::Null)
+            }
+            fn visit_none<E>(self) -> Result<Id, E> {
+                Ok(Id::Null)
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Id, E> {
+                Ok(Id::Number(n.into()))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Id, E> {
+                Ok(Id::Number(n.into()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Id, E> {
+                Number::from_f64(n)
+                    .map(Id::Number)
+                    .ok_or_else(|| E::custom("id is not a finite number"))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Id, E> {
+                Ok(Id::String(s.to_owned()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Id, E> {
+                Ok(Id::String(s))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
