@@ -330,7 +330,7 @@ async fn batches_run_concurrently_against_a_legacy_upstream_and_answer_in_order(
         .await;
     // The first call is the slowest: answers must still come back in request order.
     let batch: Vec<Value> = (0..5)
-        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "m", "params": {"delay_ms": 400 - i * 80}}))
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "m", "params": {"delay_ms": 600 - i * 100}}))
         .collect();
     let a = gw.rpc(&Value::from(batch)).await;
     let ids: Vec<Value> = a

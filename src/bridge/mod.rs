@@ -39,7 +39,7 @@ pub const RAW_PREFIX: &str = "_sid/";
 /// How long a stopping sid gets between EOF on stdin and a kill.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long `tasks/cancel` waits for sid to answer its interrupt.
-const CANCEL_WAIT: Duration = Duration::from_secs(2);
+const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
 /// See the module docs.
 #[derive(Debug)]
