@@ -642,3 +642,40 @@ fn off_loopback_the_bridge_requires_bearer_tokens() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn contexts_stopped_for_long_are_forgotten() {
+    let tag = format!("forget-{}", uuid::Uuid::new_v4());
+    let gw = gateway()
+        .sid(&tag)
+        .with(|c| c.sid.idle_timeout_ms = 50)
+        .start()
+        .await;
+    let r = gw.call("message/send", text_message("hello")).await;
+    let task_id = r["result"]["id"].as_str().unwrap().to_owned();
+    let ctx = r["result"]["contextId"].as_str().unwrap().to_owned();
+    // Stopped after 50 ms idle, forgotten after 16 × 50 ms.
+    let mut waited = 0;
+    loop {
+        let got = gw.call("tasks/get", json!({"id": task_id})).await;
+        if got["error"]["code"] == -32001 {
+            break;
+        }
+        assert_eq!(got["result"]["status"]["state"], "completed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += 100;
+        assert!(waited < 10_000, "the context was never forgotten");
+    }
+    assert!(
+        waited >= 700,
+        "not forgotten before its retention ({waited} ms)"
+    );
+    assert!(support::processes_tagged(&tag).is_empty());
+    let again = gw
+        .call(
+            "message/send",
+            json!({"message": {"parts": [{"text": "hi"}]}, "contextId": ctx}),
+        )
+        .await;
+    assert_eq!(again["error"]["code"], -32001, "{again}");
+}

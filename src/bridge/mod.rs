@@ -38,6 +38,8 @@ pub const RAW_PREFIX: &str = "_sid/";
 
 /// How long a stopping sid gets between EOF on stdin and a kill.
 const STOP_GRACE: Duration = Duration::from_secs(3);
+/// A context stopped for this many idle timeouts is forgotten.
+const CONTEXT_RETENTION_FACTOR: u32 = 16;
 /// How long `tasks/cancel` waits for sid to answer its interrupt.
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
@@ -522,23 +524,49 @@ impl Bridge {
         }
     }
 
+    /// Stops idle children; forgets contexts stopped for long (with their replay buffers) and
+    /// index entries of tasks their context no longer keeps, so the registry stays bounded.
     async fn reap_idle(&self) {
         let idle = Duration::from_millis(self.cfg.idle_timeout_ms);
-        let stale: Vec<Arc<Context>> = self
-            .contexts()
-            .values()
-            .filter(|c| {
-                matches!(c.transport, Transport::Stdio(_))
-                    && c.is_running()
-                    && c.active_turn().is_none()
-                    && c.idle_for() >= idle
-            })
-            .cloned()
-            .collect();
+        let retention = idle * CONTEXT_RETENTION_FACTOR;
+        let (stale, forgotten): (Vec<Arc<Context>>, Vec<Arc<Context>>) = {
+            let contexts = self.contexts();
+            let child = |c: &Arc<Context>| matches!(c.transport, Transport::Stdio(_));
+            let quiet = |c: &Arc<Context>| c.active_turn().is_none();
+            (
+                contexts
+                    .values()
+                    .filter(|c| child(c) && c.is_running() && quiet(c) && c.idle_for() >= idle)
+                    .cloned()
+                    .collect(),
+                contexts
+                    .values()
+                    .filter(|c| {
+                        child(c) && !c.is_running() && quiet(c) && c.idle_for() >= retention
+                    })
+                    .cloned()
+                    .collect(),
+            )
+        };
         for c in stale {
             tracing::info!(context = %c.id, "stopping an idle sid");
             c.stop(STOP_GRACE).await;
         }
+        if !forgotten.is_empty() {
+            let mut contexts = self.contexts();
+            for c in &forgotten {
+                tracing::info!(context = %c.id, "forgetting a long-stopped context");
+                c.close();
+                contexts.remove(&c.id);
+            }
+            metrics::gauge!("wiregate_sid_contexts").set(contexts.len() as f64);
+        }
+        let contexts = self.contexts().clone();
+        self.task_index().retain(|task, ctx| {
+            contexts
+                .get(ctx)
+                .is_some_and(|c| c.task_state(task).is_some())
+        });
     }
 
     /// Stops every sid and closes every stream.
