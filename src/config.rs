@@ -176,6 +176,8 @@ pub struct Server {
     pub max_upstream_body_bytes: usize,
     /// Most calls of one batch forwarded at the same time.
     pub max_batch_concurrency: usize,
+    /// Most members of one batch (-32600 beyond).
+    pub max_batch_len: usize,
     /// How long in-flight calls get to finish on SIGINT/SIGTERM.
     pub shutdown_grace_ms: u64,
     /// Runtime worker threads; 0 means one per core.
@@ -189,6 +191,7 @@ impl Default for Server {
             max_body_bytes: 1 << 20,
             max_upstream_body_bytes: 16 << 20,
             max_batch_concurrency: 32,
+            max_batch_len: 1000,
             shutdown_grace_ms: 10_000,
             worker_threads: 0,
         }
@@ -342,6 +345,9 @@ impl Config {
         let mut issue = |key: String, message: String| issues.push(ConfigIssue { key, message });
         if self.server.max_body_bytes == 0 {
             issue("server.max_body_bytes".into(), "must be positive".into());
+        }
+        if self.server.max_batch_len == 0 {
+            issue("server.max_batch_len".into(), "must be positive".into());
         }
         if self.server.max_batch_concurrency == 0 {
             issue(

@@ -26,7 +26,7 @@ use crate::router::Router;
 use crate::stream as sse_stream;
 use crate::telemetry::{self, CallLabels};
 use crate::wire::dialect::{self, Entry, Inbound, Message};
-use crate::wire::jsonrpc::{null_raw, to_raw, Id, Outcome, Request, Response};
+use crate::wire::jsonrpc::{null_raw, to_raw, ErrorObject, Id, Outcome, Request, Response};
 use crate::wire::legacy::{Auth, LegacyBody, LegacyRequest, LegacyResponse};
 use crate::wire::translate::{self, ErrorTable};
 
@@ -89,6 +89,7 @@ pub struct Gateway {
     deprecation: bool,
     sunset: Option<HeaderValue>,
     batch_concurrency: usize,
+    batch_len: usize,
     bridge: Option<Arc<Bridge>>,
     feed: Option<Arc<Feed>>,
 }
@@ -112,6 +113,7 @@ impl Gateway {
                 .sunset_time()
                 .and_then(|t| HeaderValue::from_str(&httpdate::fmt_http_date(t)).ok()),
             batch_concurrency: config.server.max_batch_concurrency,
+            batch_len: config.server.max_batch_len,
             bridge: config
                 .sid
                 .enabled
@@ -171,6 +173,14 @@ impl Gateway {
                         reply
                     }
                 }
+            }
+            Ok(Inbound::JsonRpc(Message::Batch(entries))) if entries.len() > self.batch_len => {
+                let err = ErrorObject::invalid_request(format!(
+                    "a batch of {} exceeds server.max_batch_len ({})",
+                    entries.len(),
+                    self.batch_len
+                ));
+                jsonrpc_reply(StatusCode::BAD_REQUEST, &Response::error(Id::Null, err))
             }
             Ok(Inbound::JsonRpc(Message::Batch(entries))) => {
                 let auth = authorization.and_then(Auth::from_header);

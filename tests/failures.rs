@@ -225,3 +225,21 @@ async fn graceful_shutdown_finishes_in_flight_calls() {
     // And nothing listens any more.
     assert!(tokio::net::TcpStream::connect(gw.addr).await.is_err());
 }
+
+#[tokio::test]
+async fn an_overlong_batch_is_one_invalid_request() {
+    let up = legacy_echo().run().await;
+    let gw = gateway()
+        .upstream("up", &up.url(), Dialect::Legacy, 2000)
+        .route(&["*"], "up")
+        .with(|c| c.server.max_batch_len = 3)
+        .start()
+        .await;
+    let call = |i: u64| json!({"jsonrpc": "2.0", "id": i, "method": "m"});
+    let a = gw.rpc(&json!([call(1), call(2), call(3), call(4)])).await;
+    assert_eq!(a.status, 400);
+    assert_eq!(a.json()["error"]["code"], -32600);
+    assert!(up.seen().is_empty(), "nothing of it was forwarded");
+    let ok = gw.rpc(&json!([call(1), call(2), call(3)])).await;
+    assert_eq!(ok.json().as_array().unwrap().len(), 3);
+}
