@@ -42,6 +42,8 @@ pub struct Events {
     pub replay_events: usize,
     /// Events queued per SSE subscriber before it is cut off.
     pub subscriber_buffer: usize,
+    /// Most SSE subscribers of `GET /events` (503 beyond).
+    pub max_subscribers: usize,
     /// Interval of SSE keepalive comments.
     pub keepalive_ms: u64,
     /// What to do with event types the map does not name.
@@ -77,6 +79,7 @@ impl Default for Events {
             reconnect_ms: 1000,
             replay_events: 4096,
             subscriber_buffer: 1024,
+            max_subscribers: 10_000,
             keepalive_ms: 15_000,
             unmapped: Default::default(),
             map: EventsMap::default(),
@@ -102,6 +105,8 @@ pub struct Sid {
     pub replay_events: usize,
     /// Events queued per SSE subscriber before it is cut off.
     pub subscriber_buffer: usize,
+    /// Most SSE subscribers per context (503 beyond).
+    pub max_subscribers: usize,
     /// Interval of SSE keepalive comments.
     pub keepalive_ms: u64,
     /// Raw ops callable as `_sid/<op>`.
@@ -122,6 +127,7 @@ impl Default for Sid {
             idle_timeout_ms: 900_000,
             replay_events: 4096,
             subscriber_buffer: 1024,
+            max_subscribers: 10_000,
             keepalive_ms: 15_000,
             allow_ops: [
                 "stats",

@@ -81,6 +81,9 @@ pub enum GatewayError {
     /// `sid.max_contexts` contexts are running.
     #[error("all {0} sid contexts are in use; try again later")]
     TooManyContexts(usize),
+    /// A stream already has its configured number of subscribers.
+    #[error("this stream already has its {0} subscribers; try again later")]
+    TooManySubscribers(usize),
     /// sid is not running or not reachable.
     #[error("sid is unavailable: {0}")]
     SidUnavailable(String),
@@ -124,7 +127,9 @@ impl GatewayError {
             | GatewayError::SidRejected(_)
             | GatewayError::SidFailed { .. } => StatusCode::OK,
             GatewayError::StreamingCall(_) => StatusCode::BAD_REQUEST,
-            GatewayError::TooManyContexts(_) => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::TooManyContexts(_) | GatewayError::TooManySubscribers(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             GatewayError::SidUnavailable(_) => StatusCode::BAD_GATEWAY,
             GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
         }
@@ -150,7 +155,9 @@ impl GatewayError {
             GatewayError::SidStalePrompt(_) => code::SID_STALE_PROMPT,
             GatewayError::SidRejected(_) => code::INVALID_PARAMS,
             GatewayError::SidFailed { .. } => code::SID_FAILED,
-            GatewayError::TooManyContexts(_) => code::SID_CAPACITY,
+            GatewayError::TooManyContexts(_) | GatewayError::TooManySubscribers(_) => {
+                code::SID_CAPACITY
+            }
             GatewayError::SidUnavailable(_) => code::SID_UNAVAILABLE,
             GatewayError::Unauthorized => code::UNAUTHORIZED,
             GatewayError::StreamingCall(_) => code::INVALID_REQUEST,
@@ -173,9 +180,9 @@ impl GatewayError {
             GatewayError::SidOpNotAllowed(_) => lc::OPERATION_NOT_FOUND,
             GatewayError::SidRejected(_) | GatewayError::StreamingCall(_) => lc::VALIDATION_ERROR,
             GatewayError::SidFailed { .. } => lc::INTERNAL_ERROR,
-            GatewayError::TooManyContexts(_) | GatewayError::SidUnavailable(_) => {
-                lc::UPSTREAM_UNAVAILABLE
-            }
+            GatewayError::TooManyContexts(_)
+            | GatewayError::TooManySubscribers(_)
+            | GatewayError::SidUnavailable(_) => lc::UPSTREAM_UNAVAILABLE,
             GatewayError::Unauthorized => lc::AUTH_ERROR,
         }
     }
@@ -199,6 +206,7 @@ impl GatewayError {
             GatewayError::SidRejected(_) => "sid_rejected",
             GatewayError::SidFailed { .. } => "sid_failed",
             GatewayError::TooManyContexts(_) => "sid_capacity",
+            GatewayError::TooManySubscribers(_) => "too_many_subscribers",
             GatewayError::SidUnavailable(_) => "sid_unavailable",
             GatewayError::Unauthorized => "unauthorized",
             GatewayError::StreamingCall(_) => "streaming_call",
@@ -233,5 +241,11 @@ impl GatewayError {
             e.details = Some(json!({"upstream": u, "kind": self.kind()}));
         }
         e
+    }
+}
+
+impl From<crate::events::TooManySubscribers> for GatewayError {
+    fn from(e: crate::events::TooManySubscribers) -> Self {
+        GatewayError::TooManySubscribers(e.0)
     }
 }

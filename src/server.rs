@@ -313,7 +313,12 @@ async fn domain_events(
         task: q.task_id,
         until_final: false,
     };
-    sse_stream::response(sse_stream::stored_frames(sub, filter, state.events_timing))
+    match sub {
+        Ok(sub) => {
+            sse_stream::response(sse_stream::stored_frames(sub, filter, state.events_timing))
+        }
+        Err(e) => sse_error(e.into()),
+    }
 }
 
 async fn healthz() -> Response {

@@ -212,3 +212,27 @@ async fn without_a_source_events_is_not_found() {
     let gw = gateway().start().await;
     assert_eq!(gw.get("/events").await.status, 404);
 }
+
+#[tokio::test]
+async fn events_subscribers_are_bounded() {
+    let feed = feed_server(
+        vec![domain_record(1, "plan.created", "p", json!({}))],
+        FeedMode::Ndjson,
+        None,
+        true,
+    )
+    .await;
+    let source = feed.url();
+    let gw = gateway()
+        .with(move |c| {
+            c.events.source = source;
+            c.events.max_subscribers = 1;
+        })
+        .start()
+        .await;
+    let mut first = gw.sse_get("/events", None).await;
+    first.take(1, T).await;
+    let second = gw.get("/events").await;
+    assert_eq!(second.status, 503);
+    assert_eq!(second.json()["error"]["code"], -32063);
+}

@@ -679,3 +679,37 @@ async fn contexts_stopped_for_long_are_forgotten() {
         .await;
     assert_eq!(again["error"]["code"], -32001, "{again}");
 }
+
+#[tokio::test]
+async fn subscribers_per_context_are_bounded() {
+    let gw = gateway()
+        .sid("max-subs")
+        .with(|c| c.sid.max_subscribers = 1)
+        .start()
+        .await;
+    let r = gw.call("message/send", text_message("hello")).await;
+    let ctx = r["result"]["contextId"].as_str().unwrap().to_owned();
+    let first = gw.sse_get(&format!("/contexts/{ctx}/events"), None).await;
+    let second = gw.get(&format!("/contexts/{ctx}/events")).await;
+    assert_eq!(second.status, 503);
+    assert_eq!(second.json()["error"]["code"], -32063);
+    drop(first);
+    // The slot frees once the first subscriber is gone.
+    let mut freed = false;
+    for _ in 0..50 {
+        if gw
+            .get(&format!(
+                "/tasks/{}/events",
+                r["result"]["id"].as_str().unwrap()
+            ))
+            .await
+            .status
+            == 200
+        {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(freed);
+}

@@ -70,11 +70,14 @@ impl Context {
         transport: Transport,
         replay: usize,
         subscriber_buffer: usize,
+        max_subscribers: usize,
     ) -> Arc<Self> {
         Arc::new(Context {
             id,
             transport,
-            queue: Arc::new(EventQueue::new(replay, subscriber_buffer)),
+            queue: Arc::new(
+                EventQueue::new(replay, subscriber_buffer).with_max_subscribers(max_subscribers),
+            ),
             inner: Mutex::new(Inner {
                 tracker: Tracker::default(),
                 pending: HashMap::new(),

@@ -129,6 +129,7 @@ impl Bridge {
                 Transport::Socket(cfg.connect.clone()),
                 cfg.replay_events,
                 cfg.subscriber_buffer,
+                cfg.max_subscribers,
             );
             ctx.spawn_socket(
                 cfg.connect.clone(),
@@ -228,7 +229,7 @@ impl Bridge {
                 let sp: SendParams = params(p)?;
                 // Subscribe before the turn starts, so not one event is missed.
                 let ctx = self.context_for(&sp)?;
-                let live = ctx.queue.subscribe_live();
+                let live = ctx.queue.subscribe_live()?;
                 let (_, task) = self.begin_send_on(ctx, sp).await?;
                 Ok(Opened {
                     subscription: Subscription {
@@ -266,10 +267,10 @@ impl Bridge {
             Subscription {
                 gap: false,
                 backlog: Vec::new(),
-                live: ctx.queue.subscribe_live(),
+                live: ctx.queue.subscribe_live()?,
             }
         } else {
-            ctx.queue.subscribe(last_event_id)
+            ctx.queue.subscribe(last_event_id)?
         };
         Ok(Opened {
             subscription,
@@ -292,7 +293,7 @@ impl Bridge {
             .cloned()
             .ok_or_else(|| GatewayError::ContextNotFound(context_id.to_owned()))?;
         Ok(Opened {
-            subscription: ctx.queue.subscribe(last_event_id),
+            subscription: ctx.queue.subscribe(last_event_id)?,
             filter: Filter::default(),
         })
     }
@@ -348,6 +349,7 @@ impl Bridge {
             Transport::Stdio(self.cfg.command.clone()),
             self.cfg.replay_events,
             self.cfg.subscriber_buffer,
+            self.cfg.max_subscribers,
         );
         ctx.spawn_child(&self.cfg.command, None).map_err(|e| {
             GatewayError::SidUnavailable(format!("cannot start {:?}: {e}", self.cfg.command))

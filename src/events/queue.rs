@@ -24,6 +24,11 @@ pub struct Stored {
     pub frame: Bytes,
 }
 
+/// Subscribing beyond the queue's subscriber limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the event queue already has its {0} subscribers")]
+pub struct TooManySubscribers(pub usize);
+
 /// Pushing into a closed queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the event queue is closed")]
@@ -52,6 +57,7 @@ struct Inner {
 pub struct EventQueue {
     inner: Mutex<Inner>,
     replay: usize,
+    max_subscribers: usize,
 }
 
 impl EventQueue {
@@ -65,6 +71,26 @@ impl EventQueue {
                 tx: Some(tx),
             }),
             replay: replay.max(1),
+            max_subscribers: usize::MAX,
+        }
+    }
+
+    /// Limits live subscribers; more are refused with [`TooManySubscribers`].
+    pub fn with_max_subscribers(mut self, max: usize) -> Self {
+        self.max_subscribers = max.max(1);
+        self
+    }
+
+    fn receiver(
+        &self,
+        inner: &Inner,
+    ) -> Result<broadcast::Receiver<Arc<Stored>>, TooManySubscribers> {
+        match &inner.tx {
+            Some(tx) if tx.receiver_count() >= self.max_subscribers => {
+                Err(TooManySubscribers(self.max_subscribers))
+            }
+            Some(tx) => Ok(tx.subscribe()),
+            None => Ok(broadcast::channel(1).1),
         }
     }
 
@@ -91,7 +117,10 @@ impl EventQueue {
     }
 
     /// Subscribes after `last_event_id` (or from the start of the buffer when `None`).
-    pub fn subscribe(&self, last_event_id: Option<&str>) -> Subscription {
+    pub fn subscribe(
+        &self,
+        last_event_id: Option<&str>,
+    ) -> Result<Subscription, TooManySubscribers> {
         let inner = self.lock();
         let (gap, start) = match last_event_id {
             None => (false, 0),
@@ -100,20 +129,14 @@ impl EventQueue {
                 None => (true, 0),
             },
         };
+        let live = self.receiver(&inner)?;
         let backlog = inner.ring.iter().skip(start).cloned().collect();
-        let live = match &inner.tx {
-            Some(tx) => tx.subscribe(),
-            None => broadcast::channel(1).1,
-        };
-        Subscription { gap, backlog, live }
+        Ok(Subscription { gap, backlog, live })
     }
 
     /// Subscribes to live events only, skipping the replay buffer.
-    pub fn subscribe_live(&self) -> broadcast::Receiver<Arc<Stored>> {
-        match &self.lock().tx {
-            Some(tx) => tx.subscribe(),
-            None => broadcast::channel(1).1,
-        }
+    pub fn subscribe_live(&self) -> Result<broadcast::Receiver<Arc<Stored>>, TooManySubscribers> {
+        self.receiver(&self.lock())
     }
 
     /// Every retained event, oldest first.
@@ -167,10 +190,10 @@ mod tests {
         for _ in 0..3 {
             q.push(ev()).unwrap();
         }
-        let s = q.subscribe(Some("2"));
+        let s = q.subscribe(Some("2")).unwrap();
         assert!(!s.gap);
         assert_eq!(s.backlog.len(), 1);
-        let s = q.subscribe(Some("999"));
+        let s = q.subscribe(Some("999")).unwrap();
         assert!(s.gap);
         assert_eq!(s.backlog.len(), 3);
     }
@@ -182,11 +205,24 @@ mod tests {
         assert_eq!(q.push(ev()).unwrap_err(), Closed);
     }
 
+    #[test]
+    fn subscribers_are_bounded() {
+        let q = EventQueue::new(4, 4).with_max_subscribers(2);
+        let a = q.subscribe(None).unwrap();
+        let _b = q.subscribe_live().unwrap();
+        assert_eq!(q.subscribe(None).unwrap_err(), TooManySubscribers(2));
+        drop(a);
+        assert!(
+            q.subscribe(None).is_ok(),
+            "a slot frees when a subscriber leaves"
+        );
+    }
+
     #[tokio::test]
     async fn live_events_follow_the_backlog() {
         let q = EventQueue::new(4, 4);
         q.push(ev()).unwrap();
-        let mut s = q.subscribe(None);
+        let mut s = q.subscribe(None).unwrap();
         q.push(ev()).unwrap();
         assert_eq!(s.backlog[0].seq, 1);
         assert_eq!(s.live.recv().await.unwrap().seq, 2);
