@@ -129,24 +129,21 @@ impl Default for Sid {
             subscriber_buffer: 1024,
             max_subscribers: 10_000,
             keepalive_ms: 15_000,
-            allow_ops: [
-                "stats",
-                "show_config",
-                "show_agent",
-                "list_agents",
-                "switch_agent",
-                "compact",
-                "clear",
-                "set_spend",
-                "insert_system_message",
-            ]
-            .map(String::from)
-            .to_vec(),
+            // Every plain op, less the ones that touch this host's files or stop the agent.
+            allow_ops: SID_OPS
+                .iter()
+                .filter(|op| !SID_INTERNAL_OPS.contains(op) && !SID_OFF_BY_DEFAULT_OPS.contains(op))
+                .map(|op| (*op).to_owned())
+                .collect(),
             bearer_tokens: Vec::new(),
             reconnect_grace_ms: 10_000,
         }
     }
 }
+
+/// Raw ops allowed only when listed in `sid.allow_ops`: they read or write files on the
+/// gateway's host, or stop the agent.
+pub const SID_OFF_BY_DEFAULT_OPS: [&str; 3] = ["save_transcript", "load_transcript", "shutdown"];
 
 /// Raw ops the bridge drives itself or that are never plain calls.
 pub const SID_INTERNAL_OPS: [&str; 3] = ["user_turn", "prompt_response", "interrupt"];

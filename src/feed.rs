@@ -18,6 +18,7 @@ use futures_util::{Stream, StreamExt, TryStreamExt};
 use http_body_util::{BodyStream, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tokio::sync::watch;
 
 use crate::config::Events as EventsConfig;
 use crate::events::domain::{Bridge, Delivery, DomainEvent, EventMap};
@@ -31,6 +32,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 pub struct Feed {
     queue: Arc<EventQueue>,
     connected: AtomicBool,
+    /// Set once by [`Feed::close`]; the reader stops wherever it is.
+    closing: watch::Sender<bool>,
 }
 
 impl Feed {
@@ -43,6 +46,7 @@ impl Feed {
         let feed = Arc::new(Feed {
             queue: queue.clone(),
             connected: AtomicBool::new(false),
+            closing: watch::channel(false).0,
         });
         let map = EventMap::new(&cfg.map.status, &cfg.map.artifact, cfg.unmapped);
         let reader = Reader {
@@ -50,7 +54,14 @@ impl Feed {
             last_id: None,
             seen: RecentIds::new(cfg.replay_events),
         };
-        tokio::spawn(reader.run(cfg, feed.clone()));
+        let mut closing = feed.closing.subscribe();
+        let running = feed.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = closing.wait_for(|c| *c) => {}
+                _ = reader.run(cfg, running) => {}
+            }
+        });
         feed
     }
 
@@ -66,6 +77,7 @@ impl Feed {
 
     /// Stops reading and ends every subscriber's stream.
     pub fn close(&self) {
+        self.closing.send_replace(true);
         self.queue.close();
     }
 }
@@ -110,11 +122,12 @@ struct Reader {
 }
 
 impl Reader {
+    /// Reads, reconnecting for ever; [`Feed::close`] drops this future wherever it waits.
     async fn run(mut self, cfg: EventsConfig, feed: Arc<Feed>) {
         let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
         let first = Duration::from_millis(cfg.reconnect_ms);
         let mut backoff = first;
-        while !feed.queue.is_closed() {
+        loop {
             let uri = resume_uri(&cfg.source, self.last_id.as_deref());
             let mut req = Request::get(uri).header(
                 header::ACCEPT,
@@ -137,16 +150,7 @@ impl Reader {
                         BodyStream::new(resp.into_body())
                             .try_filter_map(|f| async move { Ok(f.into_data().ok()) }),
                     );
-                    let closed = async {
-                        let mut ticks = tokio::time::interval(Duration::from_millis(200));
-                        while !feed.queue.is_closed() {
-                            ticks.tick().await;
-                        }
-                    };
-                    tokio::select! {
-                        _ = self.consume(body, sse) => {},
-                        _ = closed => return,
-                    }
+                    self.consume(body, sse).await;
                     feed.connected.store(false, Ordering::Relaxed);
                     tracing::warn!(source = %cfg.source, "the event feed ended; reconnecting");
                 }

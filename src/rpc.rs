@@ -147,7 +147,7 @@ impl Gateway {
         last_event_id: Option<&str>,
     ) -> Reply {
         match dialect::parse(body) {
-            Err(resp) => jsonrpc_reply(status_of(&resp), &resp),
+            Err(resp) => json_reply(status_of(&resp), &resp),
             Ok(Inbound::Legacy(Err(fault))) => self.legacy_reply(
                 StatusCode::BAD_REQUEST,
                 &LegacyResponse::error(fault.request_id, fault.error),
@@ -168,7 +168,7 @@ impl Gateway {
                 match self.handle_entry(entry, auth).await {
                     None => empty_reply(),
                     Some((status, resp, timing)) => {
-                        let mut reply = jsonrpc_reply(status, &resp);
+                        let mut reply = json_reply(status, &resp);
                         add_server_timing(&mut reply.headers, timing);
                         reply
                     }
@@ -180,7 +180,7 @@ impl Gateway {
                     entries.len(),
                     self.batch_len
                 ));
-                jsonrpc_reply(StatusCode::BAD_REQUEST, &Response::error(Id::Null, err))
+                json_reply(StatusCode::BAD_REQUEST, &Response::error(Id::Null, err))
             }
             Ok(Inbound::JsonRpc(Message::Batch(entries))) => {
                 let auth = authorization.and_then(Auth::from_header);
@@ -230,13 +230,13 @@ impl Gateway {
             Ok(o) => Reply {
                 status: StatusCode::OK,
                 headers: HeaderMap::new(),
-                body: ReplyBody::Stream(Box::pin(sse_stream::stored_frames(
+                body: ReplyBody::Stream(Box::pin(sse_stream::frames(
                     o.subscription,
                     o.filter,
                     bridge.timing(),
                 ))),
             },
-            Err(e) => jsonrpc_reply(e.status(), &Response::error(id, e.to_jsonrpc())),
+            Err(e) => json_reply(e.status(), &Response::error(id, e.to_jsonrpc())),
         }
     }
 
@@ -473,10 +473,6 @@ fn add_server_timing(headers: &mut HeaderMap, timing_ms: Option<f64>) {
             headers.insert(HeaderName::from_static("server-timing"), v);
         }
     }
-}
-
-fn jsonrpc_reply(status: StatusCode, resp: &Response) -> Reply {
-    json_reply(status, resp)
 }
 
 fn json_reply<T: serde::Serialize>(status: StatusCode, body: &T) -> Reply {

@@ -275,7 +275,7 @@ fn bridge_stream(
         .authorize(header_str(headers, "authorization"))
         .and_then(|()| open(bridge, header_str(headers, "last-event-id")));
     match opened {
-        Ok(o) => sse_stream::response(sse_stream::stored_frames(
+        Ok(o) => sse_stream::response(sse_stream::frames(
             o.subscription,
             o.filter,
             bridge.timing(),
@@ -314,9 +314,7 @@ async fn domain_events(
         until_final: false,
     };
     match sub {
-        Ok(sub) => {
-            sse_stream::response(sse_stream::stored_frames(sub, filter, state.events_timing))
-        }
+        Ok(sub) => sse_stream::response(sse_stream::frames(sub, filter, state.events_timing)),
         Err(e) => sse_error(e.into()),
     }
 }

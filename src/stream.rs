@@ -6,7 +6,6 @@
 //! (it resumes with `Last-Event-ID`), so it never slows the producer or other subscribers.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -54,13 +53,11 @@ pub struct Timing {
     pub retry_ms: u64,
 }
 
-/// Encodes a subscription as SSE bytes. `frame` encodes each event (the queue's own pre-encoded
-/// frame by default; other dialects re-shape it).
+/// Encodes a subscription as SSE bytes, from each event's frame pre-encoded by the queue.
 pub fn frames(
     sub: Subscription,
     filter: Filter,
     timing: Timing,
-    frame: Arc<dyn Fn(&Stored) -> Bytes + Send + Sync>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     async_stream::stream! {
         let Subscription { gap, backlog, mut live } = sub;
@@ -75,7 +72,7 @@ pub fn frames(
         for s in &backlog {
             last_seq = s.seq;
             if filter.admits(s) {
-                out.extend_from_slice(&frame(s));
+                out.extend_from_slice(&s.frame);
                 let end = filter.ends_with(s);
                 if end || out.len() >= BATCH_BYTES {
                     yield Ok(out.split().freeze());
@@ -105,7 +102,7 @@ pub fn frames(
                     Ok(s) => {
                         if s.seq > last_seq && filter.admits(&s) {
                             last_seq = s.seq;
-                            out.extend_from_slice(&frame(&s));
+                            out.extend_from_slice(&s.frame);
                             if filter.ends_with(&s) {
                                 end = true;
                                 break;
@@ -140,15 +137,6 @@ pub fn frames(
             }
         }
     }
-}
-
-/// [`frames`] with the queue's own pre-encoded frames.
-pub fn stored_frames(
-    sub: Subscription,
-    filter: Filter,
-    timing: Timing,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-    frames(sub, filter, timing, Arc::new(|s: &Stored| s.frame.clone()))
 }
 
 /// An HTTP response carrying an SSE stream, with the headers proxies need to pass it through.

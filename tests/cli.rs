@@ -238,24 +238,11 @@ async fn credentials_never_reach_the_log() {
 #[tokio::test]
 async fn sigterm_finishes_in_flight_calls_then_exits_cleanly() {
     let (mut guard, url, _context, _stderr) = start_demo(&[]);
-    let http = reqwest::Client::new();
-    let call = tokio::spawn({
-        let url = url.clone();
-        async move {
-            http.post(format!("{url}/rpc"))
-                .header("content-type", "application/json")
-                .body(
-                    json!({"jsonrpc":"2.0","id":"slow","method":"slow","params":{"ms":800}})
-                        .to_string(),
-                )
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let call = support::spawn_post(
+        &reqwest::Client::new(),
+        format!("{url}/rpc"),
+        json!({"jsonrpc":"2.0","id":"slow","method":"slow","params":{"ms":800}}),
+    );
     tokio::time::sleep(Duration::from_millis(250)).await;
     let pid = guard.0.id().to_string();
     assert!(Command::new("kill")

@@ -201,20 +201,11 @@ async fn graceful_shutdown_finishes_in_flight_calls() {
         .start()
         .await;
     let running = gw.running.take().unwrap();
-    let client = gw.http.clone();
-    let url = format!("{}/rpc", gw.base());
-    let call = tokio::spawn(async move {
-        client
-            .post(url)
-            .header("content-type", "application/json")
-            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
-            .send()
-            .await
-            .unwrap()
-            .json::<serde_json::Value>()
-            .await
-            .unwrap()
-    });
+    let call = support::spawn_post(
+        &gw.http,
+        format!("{}/rpc", gw.base()),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "m"}),
+    );
     // Wait until the upstream holds the call, then stop the gateway.
     while slow.seen().is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;

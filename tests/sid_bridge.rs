@@ -78,9 +78,7 @@ async fn a_full_turn_with_message_send_and_the_task_stream() {
 #[tokio::test]
 async fn message_stream_answers_sse_of_the_task() {
     let gw = sid_gateway("stream").await;
-    let mut sse = gw
-        .sse_post(&json!({"jsonrpc": "2.0", "id": 5, "method": "message/stream", "params": text_message("think hard")}), None)
-        .await;
+    let mut sse = gw.stream_message(text_message("think hard")).await;
     let events = sse.collect(T).await;
     let kinds: Vec<&str> = events
         .iter()
@@ -427,9 +425,7 @@ async fn sid_error_codes_map_to_distinct_jsonrpc_errors() {
 #[tokio::test]
 async fn cancel_over_stdio_says_honestly_when_sid_will_stop() {
     let gw = sid_gateway("cancel-stdio").await;
-    let mut sse = gw
-        .sse_post(&json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": text_message("slow one")}), None)
-        .await;
+    let mut sse = gw.stream_message(text_message("slow one")).await;
     let first = sse.next(T).await.unwrap();
     let task_id = first.data["params"]["taskId"].as_str().unwrap().to_owned();
     let c = gw.call("tasks/cancel", json!({"id": task_id})).await;
@@ -523,26 +519,13 @@ async fn a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_every_event() {
         .unwrap();
     // Deltas of 4 KiB, so the kernel's socket buffers (up to 4 MiB here) hold only a part.
     let n = 5_000;
-    let flood = tokio::spawn({
-        let http = gw.http.clone();
-        let url = format!("{}/rpc", gw.base());
-        let ctx = ctx.clone();
-        async move {
-            let params = json!({"message": {"parts": [{"text": format!("flood {n} 4000 4096")}]}, "contextId": ctx});
-            http.post(url)
-                .header("content-type", "application/json")
-                .body(
-                    json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params})
-                        .to_string(),
-                )
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let params =
+        json!({"message": {"parts": [{"text": format!("flood {n} 4000 4096")}]}, "contextId": ctx});
+    let flood = support::spawn_post(
+        &gw.http,
+        format!("{}/rpc", gw.base()),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}),
+    );
     let fast_events = fast.until_final(Duration::from_secs(60)).await;
     let deltas = fast_events
         .iter()

@@ -5,7 +5,6 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::json;
 use support::{gateway, text_message};
 
 const T: Duration = Duration::from_secs(10);
@@ -17,8 +16,7 @@ async fn shutdown_stops_every_child_even_a_hung_one_and_ends_the_streams() {
     let idle = gw.call("message/send", text_message("hello")).await;
     let waiting = gw.call("message/send", text_message("use a tool")).await;
     assert_eq!(waiting["result"]["status"]["state"], "input-required");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": text_message("hang")});
-    let mut hung = gw.sse_post(&body, None).await;
+    let mut hung = gw.stream_message(text_message("hang")).await;
     hung.next(T).await.expect("the hung turn started");
     assert_eq!(
         support::processes_tagged(&tag).len(),

@@ -135,9 +135,7 @@ async fn a_turn_survives_the_socket_dropping_mid_stream() {
     let sid = listening_sid();
     let gw = attached(&sid).await;
     send_when_up(&gw, text_message("hello")).await;
-    let mut sse = gw
-        .sse_post(&json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": text_message("slow")}), None)
-        .await;
+    let mut sse = gw.stream_message(text_message("slow")).await;
     let mut events = Vec::new();
     while events.len() < 6 {
         events.push(sse.next(T).await.unwrap());
@@ -162,9 +160,7 @@ async fn cancel_over_the_socket_interrupts_mid_turn() {
     let sid = listening_sid();
     let gw = attached(&sid).await;
     send_when_up(&gw, text_message("hello")).await;
-    let mut sse = gw
-        .sse_post(&json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": text_message("slow")}), None)
-        .await;
+    let mut sse = gw.stream_message(text_message("slow")).await;
     let first = sse.next(T).await.unwrap();
     let task_id = first.data["params"]["taskId"].as_str().unwrap().to_owned();
     let c = gw.call("tasks/cancel", json!({"id": task_id})).await;

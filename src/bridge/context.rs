@@ -235,33 +235,38 @@ impl Context {
         self.changed.send_modify(|n| *n += 1);
     }
 
-    /// Handles one line sid printed.
-    pub fn on_line(&self, line: &str) {
+    /// Handles one line sid printed; `true` when it was the `replay_complete` marker.
+    pub fn on_line(&self, line: &str) -> bool {
         if line.trim().is_empty() {
-            return;
+            return false;
         }
         let msg: ServerMessage = match serde_json::from_str(line) {
             Ok(m) => m,
             Err(e) => {
                 metrics::counter!("wiregate_sid_bad_lines_total").increment(1);
                 tracing::warn!(context = %self.id, error = %e, "sid printed a line that is not protocol 5");
-                return;
+                return false;
             }
         };
+        let updates = self.observe(&msg);
+        // Published outside the lock, in the order they were made.
+        self.publish(updates);
+        matches!(msg, ServerMessage::ReplayComplete(_))
+    }
+
+    /// Updates the task model with one message; returns the task updates it makes.
+    fn observe(&self, msg: &ServerMessage) -> Vec<Update> {
+        let mut updates = Vec::new();
         let mut inner = self.lock();
         inner.last_activity = Instant::now();
-        if let ServerMessage::Hello(h) = &msg {
+        if let ServerMessage::Hello(h) = msg {
             // A replay repeats the very same hello; any other hello is a new sid process, whose
             // sequence starts again at 1.
-            let new_process = inner.hello.as_ref() != Some(h);
-            if new_process {
+            if inner.hello.as_ref() != Some(h) {
                 inner.last_seq = 0;
                 if inner.hello.is_some() && self.is_socket() {
                     inner.active_turn = None;
-                    let open = inner.tracker.fail_open("sid restarted behind the socket");
-                    drop(inner);
-                    self.publish(open);
-                    inner = self.lock();
+                    updates.extend(inner.tracker.fail_open("sid restarted behind the socket"));
                 }
             }
             inner.hello = Some(h.clone());
@@ -269,11 +274,11 @@ impl Context {
         let seq = msg.sequence();
         if seq != 0 {
             if seq <= inner.last_seq {
-                return; // replayed history already seen
+                return updates; // replayed history already seen
             }
             inner.last_seq = seq;
         }
-        if let ServerMessage::Result(r) = &msg {
+        if let ServerMessage::Result(r) = msg {
             if let Some(tx) = inner.pending.remove(&r.request_id) {
                 let _ = tx.send(r.clone());
             }
@@ -281,9 +286,8 @@ impl Context {
                 inner.active_turn = None;
             }
         }
-        let update = inner.tracker.observe(&msg);
-        drop(inner);
-        self.publish(update.into_iter().collect());
+        updates.extend(inner.tracker.observe(msg));
+        updates
     }
 
     fn is_socket(&self) -> bool {
@@ -396,7 +400,9 @@ impl Context {
             loop {
                 tokio::select! {
                     line = lines.next_line() => match line {
-                        Ok(Some(l)) => ctx.on_line(&l),
+                        Ok(Some(l)) => {
+                            ctx.on_line(&l);
+                        }
                         _ => break,
                     },
                     _ = kill.notified() => {
@@ -434,10 +440,11 @@ impl Context {
                         let mut tx = Some(tx);
                         let mut lines = BufReader::with_capacity(64 * 1024, read).lines();
                         while let Ok(Some(l)) = lines.next_line().await {
-                            ctx.on_line(&l);
                             // sid replays its history first; requests go out only once it is live.
-                            if tx.is_some() && is_replay_complete(&l) {
-                                ctx.on_up(tx.take().expect("checked"), None);
+                            if ctx.on_line(&l) {
+                                if let Some(tx) = tx.take() {
+                                    ctx.on_up(tx, None);
+                                }
                             }
                         }
                         tracing::warn!(context = %ctx.id, "the sid socket dropped; reconnecting");
@@ -456,14 +463,6 @@ impl Context {
             }
         });
     }
-}
-
-fn is_replay_complete(line: &str) -> bool {
-    line.contains("replay_complete")
-        && matches!(
-            serde_json::from_str::<ServerMessage>(line),
-            Ok(ServerMessage::ReplayComplete(_))
-        )
 }
 
 async fn write_lines(mut w: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<String>) {

@@ -486,6 +486,35 @@ impl TestGateway {
     }
 }
 
+/// POSTs a JSON body to `url` on a task of its own, for calls that must be in flight while the
+/// test does something else; the handle yields the JSON answer.
+pub fn spawn_post(
+    http: &reqwest::Client,
+    url: String,
+    body: Value,
+) -> tokio::task::JoinHandle<Value> {
+    let http = http.clone();
+    tokio::spawn(async move {
+        http.post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the gateway answers")
+            .json::<Value>()
+            .await
+            .expect("a JSON answer")
+    })
+}
+
+impl TestGateway {
+    /// Starts a turn with `message/stream` and returns its SSE stream.
+    pub async fn stream_message(&self, params: Value) -> SseReader {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": params});
+        self.sse_post(&body, None).await
+    }
+}
+
 /// `message/send` params with one text part.
 pub fn text_message(text: &str) -> Value {
     serde_json::json!({"message": {"role": "user", "parts": [{"kind": "text", "text": text}]}})
