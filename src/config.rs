@@ -28,6 +28,33 @@ pub struct Config {
     pub sid: Sid,
     /// The legacy server's domain-event feed.
     pub events: Events,
+    /// The published A2A protocol over the sid bridge.
+    pub a2a: A2a,
+}
+
+/// `[a2a]`: the agent card and A2A 1.0 / 0.3 methods, served when the sid bridge is on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2a {
+    /// Serve the card and the spec dialect (only when `sid.enabled`).
+    pub enabled: bool,
+    /// Base URL advertised in the card; empty: derived from the request's `Host`.
+    pub public_url: String,
+    /// The card's `name`.
+    pub name: String,
+    /// The card's `description`.
+    pub description: String,
+}
+
+impl Default for A2a {
+    fn default() -> Self {
+        A2a {
+            enabled: true,
+            public_url: String::new(),
+            name: "sid via wiregate".into(),
+            description: "A sid coding agent bridged to A2A by wiregate".into(),
+        }
+    }
 }
 
 /// `[events]`: the legacy server's domain-event feed, served as SSE on `GET /events`.
@@ -398,6 +425,21 @@ impl Config {
             }
         }
         self.validate_sid(&mut issue);
+        if !self.a2a.public_url.is_empty() {
+            match self.a2a.public_url.parse::<axum::http::Uri>() {
+                Ok(uri)
+                    if matches!(uri.scheme_str(), Some("http" | "https"))
+                        && uri.host().is_some()
+                        && uri.query().is_none() => {}
+                _ => issue(
+                    "a2a.public_url".into(),
+                    "must be an http:// or https:// URL with a host and no query".into(),
+                ),
+            }
+        }
+        if self.a2a.name.trim().is_empty() {
+            issue("a2a.name".into(), "must not be empty".into());
+        }
         if !self.events.source.is_empty() {
             match self.events.source.parse::<axum::http::Uri>() {
                 Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {}

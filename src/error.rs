@@ -93,6 +93,24 @@ pub enum GatewayError {
     /// A streaming method inside a batch, or from a legacy client.
     #[error("Invalid Request: {0} answers a stream; send it alone, as a single JSON-RPC request")]
     StreamingCall(String),
+    /// A2A: the gateway sends no push notifications.
+    #[error("push notifications are not supported; stream the task (SendStreamingMessage) or poll it (GetTask)")]
+    PushNotificationNotSupported,
+    /// A2A: an operation the gateway does not offer over sid.
+    #[error("unsupported operation: {0}")]
+    UnsupportedOperation(String),
+    /// A2A: a part or output mode sid cannot read or write.
+    #[error("content type not supported: {0}")]
+    ContentTypeNotSupported(String),
+    /// A2A: there is no extended agent card.
+    #[error("no extended agent card is configured; the public card is all there is")]
+    ExtendedCardNotConfigured,
+    /// A2A: the `A2A-Version` header names a version the gateway does not speak.
+    #[error("A2A version {0:?} is not supported; send A2A-Version 1.0 or 0.3")]
+    VersionNotSupported(String),
+    /// A stream was cut before its task ended.
+    #[error("the stream was cut: {0}")]
+    StreamCut(String),
     /// The upstream answered something that is not a valid envelope of its dialect.
     #[error("upstream {upstream} sent an invalid {dialect} envelope (HTTP {status}): {detail}")]
     UpstreamBadEnvelope {
@@ -132,6 +150,12 @@ impl GatewayError {
             }
             GatewayError::SidUnavailable(_) => StatusCode::BAD_GATEWAY,
             GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
+            GatewayError::PushNotificationNotSupported
+            | GatewayError::UnsupportedOperation(_)
+            | GatewayError::ContentTypeNotSupported(_)
+            | GatewayError::ExtendedCardNotConfigured
+            | GatewayError::VersionNotSupported(_)
+            | GatewayError::StreamCut(_) => StatusCode::OK,
         }
     }
 
@@ -161,6 +185,12 @@ impl GatewayError {
             GatewayError::SidUnavailable(_) => code::SID_UNAVAILABLE,
             GatewayError::Unauthorized => code::UNAUTHORIZED,
             GatewayError::StreamingCall(_) => code::INVALID_REQUEST,
+            GatewayError::PushNotificationNotSupported => code::PUSH_NOTIFICATION_NOT_SUPPORTED,
+            GatewayError::UnsupportedOperation(_) => code::UNSUPPORTED_OPERATION,
+            GatewayError::ContentTypeNotSupported(_) => code::CONTENT_TYPE_NOT_SUPPORTED,
+            GatewayError::ExtendedCardNotConfigured => code::EXTENDED_CARD_NOT_CONFIGURED,
+            GatewayError::VersionNotSupported(_) => code::VERSION_NOT_SUPPORTED,
+            GatewayError::StreamCut(_) => code::INTERNAL_ERROR,
         }
     }
 
@@ -184,6 +214,13 @@ impl GatewayError {
             | GatewayError::TooManySubscribers(_)
             | GatewayError::SidUnavailable(_) => lc::UPSTREAM_UNAVAILABLE,
             GatewayError::Unauthorized => lc::AUTH_ERROR,
+            GatewayError::PushNotificationNotSupported
+            | GatewayError::UnsupportedOperation(_)
+            | GatewayError::ExtendedCardNotConfigured => lc::OPERATION_NOT_FOUND,
+            GatewayError::ContentTypeNotSupported(_) | GatewayError::VersionNotSupported(_) => {
+                lc::VALIDATION_ERROR
+            }
+            GatewayError::StreamCut(_) => lc::INTERNAL_ERROR,
         }
     }
 
@@ -210,6 +247,12 @@ impl GatewayError {
             GatewayError::SidUnavailable(_) => "sid_unavailable",
             GatewayError::Unauthorized => "unauthorized",
             GatewayError::StreamingCall(_) => "streaming_call",
+            GatewayError::PushNotificationNotSupported => "push_notification_not_supported",
+            GatewayError::UnsupportedOperation(_) => "unsupported_operation",
+            GatewayError::ContentTypeNotSupported(_) => "content_type_not_supported",
+            GatewayError::ExtendedCardNotConfigured => "extended_card_not_configured",
+            GatewayError::VersionNotSupported(_) => "version_not_supported",
+            GatewayError::StreamCut(_) => "stream_cut",
         }
     }
 

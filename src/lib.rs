@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod a2a;
 pub mod bridge;
 pub mod config;
 pub mod demo;

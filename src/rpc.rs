@@ -16,6 +16,7 @@ use futures_util::stream::{self, StreamExt};
 use futures_util::Stream;
 use serde_json::value::RawValue;
 
+use crate::a2a::{self, SpecCall, A2a};
 use crate::bridge::Bridge;
 use crate::config::{Config, Dialect};
 use crate::error::GatewayError;
@@ -39,6 +40,19 @@ struct Call {
     upstream_id: String,
     notification: bool,
     auth: Option<Auth>,
+    /// The A2A version and operation, when the call speaks a published A2A version.
+    spec: Option<SpecCall>,
+}
+
+/// What the caller's headers say about a body.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Meta<'a> {
+    /// `Authorization`.
+    pub authorization: Option<&'a str>,
+    /// `Last-Event-ID` (resuming a stream).
+    pub last_event_id: Option<&'a str>,
+    /// `A2A-Version`.
+    pub a2a_version: Option<&'a str>,
 }
 
 /// A call's outcome in JSON-RPC terms, with what the upstream reported of its own time.
@@ -91,6 +105,7 @@ pub struct Gateway {
     batch_concurrency: usize,
     batch_len: usize,
     bridge: Option<Arc<Bridge>>,
+    a2a: Option<A2a>,
     feed: Option<Arc<Feed>>,
 }
 
@@ -103,6 +118,17 @@ impl Gateway {
             .map(|u| UpstreamClient::new(u.clone(), config.server.max_upstream_body_bytes))
             .collect();
         let names: Vec<&str> = upstreams.iter().map(UpstreamClient::name).collect();
+        let bridge = config
+            .sid
+            .enabled
+            .then(|| Bridge::start(config.sid.clone()));
+        let a2a = bridge.as_ref().filter(|_| config.a2a.enabled).map(|b| {
+            A2a::new(
+                b.clone(),
+                config.a2a.clone(),
+                !config.sid.bearer_tokens.is_empty(),
+            )
+        });
         Gateway {
             facade: Facade::new(),
             router: Router::new(&config.routes, &names),
@@ -114,10 +140,8 @@ impl Gateway {
                 .and_then(|t| HeaderValue::from_str(&httpdate::fmt_http_date(t)).ok()),
             batch_concurrency: config.server.max_batch_concurrency,
             batch_len: config.server.max_batch_len,
-            bridge: config
-                .sid
-                .enabled
-                .then(|| Bridge::start(config.sid.clone())),
+            bridge,
+            a2a,
             feed: (!config.events.source.is_empty()).then(|| Feed::start(config.events.clone())),
             upstreams,
         }
@@ -133,19 +157,26 @@ impl Gateway {
         self.bridge.as_ref()
     }
 
+    /// The A2A service, when the sid bridge and `[a2a]` are on.
+    pub fn a2a(&self) -> Option<&A2a> {
+        self.a2a.as_ref()
+    }
+
+    /// Which dialect a JSON-RPC call speaks; always the seed's (or a route's) without `[a2a]`.
+    fn classify(&self, method: &str, meta: &Meta<'_>) -> Result<Option<SpecCall>, GatewayError> {
+        match self.a2a {
+            Some(_) => a2a::classify(method, meta.a2a_version),
+            None => Ok(None),
+        }
+    }
+
     /// The configured upstreams.
     pub fn upstreams(&self) -> &[UpstreamClient] {
         &self.upstreams
     }
 
-    /// Answers one request body. `authorization` and `last_event_id` are the caller's
-    /// `Authorization` and `Last-Event-ID` headers.
-    pub async fn handle(
-        &self,
-        body: &[u8],
-        authorization: Option<&str>,
-        last_event_id: Option<&str>,
-    ) -> Reply {
+    /// Answers one request body; `meta` is what the caller's headers say.
+    pub async fn handle(&self, body: &[u8], meta: &Meta<'_>) -> Reply {
         match dialect::parse(body) {
             Err(resp) => json_reply(status_of(&resp), &resp),
             Ok(Inbound::Legacy(Err(fault))) => self.legacy_reply(
@@ -154,26 +185,24 @@ impl Gateway {
                 None,
             ),
             Ok(Inbound::Legacy(Ok(req))) => self.handle_legacy(req).await,
-            Ok(Inbound::JsonRpc(Message::Single(Ok(req))))
-                if req.id.is_some()
-                    && self
-                        .bridge
-                        .as_ref()
-                        .is_some_and(|b| b.is_streaming(&req.method)) =>
-            {
-                self.open_stream(req, authorization, last_event_id).await
-            }
-            Ok(Inbound::JsonRpc(Message::Single(entry))) => {
-                let auth = authorization.and_then(Auth::from_header);
-                match self.handle_entry(entry, auth).await {
-                    None => empty_reply(),
-                    Some((status, resp, timing)) => {
-                        let mut reply = json_reply(status, &resp);
-                        add_server_timing(&mut reply.headers, timing);
-                        reply
+            Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) if req.id.is_some() => {
+                match self.classify(&req.method, meta) {
+                    Ok(Some(c)) if c.method.is_streaming() => {
+                        return self.open_spec_stream(c, req, meta).await
                     }
+                    Ok(None)
+                        if self
+                            .bridge
+                            .as_ref()
+                            .is_some_and(|b| b.is_streaming(&req.method)) =>
+                    {
+                        return self.open_stream(req, meta).await
+                    }
+                    _ => {}
                 }
+                self.handle_single(Ok(req), meta).await
             }
+            Ok(Inbound::JsonRpc(Message::Single(entry))) => self.handle_single(entry, meta).await,
             Ok(Inbound::JsonRpc(Message::Batch(entries))) if entries.len() > self.batch_len => {
                 let err = ErrorObject::invalid_request(format!(
                     "a batch of {} exceeds server.max_batch_len ({})",
@@ -183,9 +212,8 @@ impl Gateway {
                 json_reply(StatusCode::BAD_REQUEST, &Response::error(Id::Null, err))
             }
             Ok(Inbound::JsonRpc(Message::Batch(entries))) => {
-                let auth = authorization.and_then(Auth::from_header);
                 let answers: Vec<Response> = stream::iter(entries)
-                    .map(|e| self.handle_entry(e, auth.clone()))
+                    .map(|e| self.handle_entry(e, meta))
                     .buffered(self.batch_concurrency)
                     .filter_map(|a| async move { a.map(|(_, r, _)| r) })
                     .collect()
@@ -198,20 +226,63 @@ impl Gateway {
         }
     }
 
+    /// One JSON-RPC entry on its own, answered with its status and `Server-Timing`.
+    async fn handle_single(&self, entry: Entry, meta: &Meta<'_>) -> Reply {
+        match self.handle_entry(entry, meta).await {
+            None => empty_reply(),
+            Some((status, resp, timing)) => {
+                let mut reply = json_reply(status, &resp);
+                add_server_timing(&mut reply.headers, timing);
+                reply
+            }
+        }
+    }
+
+    /// A spec streaming call: a JSON-RPC response per event as SSE, or a JSON-RPC error if it
+    /// cannot start.
+    async fn open_spec_stream(&self, c: SpecCall, req: Request, meta: &Meta<'_>) -> Reply {
+        let a2a = self.a2a.as_ref().expect("classified by the caller");
+        let id = req.id.clone().unwrap_or(Id::Null);
+        let started = Instant::now();
+        let opened = match a2a.bridge().authorize(meta.authorization) {
+            Ok(()) => a2a.open(c, &id, req.params.as_deref()).await,
+            Err(e) => Err(e),
+        };
+        let outcome = opened.as_ref().map_or_else(|e| e.kind(), |_| "ok");
+        telemetry::record_call(
+            CallLabels {
+                client_dialect: c.version.label(),
+                upstream: "sid",
+                method: &req.method,
+                outcome,
+            },
+            started.elapsed(),
+        );
+        match opened {
+            Ok(s) => Reply {
+                status: StatusCode::OK,
+                headers: HeaderMap::new(),
+                body: ReplyBody::Stream(Box::pin(sse_stream::frames(
+                    s.opened.subscription,
+                    s.opened.filter,
+                    a2a.bridge().timing(),
+                    Some(s.prelude),
+                    s.encoder,
+                ))),
+            },
+            Err(e) => json_reply(spec_status(&e), &Response::error(id, e.to_jsonrpc())),
+        }
+    }
+
     /// A streaming call: the task's updates as SSE, or a JSON-RPC error if it cannot start.
-    async fn open_stream(
-        &self,
-        req: Request,
-        authorization: Option<&str>,
-        last_event_id: Option<&str>,
-    ) -> Reply {
+    async fn open_stream(&self, req: Request, meta: &Meta<'_>) -> Reply {
         let bridge = self.bridge.as_ref().expect("checked by the caller");
         let id = req.id.clone().unwrap_or(Id::Null);
         let started = Instant::now();
-        let opened = match bridge.authorize(authorization) {
+        let opened = match bridge.authorize(meta.authorization) {
             Ok(()) => {
                 bridge
-                    .open(&req.method, req.params.as_deref(), last_event_id)
+                    .open(&req.method, req.params.as_deref(), meta.last_event_id)
                     .await
             }
             Err(e) => Err(e),
@@ -234,6 +305,8 @@ impl Gateway {
                     o.subscription,
                     o.filter,
                     bridge.timing(),
+                    None,
+                    sse_stream::Shared,
                 ))),
             },
             Err(e) => json_reply(e.status(), &Response::error(id, e.to_jsonrpc())),
@@ -244,13 +317,17 @@ impl Gateway {
     async fn handle_entry(
         &self,
         entry: Entry,
-        auth: Option<Auth>,
+        meta: &Meta<'_>,
     ) -> Option<(StatusCode, Response, Option<f64>)> {
         let req: Request = match entry {
             Ok(req) => req,
             Err(resp) => return Some((status_of(&resp), resp, None)),
         };
         let id = req.id.clone();
+        let spec = match self.classify(&req.method, meta) {
+            Ok(spec) => spec,
+            Err(e) => return id.map(|id| (spec_status(&e), Response::error(id, e.to_jsonrpc()), None)),
+        };
         let call = Call {
             upstream_id: id
                 .as_ref()
@@ -260,9 +337,11 @@ impl Gateway {
             notification: id.is_none(),
             method: req.method,
             params: req.params,
-            auth,
+            auth: meta.authorization.and_then(Auth::from_header),
+            spec,
         };
-        let result = self.dispatch(call, "jsonrpc").await;
+        let client_dialect = spec.map_or("jsonrpc", |s| s.version.label());
+        let result = self.dispatch(call, client_dialect).await;
         let id = id?;
         Some(match result {
             Ok(done) => (
@@ -273,6 +352,7 @@ impl Gateway {
                 },
                 done.timing_ms,
             ),
+            Err(e) if spec.is_some() => (spec_status(&e), Response::error(id, e.to_jsonrpc()), None),
             Err(e) => (e.status(), Response::error(id, e.to_jsonrpc()), None),
         })
     }
@@ -285,6 +365,7 @@ impl Gateway {
             upstream_id: req.request_id,
             notification: false,
             auth: req.auth,
+            spec: None,
         };
         match self.dispatch(call, "legacy").await {
             Ok(done) => {
@@ -312,7 +393,9 @@ impl Gateway {
     ) -> Result<Done, GatewayError> {
         let started = Instant::now();
         let method = call.method.clone();
-        let (upstream, result) = if self.facade.handles(&call.method) {
+        let (upstream, result) = if let (Some(a2a), Some(spec)) = (&self.a2a, call.spec) {
+            ("sid", Self::to_a2a(a2a, spec, call).await)
+        } else if self.facade.handles(&call.method) {
             let req = Request {
                 method: call.method.clone(),
                 params: call.params,
@@ -376,6 +459,16 @@ impl Gateway {
         let authorization = call.auth.as_ref().and_then(Auth::to_header);
         bridge.authorize(authorization.as_deref())?;
         let value = bridge.call(&call.method, call.params.as_deref()).await?;
+        Ok(Done {
+            outcome: Outcome::Result(to_raw(&value)),
+            timing_ms: None,
+        })
+    }
+
+    async fn to_a2a(a2a: &A2a, spec: SpecCall, call: Call) -> Result<Done, GatewayError> {
+        let authorization = call.auth.as_ref().and_then(Auth::to_header);
+        a2a.bridge().authorize(authorization.as_deref())?;
+        let value = a2a.call(spec, call.params.as_deref()).await?;
         Ok(Done {
             outcome: Outcome::Result(to_raw(&value)),
             timing_ms: None,
@@ -454,6 +547,15 @@ impl Gateway {
                 .insert(HeaderName::from_static("sunset"), s.clone());
         }
         reply
+    }
+}
+
+/// The status of a spec call's error: 200, as A2A's JSON-RPC binding (and its clients, which
+/// read the error code only from a successful HTTP answer) expect; 401 stays a transport answer.
+fn spec_status(e: &GatewayError) -> StatusCode {
+    match e {
+        GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
+        _ => StatusCode::OK,
     }
 }
 

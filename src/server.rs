@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::bridge::{Bridge, Opened};
 use crate::config::Config;
 use crate::error::GatewayError;
-use crate::rpc::{Gateway, Reply, ReplyBody};
+use crate::rpc::{Gateway, Meta, Reply, ReplyBody};
 use crate::stream as sse_stream;
 use crate::telemetry;
 use crate::wire::dialect::{self, Inbound};
@@ -51,6 +51,8 @@ pub fn app(gateway: Arc<Gateway>, config: &Config) -> axum::Router {
         .route("/tasks/{task_id}/events", get(task_events))
         .route("/contexts/{context_id}/events", get(context_events))
         .route("/events", get(domain_events))
+        .route(crate::a2a::card::PATH, get(agent_card))
+        .route(crate::a2a::card::LEGACY_PATH, get(agent_card))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -168,9 +170,12 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Body) -> R
                 reject(Some(&bytes), GatewayError::UnsupportedMediaType(ct))
             }
             Ok(bytes) => {
-                let auth = header_str(&headers, header::AUTHORIZATION.as_str());
-                let last = header_str(&headers, "last-event-id");
-                state.gateway.handle(&bytes, auth, last).await
+                let meta = Meta {
+                    authorization: header_str(&headers, header::AUTHORIZATION.as_str()),
+                    last_event_id: header_str(&headers, "last-event-id"),
+                    a2a_version: header_str(&headers, crate::a2a::VERSION_HEADER),
+                };
+                state.gateway.handle(&bytes, &meta).await
             }
         }
     };
@@ -279,6 +284,8 @@ fn bridge_stream(
             o.subscription,
             o.filter,
             bridge.timing(),
+            None,
+            sse_stream::Shared,
         )),
         Err(e) => sse_error(e),
     }
@@ -311,11 +318,48 @@ async fn domain_events(
         .subscribe(header_str(&headers, "last-event-id"));
     let filter = sse_stream::Filter {
         task: q.task_id,
-        until_final: false,
+        ..Default::default()
     };
     match sub {
-        Ok(sub) => sse_stream::response(sse_stream::frames(sub, filter, state.events_timing)),
+        Ok(sub) => sse_stream::response(sse_stream::frames(
+            sub,
+            filter,
+            state.events_timing,
+            None,
+            sse_stream::Shared,
+        )),
         Err(e) => sse_error(e.into()),
+    }
+}
+
+/// The A2A agent card (both well-known paths).
+async fn agent_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let Some(a2a) = state.gateway.a2a() else {
+        let err = RpcResponse::error(
+            Id::Null,
+            crate::wire::jsonrpc::ErrorObject::new(
+                crate::wire::jsonrpc::code::METHOD_NOT_FOUND,
+                "no agent card: A2A needs sid.enabled and a2a.enabled",
+            ),
+        );
+        return (StatusCode::NOT_FOUND, axum::Json(err)).into_response();
+    };
+    match a2a.card(header_str(&headers, header::HOST.as_str())) {
+        Some(card) => {
+            let mut resp = axum::Json(card).into_response();
+            let h = resp.headers_mut();
+            h.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=300"),
+            );
+            h.insert(header::VARY, HeaderValue::from_static("host"));
+            resp
+        }
+        None => (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({"error": "the Host header is not a valid authority; set a2a.public_url"})),
+        )
+            .into_response(),
     }
 }
 

@@ -19,6 +19,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 /// Most bytes coalesced into one chunk of the response body.
 const BATCH_BYTES: usize = 64 * 1024;
 
+use crate::bridge::mapping::TaskState;
 use crate::events::{Stored, Subscription};
 use crate::wire::sse;
 
@@ -29,6 +30,8 @@ pub struct Filter {
     pub task: Option<String>,
     /// End after the matching task's final event.
     pub until_final: bool,
+    /// End also when the task stops to wait for input (A2A's interrupted state).
+    pub until_input_required: bool,
 }
 
 impl Filter {
@@ -40,7 +43,52 @@ impl Filter {
     }
 
     fn ends_with(&self, s: &Stored) -> bool {
-        self.until_final && s.event.is_final()
+        (self.until_final && s.event.is_final())
+            || (self.until_input_required
+                && s.event.data.get("state").and_then(serde_json::Value::as_str)
+                    == Some(TaskState::InputRequired.as_str()))
+    }
+}
+
+/// Why a stream ended before its filter's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// The subscriber fell behind its buffer.
+    Lagged,
+    /// The queue closed (the context or the gateway is shutting down).
+    Closed,
+}
+
+/// How a stream writes its events: the queue's shared frames, or a per-request encoding.
+pub trait Encode: Send + 'static {
+    /// The frame telling the client that events before the backlog were lost, if it has one.
+    fn gap(&mut self) -> Option<Bytes>;
+    /// Appends one admitted event's frame.
+    fn event(&mut self, s: &Stored, out: &mut BytesMut);
+    /// The frame telling the client why the stream ends early, if it has one.
+    fn cut(&mut self, why: Cut) -> Option<Bytes>;
+}
+
+/// The seed dialect's encoding: each event's frame as the queue encoded it once, shared by
+/// every subscriber.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Shared;
+
+impl Encode for Shared {
+    fn gap(&mut self) -> Option<Bytes> {
+        Some(sse::frame(
+            Some("gap"),
+            None,
+            r#"{"reason":"the requested event is no longer retained; replaying what is"}"#,
+        ))
+    }
+
+    fn event(&mut self, s: &Stored, out: &mut BytesMut) {
+        out.extend_from_slice(&s.frame);
+    }
+
+    fn cut(&mut self, _: Cut) -> Option<Bytes> {
+        None
     }
 }
 
@@ -53,17 +101,25 @@ pub struct Timing {
     pub retry_ms: u64,
 }
 
-/// Encodes a subscription as SSE bytes, from each event's frame pre-encoded by the queue.
-pub fn frames(
+/// Encodes a subscription as SSE bytes: `prelude` first (when given), then each admitted
+/// event as `enc` writes it.
+pub fn frames<E: Encode>(
     sub: Subscription,
     filter: Filter,
     timing: Timing,
+    prelude: Option<Bytes>,
+    mut enc: E,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     async_stream::stream! {
         let Subscription { gap, backlog, mut live } = sub;
         yield Ok(sse::retry(timing.retry_ms));
+        if let Some(p) = prelude {
+            yield Ok(p);
+        }
         if gap {
-            yield Ok(sse::frame(Some("gap"), None, r#"{"reason":"the requested event is no longer retained; replaying what is"}"#));
+            if let Some(g) = enc.gap() {
+                yield Ok(g);
+            }
         }
         let mut last_seq = 0;
         // Frames are coalesced into one chunk (up to BATCH_BYTES) whenever several are ready,
@@ -72,7 +128,7 @@ pub fn frames(
         for s in &backlog {
             last_seq = s.seq;
             if filter.admits(s) {
-                out.extend_from_slice(&s.frame);
+                enc.event(s, &mut out);
                 let end = filter.ends_with(s);
                 if end || out.len() >= BATCH_BYTES {
                     yield Ok(out.split().freeze());
@@ -97,12 +153,13 @@ pub fn frames(
             };
             let mut next = Some(first);
             let mut end = false;
+            let mut cut = None;
             while let Some(got) = next.take() {
                 match got {
                     Ok(s) => {
                         if s.seq > last_seq && filter.admits(&s) {
                             last_seq = s.seq;
-                            out.extend_from_slice(&s.frame);
+                            enc.event(&s, &mut out);
                             if filter.ends_with(&s) {
                                 end = true;
                                 break;
@@ -113,10 +170,12 @@ pub fn frames(
                         tracing::warn!(missed = n, "SSE subscriber fell behind its buffer; cutting it off");
                         metrics::counter!("wiregate_sse_subscribers_cut_total").increment(1);
                         end = true;
+                        cut = Some(Cut::Lagged);
                         break;
                     }
                     Err(RecvError::Closed) => {
                         end = true;
+                        cut = Some(Cut::Closed);
                         break;
                     }
                 }
@@ -131,6 +190,9 @@ pub fn frames(
             }
             if !out.is_empty() {
                 yield Ok(out.split().freeze());
+            }
+            if let Some(frame) = cut.and_then(|c| enc.cut(c)) {
+                yield Ok(frame);
             }
             if end {
                 return;

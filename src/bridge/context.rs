@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-use super::mapping::{TaskState, Tracker, Update};
+use super::mapping::{Task, TaskState, Tracker, Update};
 use crate::events::{A2aEvent, EventQueue};
 use crate::wire::raw::{ClientLine, Hello, Op, ResultLine, ServerMessage};
 
@@ -128,6 +128,11 @@ impl Context {
     /// A task's state.
     pub fn task_state(&self, task_id: &str) -> Option<TaskState> {
         self.lock().tracker.task(task_id).map(|t| t.state)
+    }
+
+    /// A copy of a task's model.
+    pub fn task(&self, task_id: &str) -> Option<Task> {
+        self.lock().tracker.task(task_id).cloned()
     }
 
     /// A task's snapshot.

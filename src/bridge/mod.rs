@@ -21,7 +21,7 @@ use crate::events::Subscription;
 use crate::stream::{Filter, Timing};
 use crate::wire::raw::{Op, ResultLine, ServerError};
 use context::{Context, SendError, Transport};
-use mapping::TaskState;
+use mapping::{Task, TaskState};
 
 /// `message/send`.
 pub const SEND: &str = "message/send";
@@ -59,6 +59,8 @@ pub struct Opened {
     pub subscription: Subscription,
     /// Which, and until when.
     pub filter: Filter,
+    /// The context the events come from.
+    pub context_id: String,
 }
 
 #[derive(Deserialize)]
@@ -84,6 +86,45 @@ struct MessageIn {
 struct PartIn {
     #[serde(default)]
     text: Option<String>,
+}
+
+impl SendParams {
+    /// The seed dialect's message as a turn: text parts joined, ids from the message first.
+    fn into_turn(self) -> Result<Turn, GatewayError> {
+        let text: Vec<String> = self.message.parts.into_iter().filter_map(|p| p.text).collect();
+        if text.is_empty() {
+            return Err(GatewayError::InvalidParams(
+                "message has no text part".into(),
+            ));
+        }
+        Ok(Turn {
+            text: text.join("\n"),
+            context_id: self.message.context_id.or(self.context_id),
+            task_id: self.message.task_id.or(self.task_id),
+        })
+    }
+}
+
+/// One message for sid, whatever dialect it came in: a new turn, or the answer to a prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// What the user says.
+    pub text: String,
+    /// Continue this context (a new child otherwise, or the attached socket).
+    pub context_id: Option<String>,
+    /// Answer this task's open prompt instead of starting a turn.
+    pub task_id: Option<String>,
+}
+
+/// What `tasks/cancel` did.
+#[derive(Debug)]
+pub struct Canceled {
+    /// The task after the interrupt.
+    pub task: Task,
+    /// Its context.
+    pub context_id: String,
+    /// Why the task may still finish its turn, when it may.
+    pub note: Option<&'static str>,
 }
 
 #[derive(Deserialize)]
@@ -202,7 +243,8 @@ impl Bridge {
     pub async fn call(&self, method: &str, p: Option<&RawValue>) -> Result<Value, GatewayError> {
         match method {
             SEND => {
-                let (ctx, task) = self.begin_send(params(p)?).await?;
+                let turn = params::<SendParams>(p)?.into_turn()?;
+                let (ctx, task) = self.begin_send(&turn).await?;
                 ctx.settled(&task).await;
                 ctx.snapshot(&task).ok_or(GatewayError::TaskNotFound(task))
             }
@@ -211,7 +253,16 @@ impl Bridge {
                 let ctx = self.context_of(&id)?;
                 ctx.snapshot(&id).ok_or(GatewayError::TaskNotFound(id))
             }
-            CANCEL => self.cancel(params(p)?).await,
+            CANCEL => {
+                let IdParams { id } = params(p)?;
+                let c = self.cancel(&id).await?;
+                let mut snap = c.task.snapshot(&c.context_id);
+                snap["metadata"]["cancelRequested"] = json!(true);
+                if let Some(n) = c.note {
+                    snap["metadata"]["cancelNote"] = json!(n);
+                }
+                Ok(snap)
+            }
             raw if raw.starts_with(RAW_PREFIX) => self.raw_op(&raw[RAW_PREFIX.len()..], p).await,
             other => Err(GatewayError::MethodNotFound(other.to_owned())),
         }
@@ -226,22 +277,8 @@ impl Bridge {
     ) -> Result<Opened, GatewayError> {
         match method {
             STREAM => {
-                let sp: SendParams = params(p)?;
-                // Subscribe before the turn starts, so not one event is missed.
-                let ctx = self.context_for(&sp)?;
-                let live = ctx.queue.subscribe_live()?;
-                let (_, task) = self.begin_send_on(ctx, sp).await?;
-                Ok(Opened {
-                    subscription: Subscription {
-                        gap: false,
-                        backlog: Vec::new(),
-                        live,
-                    },
-                    filter: Filter {
-                        task: Some(task),
-                        until_final: true,
-                    },
-                })
+                let turn = params::<SendParams>(p)?.into_turn()?;
+                self.stream_turn(&turn).await.map(|(opened, _)| opened)
             }
             RESUBSCRIBE => {
                 let IdParams { id } = params(p)?;
@@ -249,6 +286,51 @@ impl Bridge {
             }
             other => Err(GatewayError::MethodNotFound(other.to_owned())),
         }
+    }
+
+    /// Sends a turn (or a prompt answer) and, with `wait`, waits until its task settles
+    /// (terminal or input-required). Returns the task and its context.
+    pub async fn send_turn(&self, turn: &Turn, wait: bool) -> Result<(Task, String), GatewayError> {
+        let (ctx, task) = self.begin_send(turn).await?;
+        if wait {
+            ctx.settled(&task).await;
+        }
+        let model = ctx.task(&task).ok_or(GatewayError::TaskNotFound(task))?;
+        Ok((model, ctx.id.clone()))
+    }
+
+    /// Sends a turn and opens the stream of its task's updates, subscribed before the turn
+    /// starts so not one event is missed. Returns the stream and the task.
+    pub async fn stream_turn(&self, turn: &Turn) -> Result<(Opened, Task), GatewayError> {
+        let ctx = self.context_for(turn)?;
+        let live = ctx.queue.subscribe_live()?;
+        let (ctx, task) = self.begin_send_on(ctx, turn).await?;
+        let model = ctx.task(&task).ok_or(GatewayError::TaskNotFound(task.clone()))?;
+        Ok((
+            Opened {
+                subscription: Subscription {
+                    gap: false,
+                    backlog: Vec::new(),
+                    live,
+                },
+                filter: Filter {
+                    task: Some(task),
+                    until_final: true,
+                    until_input_required: false,
+                },
+                context_id: ctx.id.clone(),
+            },
+            model,
+        ))
+    }
+
+    /// A task's model and its context.
+    pub fn task(&self, task_id: &str) -> Result<(Task, String), GatewayError> {
+        let ctx = self.context_of(task_id)?;
+        let model = ctx
+            .task(task_id)
+            .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))?;
+        Ok((model, ctx.id.clone()))
     }
 
     /// One task's events after `last_event_id` (all retained ones when `None`); with
@@ -277,7 +359,9 @@ impl Bridge {
             filter: Filter {
                 task: Some(task_id.to_owned()),
                 until_final: true,
+                until_input_required: false,
             },
+            context_id: ctx.id.clone(),
         })
     }
 
@@ -295,6 +379,7 @@ impl Bridge {
         Ok(Opened {
             subscription: ctx.queue.subscribe(last_event_id)?,
             filter: Filter::default(),
+            context_id: ctx.id.clone(),
         })
     }
 
@@ -312,11 +397,11 @@ impl Bridge {
 
     /// The context a `message/send` addresses: the task's, the named one (restarted when its
     /// child was stopped), the attached socket, or a new child.
-    fn context_for(&self, sp: &SendParams) -> Result<Arc<Context>, GatewayError> {
-        if let Some(task) = sp.message.task_id.as_ref().or(sp.task_id.as_ref()) {
+    fn context_for(&self, turn: &Turn) -> Result<Arc<Context>, GatewayError> {
+        if let Some(task) = &turn.task_id {
             return self.context_of(task);
         }
-        if let Some(ctx_id) = sp.message.context_id.as_ref().or(sp.context_id.as_ref()) {
+        if let Some(ctx_id) = &turn.context_id {
             let ctx = self
                 .contexts()
                 .get(ctx_id)
@@ -378,34 +463,19 @@ impl Bridge {
             .map_err(|e| GatewayError::SidUnavailable(format!("cannot restart sid: {e}")))
     }
 
-    fn message_text(sp: &SendParams) -> Result<String, GatewayError> {
-        let text: Vec<&str> = sp
-            .message
-            .parts
-            .iter()
-            .filter_map(|p| p.text.as_deref())
-            .collect();
-        if text.is_empty() {
-            return Err(GatewayError::InvalidParams(
-                "message has no text part".into(),
-            ));
-        }
-        Ok(text.join("\n"))
-    }
-
-    async fn begin_send(&self, sp: SendParams) -> Result<(Arc<Context>, String), GatewayError> {
-        let ctx = self.context_for(&sp)?;
-        self.begin_send_on(ctx, sp).await
+    async fn begin_send(&self, turn: &Turn) -> Result<(Arc<Context>, String), GatewayError> {
+        let ctx = self.context_for(turn)?;
+        self.begin_send_on(ctx, turn).await
     }
 
     /// Starts a turn, or answers the open prompt of `taskId`; returns the task.
     async fn begin_send_on(
         &self,
         ctx: Arc<Context>,
-        sp: SendParams,
+        turn: &Turn,
     ) -> Result<(Arc<Context>, String), GatewayError> {
-        let text = Self::message_text(&sp)?;
-        if let Some(task) = sp.message.task_id.clone().or(sp.task_id.clone()) {
+        let text = turn.text.clone();
+        if let Some(task) = turn.task_id.clone() {
             self.answer_prompt(&ctx, &task, text).await?;
             return Ok((ctx, task));
         }
@@ -454,14 +524,15 @@ impl Bridge {
         }
     }
 
-    async fn cancel(&self, IdParams { id }: IdParams) -> Result<Value, GatewayError> {
-        let ctx = self.context_of(&id)?;
+    /// Interrupts a task's turn; a finished task cannot be canceled.
+    pub async fn cancel(&self, id: &str) -> Result<Canceled, GatewayError> {
+        let ctx = self.context_of(id)?;
         let state = ctx
-            .task_state(&id)
-            .ok_or_else(|| GatewayError::TaskNotFound(id.clone()))?;
+            .task_state(id)
+            .ok_or_else(|| GatewayError::TaskNotFound(id.to_owned()))?;
         if state.is_terminal() {
             return Err(GatewayError::TaskNotCancelable {
-                id,
+                id: id.to_owned(),
                 state: state.as_str(),
             });
         }
@@ -472,7 +543,7 @@ impl Bridge {
             })) => return Err(sid_error(error.as_ref())),
             Ok(Ok(_)) => {
                 // Over --listen sid stops the turn now; wait briefly for it to say so.
-                let _ = tokio::time::timeout(CANCEL_WAIT, ctx.settled(&id)).await;
+                let _ = tokio::time::timeout(CANCEL_WAIT, ctx.settled(id)).await;
                 None
             }
             Ok(Err(_)) => return Err(GatewayError::SidUnavailable("sid stopped".into())),
@@ -481,12 +552,14 @@ impl Bridge {
                  finishes its turn first",
             ),
         };
-        let mut snap = ctx.snapshot(&id).ok_or(GatewayError::TaskNotFound(id))?;
-        snap["metadata"]["cancelRequested"] = json!(true);
-        if let Some(n) = note {
-            snap["metadata"]["cancelNote"] = json!(n);
-        }
-        Ok(snap)
+        let task = ctx
+            .task(id)
+            .ok_or_else(|| GatewayError::TaskNotFound(id.to_owned()))?;
+        Ok(Canceled {
+            task,
+            context_id: ctx.id.clone(),
+            note,
+        })
     }
 
     async fn raw_op(&self, op: &str, p: Option<&RawValue>) -> Result<Value, GatewayError> {

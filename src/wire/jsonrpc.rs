@@ -37,6 +37,16 @@ pub mod code {
     pub const TASK_NOT_FOUND: i64 = -32001;
     /// A2A TaskNotCancelable.
     pub const TASK_NOT_CANCELABLE: i64 = -32002;
+    /// A2A PushNotificationNotSupported.
+    pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
+    /// A2A UnsupportedOperation.
+    pub const UNSUPPORTED_OPERATION: i64 = -32004;
+    /// A2A ContentTypeNotSupported.
+    pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+    /// A2A ExtendedAgentCardNotConfigured.
+    pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
+    /// A2A VersionNotSupported.
+    pub const VERSION_NOT_SUPPORTED: i64 = -32009;
     /// sid answered `busy` (waiting for a prompt answer, or streaming another request).
     pub const SID_BUSY: i64 = -32060;
     /// sid answered `stale_prompt`.

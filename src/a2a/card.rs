@@ -1,0 +1,110 @@
+//! The agent card: what an A2A client fetches first to learn where and how to talk to sid.
+//!
+//! One card serves both protocol versions: `supportedInterfaces` names a JSON-RPC interface for
+//! 1.0 and one for 0.3, and the 0.3 fields (`url`, `protocolVersion`, `preferredTransport`) are
+//! merged in, as the reference SDK's own server does, so a 0.3-only client reads it too.
+
+use axum::http::uri::Authority;
+use serde_json::{json, Value};
+
+use crate::config::A2a as A2aConfig;
+
+/// The well-known path of the card (A2A 0.3 and 1.0).
+pub const PATH: &str = "/.well-known/agent-card.json";
+/// The older well-known path (A2A 0.2).
+pub const LEGACY_PATH: &str = "/.well-known/agent.json";
+
+/// The base URL the card advertises: `public_url`, else `http://` and the request's `Host`
+/// (when it is a valid authority; a forged one cannot inject into the card).
+pub fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
+    if !cfg.public_url.is_empty() {
+        return Some(cfg.public_url.trim_end_matches('/').to_owned());
+    }
+    let host = host?;
+    let authority: Authority = host.parse().ok()?;
+    // An authority may carry user info; a Host header has no business doing so.
+    (!host.contains('@')).then(|| format!("http://{authority}"))
+}
+
+/// The card for a gateway reachable at `base`; `bearer` when sid requires a token.
+pub fn card(cfg: &A2aConfig, base: &str, bearer: bool) -> Value {
+    let rpc = format!("{base}/rpc");
+    let mut card = json!({
+        "name": cfg.name,
+        "description": cfg.description,
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [
+            {"url": rpc, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": rpc, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
+        "provider": {"organization": "wiregate", "url": base},
+        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{
+            "id": "sid-coding-agent",
+            "name": "Coding agent",
+            "description": "Runs a sid coding-agent turn: reads and edits code, runs tools, and \
+                            asks for confirmation (input-required) before risky steps.",
+            "tags": ["coding", "agent", "sid"],
+            "examples": ["Explain what src/main.rs does", "Add a unit test for the parser"],
+            "inputModes": ["text/plain"],
+            "outputModes": ["text/plain"],
+        }],
+        // The 0.3 card's own fields.
+        "url": rpc,
+        "protocolVersion": "0.3",
+        "preferredTransport": "JSONRPC",
+    });
+    if bearer {
+        card["securitySchemes"] =
+            json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}});
+        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+    }
+    card
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_base_url_is_configured_or_the_hosts_and_never_a_forged_one() {
+        let mut cfg = A2aConfig::default();
+        assert_eq!(
+            base_url(&cfg, Some("127.0.0.1:8080")).as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(
+            base_url(&cfg, Some("gw.example")).as_deref(),
+            Some("http://gw.example")
+        );
+        assert_eq!(base_url(&cfg, Some("evil.example/x?y")), None);
+        assert_eq!(base_url(&cfg, Some("user@evil.example")), None);
+        assert_eq!(base_url(&cfg, None), None);
+        cfg.public_url = "https://agents.example/sid/".into();
+        assert_eq!(
+            base_url(&cfg, Some("ignored")).as_deref(),
+            Some("https://agents.example/sid")
+        );
+    }
+
+    #[test]
+    fn one_card_names_both_versions_and_keeps_the_0_3_fields() {
+        let c = card(&A2aConfig::default(), "http://h:1", false);
+        let ifaces = c["supportedInterfaces"].as_array().unwrap();
+        let versions: Vec<_> = ifaces.iter().map(|i| &i["protocolVersion"]).collect();
+        assert_eq!(versions, [&json!("1.0"), &json!("0.3")]);
+        assert!(ifaces.iter().all(|i| i["url"] == "http://h:1/rpc"));
+        assert_eq!(c["capabilities"]["streaming"], true);
+        assert_eq!(c["defaultInputModes"], json!(["text/plain"]));
+        assert_eq!(c["url"], "http://h:1/rpc");
+        assert_eq!(c["protocolVersion"], "0.3");
+        assert!(c.get("securitySchemes").is_none());
+        let secured = card(&A2aConfig::default(), "http://h:1", true);
+        assert_eq!(
+            secured["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+            "Bearer"
+        );
+    }
+}

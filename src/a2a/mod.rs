@@ -1,0 +1,415 @@
+//! The published A2A protocol, versions 1.0 and 0.3, over the sid bridge.
+//!
+//! The seed dialect and the two spec versions share one task model (the bridge's); they differ
+//! in method names, shapes ([`shapes`]) and streaming: a spec stream answers every event as a
+//! JSON-RPC *response* to the streaming request, first the task, and ends when the task
+//! finishes or waits for input. Which dialect a call speaks is decided per call by
+//! [`classify`] from its method name and the `A2A-Version` header.
+
+pub mod card;
+pub mod shapes;
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::bridge::mapping::TaskState;
+use crate::bridge::Bridge;
+use crate::config::A2a as A2aConfig;
+use crate::error::GatewayError;
+use crate::events::Stored;
+use crate::stream::{Cut, Encode, Filter};
+use crate::wire::jsonrpc::{Id, Response};
+use crate::wire::sse;
+use shapes::{SendRequest, UpdateWriter};
+
+/// The request header naming the protocol version.
+pub const VERSION_HEADER: &str = "a2a-version";
+
+/// A published protocol version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// A2A 1.0: PascalCase methods, protobuf JSON.
+    V1_0,
+    /// A2A 0.3: slash methods, `kind` discriminators.
+    V0_3,
+}
+
+impl Version {
+    /// How the card and headers spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V1_0 => "1.0",
+            Version::V0_3 => "0.3",
+        }
+    }
+
+    /// The client-dialect label in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Version::V1_0 => "a2a-1.0",
+            Version::V0_3 => "a2a-0.3",
+        }
+    }
+
+    /// Reads an `A2A-Version` value by major and minor (`1.0`, `1.0.2`, `0.3.0`).
+    pub fn parse(v: &str) -> Option<Self> {
+        let mut it = v.trim().split('.');
+        let major = it.next()?.parse::<u32>().ok()?;
+        let minor = it.next().map_or(Some(0), |m| m.parse::<u32>().ok())?;
+        if it.any(|p| p.parse::<u32>().is_err()) {
+            return None;
+        }
+        match (major, minor) {
+            (1, 0) => Some(Version::V1_0),
+            (0, 3) => Some(Version::V0_3),
+            _ => None,
+        }
+    }
+}
+
+/// An A2A operation, whatever its name in either version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `SendMessage` / `message/send`.
+    Send,
+    /// `SendStreamingMessage` / `message/stream`.
+    Stream,
+    /// `GetTask` / `tasks/get`.
+    Get,
+    /// `CancelTask` / `tasks/cancel`.
+    Cancel,
+    /// `SubscribeToTask` / `tasks/resubscribe`.
+    Subscribe,
+    /// `ListTasks` (1.0 only).
+    ListTasks,
+    /// The push-notification configuration methods.
+    PushConfig,
+    /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`.
+    ExtendedCard,
+}
+
+impl Method {
+    fn v1_0(name: &str) -> Option<Self> {
+        Some(match name {
+            "SendMessage" => Method::Send,
+            "SendStreamingMessage" => Method::Stream,
+            "GetTask" => Method::Get,
+            "CancelTask" => Method::Cancel,
+            "SubscribeToTask" => Method::Subscribe,
+            "ListTasks" => Method::ListTasks,
+            "CreateTaskPushNotificationConfig"
+            | "GetTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfigs"
+            | "DeleteTaskPushNotificationConfig" => Method::PushConfig,
+            "GetExtendedAgentCard" => Method::ExtendedCard,
+            _ => return None,
+        })
+    }
+
+    fn v0_3(name: &str) -> Option<Self> {
+        Some(match name {
+            "message/send" => Method::Send,
+            "message/stream" => Method::Stream,
+            "tasks/get" => Method::Get,
+            "tasks/cancel" => Method::Cancel,
+            "tasks/resubscribe" => Method::Subscribe,
+            "tasks/pushNotificationConfig/set"
+            | "tasks/pushNotificationConfig/get"
+            | "tasks/pushNotificationConfig/list"
+            | "tasks/pushNotificationConfig/delete" => Method::PushConfig,
+            "agent/getAuthenticatedExtendedCard" => Method::ExtendedCard,
+            _ => return None,
+        })
+    }
+
+    /// Whether the method answers a stream.
+    pub fn is_streaming(self) -> bool {
+        matches!(self, Method::Stream | Method::Subscribe)
+    }
+}
+
+/// A call in a spec version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpecCall {
+    /// The version it speaks.
+    pub version: Version,
+    /// What it asks.
+    pub method: Method,
+}
+
+/// Decides a call's dialect. `Ok(None)`: not a spec call (the seed dialect, a routed method).
+///
+/// PascalCase names are 1.0, with or without the header. Slash names are 0.3 only with
+/// `A2A-Version: 0.3`; without it (or with 1.0, which has no slash names) they keep the seed
+/// dialect, so existing clients are unchanged. A version the gateway does not speak is refused
+/// (-32009) on any A2A method.
+pub fn classify(method: &str, header: Option<&str>) -> Result<Option<SpecCall>, GatewayError> {
+    let header = header.map(str::trim).filter(|h| !h.is_empty());
+    let asked = header.map(|h| Version::parse(h).ok_or_else(|| unsupported(h)));
+    if let Some(m) = Method::v1_0(method) {
+        return match asked.transpose()? {
+            None | Some(Version::V1_0) => Ok(Some(SpecCall {
+                version: Version::V1_0,
+                method: m,
+            })),
+            Some(Version::V0_3) => Err(GatewayError::MethodNotFound(format!(
+                "{method} (an A2A 1.0 method; the request says A2A-Version 0.3)"
+            ))),
+        };
+    }
+    if let Some(m) = Method::v0_3(method) {
+        return match asked.transpose()? {
+            Some(Version::V0_3) => Ok(Some(SpecCall {
+                version: Version::V0_3,
+                method: m,
+            })),
+            None | Some(Version::V1_0) => Ok(None),
+        };
+    }
+    Ok(None)
+}
+
+fn unsupported(h: &str) -> GatewayError {
+    GatewayError::VersionNotSupported(h.chars().take(32).collect())
+}
+
+#[derive(Deserialize)]
+struct IdParams {
+    id: String,
+}
+
+fn params<T: for<'de> Deserialize<'de>>(p: Option<&RawValue>) -> Result<T, GatewayError> {
+    serde_json::from_str(p.map_or("{}", RawValue::get))
+        .map_err(|e| GatewayError::InvalidParams(e.to_string()))
+}
+
+/// A spec stream, ready to be written.
+pub struct SpecStream {
+    /// Events and where they end.
+    pub opened: crate::bridge::Opened,
+    /// The first frame: the task as the stream starts.
+    pub prelude: Bytes,
+    /// Writes the rest.
+    pub encoder: SpecEncoder,
+}
+
+/// Serves spec calls from the bridge.
+#[derive(Debug)]
+pub struct A2a {
+    bridge: Arc<Bridge>,
+    cfg: A2aConfig,
+    bearer: bool,
+}
+
+impl A2a {
+    /// The service over `bridge`.
+    pub fn new(bridge: Arc<Bridge>, cfg: A2aConfig, bearer: bool) -> Self {
+        A2a {
+            bridge,
+            cfg,
+            bearer,
+        }
+    }
+
+    /// The bridge (its bearer check and timing).
+    pub fn bridge(&self) -> &Arc<Bridge> {
+        &self.bridge
+    }
+
+    /// The card for a request that arrived with `host`.
+    pub fn card(&self, host: Option<&str>) -> Option<Value> {
+        card::base_url(&self.cfg, host).map(|base| card::card(&self.cfg, &base, self.bearer))
+    }
+
+    /// Answers a non-streaming spec call with its `result`.
+    pub async fn call(&self, c: SpecCall, p: Option<&RawValue>) -> Result<Value, GatewayError> {
+        let v = c.version;
+        match c.method {
+            Method::Send => {
+                let send = params::<SendRequest>(p)?.into_send(v)?;
+                let (task, ctx) = self.bridge.send_turn(&send.turn, send.wait).await?;
+                let t = shapes::task(v, &task, &ctx);
+                Ok(match v {
+                    Version::V1_0 => serde_json::json!({ "task": t }),
+                    Version::V0_3 => t,
+                })
+            }
+            Method::Get => {
+                let IdParams { id } = params(p)?;
+                let (task, ctx) = self.bridge.task(&id)?;
+                Ok(shapes::task(v, &task, &ctx))
+            }
+            Method::Cancel => {
+                let IdParams { id } = params(p)?;
+                let c = self.bridge.cancel(&id).await?;
+                let mut t = shapes::task(v, &c.task, &c.context_id);
+                t["metadata"]["cancelRequested"] = Value::Bool(true);
+                if let Some(n) = c.note {
+                    t["metadata"]["cancelNote"] = Value::from(n);
+                }
+                Ok(t)
+            }
+            Method::Stream | Method::Subscribe => Err(GatewayError::StreamingCall(
+                "this A2A method".into(),
+            )),
+            Method::ListTasks => Err(GatewayError::UnsupportedOperation(
+                "ListTasks: the gateway keeps tasks per sid context, not an index to page".into(),
+            )),
+            Method::PushConfig => Err(GatewayError::PushNotificationNotSupported),
+            Method::ExtendedCard => Err(GatewayError::ExtendedCardNotConfigured),
+        }
+    }
+
+    /// Opens a streaming spec call answered under `id`.
+    pub async fn open(
+        &self,
+        c: SpecCall,
+        id: &Id,
+        p: Option<&RawValue>,
+    ) -> Result<SpecStream, GatewayError> {
+        let v = c.version;
+        let (mut opened, task) = match c.method {
+            Method::Stream => {
+                let send = params::<SendRequest>(p)?.into_send(v)?;
+                let (opened, mut task) = self.bridge.stream_turn(&send.turn).await?;
+                // The stream starts where the turn does; what sid has said since arrives next.
+                task.state = if send.turn.task_id.is_some() {
+                    TaskState::Working
+                } else {
+                    TaskState::Submitted
+                };
+                (opened, task)
+            }
+            Method::Subscribe => {
+                let IdParams { id } = params(p)?;
+                let (task, _) = self.bridge.task(&id)?;
+                if task.state.is_terminal() {
+                    return Err(GatewayError::UnsupportedOperation(format!(
+                        "task {id} is {}; a finished task has no updates to subscribe to",
+                        task.state.as_str()
+                    )));
+                }
+                (self.bridge.task_stream(&id, None, true)?, task)
+            }
+            _ => return Err(GatewayError::MethodNotFound("not a streaming method".into())),
+        };
+        opened.filter = Filter {
+            until_input_required: true,
+            ..opened.filter
+        };
+        let encoder = SpecEncoder {
+            id: id.clone(),
+            writer: UpdateWriter::new(v, &task),
+        };
+        let prelude = encoder.frame(None, &shapes::stream_start(v, &task, &opened.context_id));
+        Ok(SpecStream {
+            opened,
+            prelude,
+            encoder,
+        })
+    }
+}
+
+/// Writes a spec stream: each event as `{"jsonrpc":"2.0","id":…,"result":…}` under the
+/// request's id, errors as `event: error` frames carrying a JSON-RPC error response.
+#[derive(Debug)]
+pub struct SpecEncoder {
+    id: Id,
+    writer: UpdateWriter,
+}
+
+impl SpecEncoder {
+    fn frame(&self, event_id: Option<&str>, result: &Value) -> Bytes {
+        let resp = Response::result_value(self.id.clone(), result);
+        let data = serde_json::to_string(&resp).unwrap_or_default();
+        sse::frame(None, event_id, &data)
+    }
+
+    /// An error response inside the stream.
+    pub fn error(&self, e: &GatewayError) -> Bytes {
+        let resp = Response::error(self.id.clone(), e.to_jsonrpc());
+        let data = serde_json::to_string(&resp).unwrap_or_default();
+        sse::frame(Some("error"), None, &data)
+    }
+}
+
+impl Encode for SpecEncoder {
+    fn gap(&mut self) -> Option<Bytes> {
+        None
+    }
+
+    fn event(&mut self, s: &Stored, out: &mut BytesMut) {
+        let result = self.writer.result(&s.event);
+        out.extend_from_slice(&self.frame(Some(&s.event.event_id), &result));
+    }
+
+    fn cut(&mut self, why: Cut) -> Option<Bytes> {
+        let e = match why {
+            Cut::Lagged => GatewayError::StreamCut(
+                "the client fell behind the task's updates; SubscribeToTask to continue".into(),
+            ),
+            Cut::Closed => {
+                GatewayError::SidUnavailable("the sid context closed before the task ended".into())
+            }
+        };
+        Some(self.error(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(version: Version, method: Method) -> Option<SpecCall> {
+        Some(SpecCall { version, method })
+    }
+
+    #[test]
+    fn each_call_is_classified_by_name_and_header() {
+        assert_eq!(
+            classify("SendMessage", None).unwrap(),
+            spec(Version::V1_0, Method::Send)
+        );
+        assert_eq!(
+            classify("SubscribeToTask", Some("1.0.3")).unwrap(),
+            spec(Version::V1_0, Method::Subscribe)
+        );
+        assert_eq!(
+            classify("message/stream", Some("0.3")).unwrap(),
+            spec(Version::V0_3, Method::Stream)
+        );
+        assert_eq!(
+            classify("tasks/pushNotificationConfig/set", Some("0.3.0")).unwrap(),
+            spec(Version::V0_3, Method::PushConfig)
+        );
+        assert_eq!(classify("message/send", None).unwrap(), None, "seed");
+        assert_eq!(classify("message/send", Some("1.0")).unwrap(), None, "seed");
+        assert_eq!(classify("plan.create", Some("9.9")).unwrap(), None, "routed");
+        assert!(matches!(
+            classify("GetTask", Some("2.0")),
+            Err(GatewayError::VersionNotSupported(v)) if v == "2.0"
+        ));
+        assert!(matches!(
+            classify("tasks/get", Some("0.2")),
+            Err(GatewayError::VersionNotSupported(_))
+        ));
+        assert!(matches!(
+            classify("GetTask", Some("0.3")),
+            Err(GatewayError::MethodNotFound(_))
+        ));
+    }
+
+    #[test]
+    fn versions_compare_by_major_and_minor() {
+        assert_eq!(Version::parse("1.0"), Some(Version::V1_0));
+        assert_eq!(Version::parse("1"), Some(Version::V1_0));
+        assert_eq!(Version::parse(" 0.3.1 "), Some(Version::V0_3));
+        assert_eq!(Version::parse("1.1"), None);
+        assert_eq!(Version::parse("1.0.x"), None);
+        assert_eq!(Version::parse("latest"), None);
+    }
+}
