@@ -16,7 +16,7 @@ use futures_util::stream::{self, StreamExt};
 use futures_util::Stream;
 use serde_json::value::RawValue;
 
-use crate::a2a::{self, SpecCall, A2a};
+use crate::a2a::{self, A2a, SpecCall};
 use crate::bridge::Bridge;
 use crate::config::{Config, Dialect};
 use crate::error::GatewayError;
@@ -326,7 +326,9 @@ impl Gateway {
         let id = req.id.clone();
         let spec = match self.classify(&req.method, meta) {
             Ok(spec) => spec,
-            Err(e) => return id.map(|id| (spec_status(&e), Response::error(id, e.to_jsonrpc()), None)),
+            Err(e) => {
+                return id.map(|id| (spec_status(&e), Response::error(id, e.to_jsonrpc()), None))
+            }
         };
         let call = Call {
             upstream_id: id
@@ -352,7 +354,9 @@ impl Gateway {
                 },
                 done.timing_ms,
             ),
-            Err(e) if spec.is_some() => (spec_status(&e), Response::error(id, e.to_jsonrpc()), None),
+            Err(e) if spec.is_some() => {
+                (spec_status(&e), Response::error(id, e.to_jsonrpc()), None)
+            }
             Err(e) => (e.status(), Response::error(id, e.to_jsonrpc()), None),
         })
     }

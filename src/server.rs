@@ -357,7 +357,9 @@ async fn agent_card(State(state): State<AppState>, headers: HeaderMap) -> Respon
         }
         None => (
             StatusCode::BAD_REQUEST,
-            axum::Json(json!({"error": "the Host header is not a valid authority; set a2a.public_url"})),
+            axum::Json(
+                json!({"error": "the Host header is not a valid authority; set a2a.public_url"}),
+            ),
         )
             .into_response(),
     }

@@ -253,9 +253,9 @@ impl A2a {
                 }
                 Ok(t)
             }
-            Method::Stream | Method::Subscribe => Err(GatewayError::StreamingCall(
-                "this A2A method".into(),
-            )),
+            Method::Stream | Method::Subscribe => {
+                Err(GatewayError::StreamingCall("this A2A method".into()))
+            }
             Method::ListTasks => Err(GatewayError::UnsupportedOperation(
                 "ListTasks: the gateway keeps tasks per sid context, not an index to page".into(),
             )),
@@ -295,7 +295,11 @@ impl A2a {
                 }
                 (self.bridge.task_stream(&id, None, true)?, task)
             }
-            _ => return Err(GatewayError::MethodNotFound("not a streaming method".into())),
+            _ => {
+                return Err(GatewayError::MethodNotFound(
+                    "not a streaming method".into(),
+                ))
+            }
         };
         opened.filter = Filter {
             until_input_required: true,
@@ -388,7 +392,11 @@ mod tests {
         );
         assert_eq!(classify("message/send", None).unwrap(), None, "seed");
         assert_eq!(classify("message/send", Some("1.0")).unwrap(), None, "seed");
-        assert_eq!(classify("plan.create", Some("9.9")).unwrap(), None, "routed");
+        assert_eq!(
+            classify("plan.create", Some("9.9")).unwrap(),
+            None,
+            "routed"
+        );
         assert!(matches!(
             classify("GetTask", Some("2.0")),
             Err(GatewayError::VersionNotSupported(v)) if v == "2.0"

@@ -438,7 +438,9 @@ mod tests {
             Version::V1_0,
             json!({"message": {"parts": [{"data": {"a": 1}}]}}),
         );
-        assert!(matches!(data, Err(GatewayError::ContentTypeNotSupported(ref m)) if m.contains("data part")));
+        assert!(
+            matches!(data, Err(GatewayError::ContentTypeNotSupported(ref m)) if m.contains("data part"))
+        );
         let push = send(
             Version::V1_0,
             json!({"message": {"parts": [{"text": "x"}]},
@@ -516,10 +518,7 @@ mod tests {
             s["statusUpdate"]["status"]["message"]["parts"][0]["text"],
             "Allow?"
         );
-        assert_eq!(
-            s["statusUpdate"]["metadata"]["prompt"]["promptId"],
-            "p1"
-        );
+        assert_eq!(s["statusUpdate"]["metadata"]["prompt"]["promptId"], "p1");
         let mut old = UpdateWriter::new(Version::V0_3, &t);
         let s = old.result(&prompt);
         assert_eq!(s["kind"], "status-update");

@@ -91,7 +91,12 @@ struct PartIn {
 impl SendParams {
     /// The seed dialect's message as a turn: text parts joined, ids from the message first.
     fn into_turn(self) -> Result<Turn, GatewayError> {
-        let text: Vec<String> = self.message.parts.into_iter().filter_map(|p| p.text).collect();
+        let text: Vec<String> = self
+            .message
+            .parts
+            .into_iter()
+            .filter_map(|p| p.text)
+            .collect();
         if text.is_empty() {
             return Err(GatewayError::InvalidParams(
                 "message has no text part".into(),
@@ -305,7 +310,9 @@ impl Bridge {
         let ctx = self.context_for(turn)?;
         let live = ctx.queue.subscribe_live()?;
         let (ctx, task) = self.begin_send_on(ctx, turn).await?;
-        let model = ctx.task(&task).ok_or(GatewayError::TaskNotFound(task.clone()))?;
+        let model = ctx
+            .task(&task)
+            .ok_or(GatewayError::TaskNotFound(task.clone()))?;
         Ok((
             Opened {
                 subscription: Subscription {

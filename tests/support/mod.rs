@@ -693,3 +693,36 @@ pub fn domain_record(id: u64, event_type: &str, plan: &str, data: Value) -> Stri
                        "timestamp": "2026-11-29T20:00:00Z"})
     .to_string()
 }
+
+impl TestGateway {
+    /// Opens a spec A2A stream: a JSON-RPC POST with `A2A-Version` when given.
+    pub async fn a2a_stream(&self, body: &Value, version: Option<&str>) -> SseReader {
+        let mut req = self
+            .http
+            .post(format!("{}/rpc", self.base()))
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_string());
+        if let Some(v) = version {
+            req = req.header("a2a-version", v);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        SseReader::new(resp)
+    }
+
+    /// Calls a method with `A2A-Version` when given; the whole answer and its HTTP status.
+    pub async fn a2a_call(
+        &self,
+        method: &str,
+        params: Value,
+        version: Option<&str>,
+    ) -> (u16, Value) {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": "a-1", "method": method, "params": params});
+        let headers: Vec<(&str, &str)> = version.map(|v| ("a2a-version", v)).into_iter().collect();
+        let a = self.rpc_with(&body, &headers).await;
+        (a.status, a.json())
+    }
+}
