@@ -180,6 +180,13 @@ fn print_demo(addr: SocketAddr, context: &str) {
     );
     println!("# ...and everything that context did so far (Ctrl-C to stop watching):");
     println!("curl -sN http://{addr}/contexts/{context}/events\n");
+    println!(
+        "# A2A 1.0 (any official A2A client works from the card): the card, then a streamed turn"
+    );
+    println!("curl -s http://{addr}/.well-known/agent-card.json");
+    println!(
+        "curl -sN {h} -H 'A2A-Version: 1.0' http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":\"a1\",\"method\":\"SendStreamingMessage\",\"params\":{{\"message\":{{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{{\"text\":\"hi there\"}}]}}}}}}'\n"
+    );
     println!("# the legacy server's domain events as SSE task updates, one plan's life cycle:");
     println!("curl -sN 'http://{addr}/events?taskId=plan-1'\n");
     println!("# metrics:  curl -s http://{addr}/metrics | grep wiregate_");

@@ -45,10 +45,7 @@ fn python() -> PathBuf {
 }
 
 async fn drive(version: &str) -> (Value, String) {
-    let gw = gateway()
-        .sid(&format!("a2a-sdk-{version}"))
-        .start()
-        .await;
+    let gw = gateway().sid(&format!("a2a-sdk-{version}")).start().await;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/a2a_client/drive.py");
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(120),
@@ -87,7 +84,10 @@ fn assert_round_trip(seen: &Value) {
     assert_eq!(seen["stream"]["text"], answer, "the chunks add up");
     assert_eq!(seen["get"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(seen["get"]["text"], answer);
-    assert_eq!(seen["not_found"], "TaskNotFoundError", "-32001 read as the SDK's own error");
+    assert_eq!(
+        seen["not_found"], "TaskNotFoundError",
+        "-32001 read as the SDK's own error"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

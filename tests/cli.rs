@@ -203,6 +203,37 @@ async fn demo_serves_and_its_curl_lines_answer() {
 }
 
 #[tokio::test]
+async fn demo_a2a_lines_serve_the_card_and_a_spec_stream() {
+    let (_guard, url, _context, _stderr) = start_demo(&[]);
+    let card: serde_json::Value = reqwest::get(format!("{url}/.well-known/agent-card.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{url}/rpc"));
+    let resp = reqwest::Client::new()
+        .post(format!("{url}/rpc"))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(json!({"jsonrpc":"2.0","id":"a1","method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi there"}]}}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut sse = support::SseReader::new(resp);
+    let mut last = None;
+    while let Some(e) = sse.next(Duration::from_secs(10)).await {
+        assert_eq!(e.data["id"], "a1");
+        last = Some(e.data);
+    }
+    let last = last.expect("events");
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+#[tokio::test]
 async fn credentials_never_reach_the_log() {
     let (guard, url, _context, mut stderr) = start_demo(&[("RUST_LOG", "trace")]);
     let http = reqwest::Client::new();
