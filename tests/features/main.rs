@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod a2a_steps;
 mod events_steps;
 mod migration_steps;
 mod raw_steps;
