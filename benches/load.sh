@@ -71,6 +71,7 @@ pids+=($!)
 cat >"$work/gateway.toml" <<TOML
 [server]
 listen = "127.0.0.1:$GW_PORT"
+worker_threads = ${WG_THREADS:-0}
 [[upstreams]]
 name = "legacy"
 url = "http://127.0.0.1:$UP_PORT/a2a"

@@ -46,7 +46,7 @@ fn legacy_to_jsonrpc(body: &[u8], table: &ErrorTable) -> Vec<u8> {
 }
 
 fn raw_to_frame(tracker: &mut Tracker, line: &str) -> bytes::Bytes {
-    let msg: ServerMessage = serde_json::from_str(line).unwrap();
+    let msg = ServerMessage::parse(line).unwrap();
     let u = tracker.observe(&msg).unwrap();
     let mut ev = A2aEvent::new(u.kind, Some(u.task_id), u.data);
     ev.event_id = "42".into();

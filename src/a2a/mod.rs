@@ -318,6 +318,14 @@ impl A2a {
     }
 }
 
+/// A success response borrowing its parts, written straight into a frame.
+#[derive(serde::Serialize)]
+struct SpecResponse<'a> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    result: &'a Value,
+}
+
 /// Writes a spec stream: each event as `{"jsonrpc":"2.0","id":…,"result":…}` under the
 /// request's id, errors as `event: error` frames carrying a JSON-RPC error response.
 #[derive(Debug)]
@@ -328,16 +336,24 @@ pub struct SpecEncoder {
 
 impl SpecEncoder {
     fn frame(&self, event_id: Option<&str>, result: &Value) -> Bytes {
-        let resp = Response::result_value(self.id.clone(), result);
-        let data = serde_json::to_string(&resp).unwrap_or_default();
-        sse::frame(None, event_id, &data)
+        let mut out = BytesMut::new();
+        self.write(&mut out, event_id, result);
+        out.freeze()
+    }
+
+    fn write(&self, out: &mut BytesMut, event_id: Option<&str>, result: &Value) {
+        let resp = SpecResponse {
+            jsonrpc: "2.0",
+            id: &self.id,
+            result,
+        };
+        sse::write_json_frame(out, None, event_id, &resp);
     }
 
     /// An error response inside the stream.
     pub fn error(&self, e: &GatewayError) -> Bytes {
         let resp = Response::error(self.id.clone(), e.to_jsonrpc());
-        let data = serde_json::to_string(&resp).unwrap_or_default();
-        sse::frame(Some("error"), None, &data)
+        sse::json_frame(Some("error"), None, &resp)
     }
 }
 
@@ -348,7 +364,7 @@ impl Encode for SpecEncoder {
 
     fn event(&mut self, s: &Stored, out: &mut BytesMut) {
         let result = self.writer.result(&s.event);
-        out.extend_from_slice(&self.frame(Some(&s.event.event_id), &result));
+        self.write(out, Some(&s.event.event_id), &result);
     }
 
     fn cut(&mut self, why: Cut) -> Option<Bytes> {

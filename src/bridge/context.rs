@@ -245,7 +245,7 @@ impl Context {
         if line.trim().is_empty() {
             return false;
         }
-        let msg: ServerMessage = match serde_json::from_str(line) {
+        let msg = match ServerMessage::parse(line) {
             Ok(m) => m,
             Err(e) => {
                 metrics::counter!("wiregate_sid_bad_lines_total").increment(1);

@@ -108,8 +108,7 @@ impl A2aEvent {
     /// The whole SSE frame.
     pub fn to_sse(&self) -> Bytes {
         let id = (!self.event_id.is_empty()).then_some(self.event_id.as_str());
-        let data = serde_json::to_string(&self.notification_ref()).unwrap_or_default();
-        sse::frame(Some(self.event_type.name()), id, &data)
+        sse::json_frame(Some(self.event_type.name()), id, &self.notification_ref())
     }
 }
 

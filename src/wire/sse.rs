@@ -22,6 +22,38 @@ pub fn frame(event: Option<&str>, id: Option<&str>, data: &str) -> Bytes {
     out.freeze()
 }
 
+/// Encodes one event frame whose data is `value` as compact JSON, serialised straight into the
+/// frame. Compact JSON holds no raw line break (strings escape them), so it is one `data:` line.
+pub fn json_frame<T: serde::Serialize + ?Sized>(
+    event: Option<&str>,
+    id: Option<&str>,
+    value: &T,
+) -> Bytes {
+    let mut out = BytesMut::with_capacity(256);
+    write_json_frame(&mut out, event, id, value);
+    out.freeze()
+}
+
+/// [`json_frame`], appended to `out`.
+pub fn write_json_frame<T: serde::Serialize + ?Sized>(
+    out: &mut BytesMut,
+    event: Option<&str>,
+    id: Option<&str>,
+    value: &T,
+) {
+    if let Some(event) = event {
+        field(out, "event", event);
+    }
+    if let Some(id) = id {
+        field(out, "id", id);
+    }
+    out.put_slice(b"data: ");
+    let mut w = out.writer();
+    // Serialising a value that serde_json can represent cannot fail.
+    let _ = serde_json::to_writer(&mut w, value);
+    w.into_inner().put_slice(b"\n\n");
+}
+
 /// A comment frame that keeps idle connections (and proxies) from timing out.
 pub fn keepalive() -> Bytes {
     Bytes::from_static(b": keepalive\n\n")
@@ -37,7 +69,7 @@ fn field(out: &mut BytesMut, name: &str, value: &str) {
     out.put_slice(b": ");
     // A field value cannot hold a line break; `event` and `id` never do in what we emit, but
     // dropping them keeps a stray one from splitting the frame.
-    if value.contains(['\r', '\n']) {
+    if memchr::memchr2(b'\r', b'\n', value.as_bytes()).is_some() {
         out.put_slice(value.replace(['\r', '\n'], "").as_bytes());
     } else {
         out.put_slice(value.as_bytes());
@@ -49,7 +81,7 @@ fn lines(data: &str) -> impl Iterator<Item = &str> {
     let mut rest = Some(data);
     std::iter::from_fn(move || {
         let s = rest?;
-        match s.find(['\r', '\n']) {
+        match memchr::memchr2(b'\r', b'\n', s.as_bytes()) {
             None => {
                 rest = None;
                 Some(s)
@@ -77,6 +109,20 @@ mod tests {
     fn multi_line_payload_splits_on_every_line_break() {
         let f = frame(None, None, "a\nb\r\nc\rd");
         assert_eq!(&f[..], b"data: a\ndata: b\ndata: c\ndata: d\n\n");
+    }
+
+    #[test]
+    fn a_json_frame_is_one_data_line_even_for_text_with_line_breaks() {
+        let v = serde_json::json!({"text": "a\nb\r\nc"});
+        let f = json_frame(Some("E"), Some("7"), &v);
+        assert_eq!(
+            &f[..],
+            b"event: E\nid: 7\ndata: {\"text\":\"a\\nb\\r\\nc\"}\n\n"
+        );
+        assert_eq!(
+            f,
+            frame(Some("E"), Some("7"), &serde_json::to_string(&v).unwrap())
+        );
     }
 
     #[test]

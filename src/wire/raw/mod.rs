@@ -116,6 +116,8 @@ impl Op {
     }
 }
 
+mod parse;
+
 /// The 7 server message types.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
