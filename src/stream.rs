@@ -87,7 +87,7 @@ impl Encode for Shared {
     }
 
     fn event(&mut self, s: &Stored, out: &mut BytesMut) {
-        out.extend_from_slice(&s.frame);
+        out.extend_from_slice(s.frame());
     }
 
     fn cut(&mut self, _: Cut) -> Option<Bytes> {

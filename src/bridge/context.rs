@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::mapping::{Task, TaskState, Tracker, Update};
-use crate::events::{A2aEvent, EventQueue};
+use crate::events::{A2aEvent, EventKind, EventQueue};
 use crate::wire::raw::{ClientLine, Hello, Op, ResultLine, ServerMessage};
 
 /// How the context reaches sid.
@@ -229,6 +229,9 @@ impl Context {
     }
 
     fn publish(&self, updates: Vec<Update>) {
+        // Waiters watch task states and prompts, which only status updates change; a text
+        // delta wakes nobody.
+        let status = updates.iter().any(|u| u.kind == EventKind::Status);
         for u in updates {
             let mut data: Map<String, Value> = u.data;
             data.insert("contextId".into(), Value::from(self.id.clone()));
@@ -237,11 +240,26 @@ impl Context {
                 .queue
                 .push(A2aEvent::new(u.kind, Some(u.task_id), data));
         }
-        self.changed.send_modify(|n| *n += 1);
+        if status {
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Handles one raw line (with its line break); a line that is not UTF-8 is counted and
+    /// skipped like any other line that is not protocol 5.
+    pub fn on_bytes(&self, raw: &[u8]) -> bool {
+        match std::str::from_utf8(raw) {
+            Ok(line) => self.on_line(line.trim_end_matches(['\n', '\r'])),
+            Err(e) => {
+                metrics::counter!("wiregate_sid_bad_lines_total").increment(1);
+                tracing::warn!(context = %self.id, error = %e, "sid printed a line that is not UTF-8");
+                false
+            }
+        }
     }
 
     /// Handles one line sid printed; `true` when it was the `replay_complete` marker.
-    pub fn on_line(&self, line: &str) -> bool {
+    fn on_line(&self, line: &str) -> bool {
         if line.trim().is_empty() {
             return false;
         }
@@ -401,18 +419,25 @@ impl Context {
         });
         let ctx = self.clone();
         tokio::spawn(async move {
-            let mut lines = BufReader::with_capacity(64 * 1024, stdout).lines();
+            let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
+            let mut line = Vec::new();
+            // One waiter for the kill signal, registered once rather than per line; polled
+            // first, so a child that floods stdout can still be killed.
+            let mut killed = std::pin::pin!(kill.notified());
             loop {
+                line.clear();
                 tokio::select! {
-                    line = lines.next_line() => match line {
-                        Ok(Some(l)) => {
-                            ctx.on_line(&l);
+                    biased;
+                    _ = &mut killed => {
+                        let _ = child.start_kill();
+                        killed.set(kill.notified());
+                    }
+                    read = stdout.read_until(b'\n', &mut line) => match read {
+                        Ok(n) if n > 0 => {
+                            ctx.on_bytes(&line);
                         }
                         _ => break,
                     },
-                    _ = kill.notified() => {
-                        let _ = child.start_kill();
-                    }
                 }
             }
             let status = child.wait().await;
@@ -443,10 +468,13 @@ impl Context {
                         let (tx, rx) = mpsc::unbounded_channel();
                         tokio::spawn(write_lines(write, rx));
                         let mut tx = Some(tx);
-                        let mut lines = BufReader::with_capacity(64 * 1024, read).lines();
-                        while let Ok(Some(l)) = lines.next_line().await {
+                        let mut read = BufReader::with_capacity(64 * 1024, read);
+                        let mut line = Vec::new();
+                        while read.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0) {
                             // sid replays its history first; requests go out only once it is live.
-                            if ctx.on_line(&l) {
+                            let marker = ctx.on_bytes(&line);
+                            line.clear();
+                            if marker {
                                 if let Some(tx) = tx.take() {
                                     ctx.on_up(tx, None);
                                 }

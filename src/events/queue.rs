@@ -6,22 +6,31 @@
 //! for resumption by `Last-Event-ID`. Each frame is encoded once and shared.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
 use super::A2aEvent;
 
-/// One queued event with its pre-encoded SSE frame.
+/// One queued event and its SSE frame.
 #[derive(Debug)]
 pub struct Stored {
     /// The queue's own sequence: strictly increasing, starting at 1.
     pub seq: u64,
     /// The event, with its id stamped.
     pub event: A2aEvent,
-    /// `event.to_sse()`, encoded once.
-    pub frame: Bytes,
+    /// `event.to_sse()`, encoded once by the first subscriber that writes it, then shared. Not
+    /// encoded by the producer: the reader of sid's stdout is the one serial step of a stream,
+    /// and a subscriber's task may run on another core.
+    frame: OnceLock<Bytes>,
+}
+
+impl Stored {
+    /// The event's SSE frame.
+    pub fn frame(&self) -> &Bytes {
+        self.frame.get_or_init(|| self.event.to_sse())
+    }
 }
 
 /// Subscribing beyond the queue's subscriber limit.
@@ -105,8 +114,11 @@ impl EventQueue {
         if event.event_id.is_empty() {
             event.event_id = seq.to_string();
         }
-        let frame = event.to_sse();
-        let stored = Arc::new(Stored { seq, event, frame });
+        let stored = Arc::new(Stored {
+            seq,
+            event,
+            frame: OnceLock::new(),
+        });
         if inner.ring.len() == self.replay {
             inner.ring.pop_front();
         }
