@@ -234,3 +234,88 @@ async fn an_overlong_batch_is_one_invalid_request() {
     let ok = gw.rpc(&json!([call(1), call(2), call(3)])).await;
     assert_eq!(ok.json().as_array().unwrap().len(), 3);
 }
+
+/// An upstream that answers one request per connection and then, `linger` later, closes it
+/// without saying so (no `Connection: close`): every pooled connection dies.
+async fn one_shot_upstream(
+    linger: Duration,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // The head, then as many body bytes as Content-Length says.
+                loop {
+                    let n = s.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len: usize = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let body = r#"{"a2a_version":"1.0","request_id":"x","status":"success","data":{"ok":true}}"#;
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+                // Closed without a word: the gateway finds out when it next uses the connection.
+                tokio::time::sleep(linger).await;
+            });
+        }
+    });
+    (format!("http://{addr}/a2a"), accepted)
+}
+
+#[tokio::test]
+async fn connections_the_upstream_closes_are_not_reused() {
+    // Closed right after the answer (the answer still arrives whole), and closed while idle in
+    // the pool (found dead at checkout, replaced by a fresh connection).
+    for (linger, pause) in [
+        (Duration::ZERO, Duration::ZERO),
+        (Duration::from_millis(5), Duration::from_millis(40)),
+    ] {
+        let (url, accepted) = one_shot_upstream(linger).await;
+        let gw = gateway()
+            .upstream("legacy", &url, Dialect::Legacy, 2_000)
+            .route(&["*"], "legacy")
+            .start()
+            .await;
+        for i in 0..5 {
+            let r = gw.call("plan.get", json!({"n": i})).await;
+            assert_eq!(
+                r["result"],
+                json!({"ok": true}),
+                "{linger:?}, call {i}: {r}"
+            );
+            tokio::time::sleep(pause).await;
+        }
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            5,
+            "one connection per call"
+        );
+    }
+}
