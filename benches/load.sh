@@ -7,6 +7,8 @@
 #   DURATION=5s CONNS="32" benches/load.sh
 #
 # Installs wrk, nginx and haproxy with apt-get when they are missing. Only loopback is used.
+# Each proxy gets one thread, as the peers are configured (nginx 1 worker, haproxy nbthread 1);
+# WG_THREADS=0 runs wiregate with its default of one worker per core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
@@ -71,7 +73,7 @@ pids+=($!)
 cat >"$work/gateway.toml" <<TOML
 [server]
 listen = "127.0.0.1:$GW_PORT"
-worker_threads = ${WG_THREADS:-0}
+worker_threads = ${WG_THREADS:-1}
 [[upstreams]]
 name = "legacy"
 url = "http://127.0.0.1:$UP_PORT/a2a"

@@ -83,10 +83,17 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if config.server.worker_threads > 0 {
-        builder.worker_threads(config.server.worker_threads);
-    }
+    // One worker: a current-thread runtime, which wakes tasks without cross-thread handoffs.
+    let mut builder = match config.server.worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            if n > 0 {
+                b.worker_threads(n);
+            }
+            b
+        }
+    };
     let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
