@@ -44,6 +44,7 @@ pub fn app(gateway: Arc<Gateway>, config: &Config) -> axum::Router {
         events_timing: sse_stream::Timing {
             keepalive: Duration::from_millis(config.events.keepalive_ms),
             retry_ms: config.events.reconnect_ms.max(1000),
+            linger: sse_stream::LINGER,
         },
     };
     axum::Router::new()
