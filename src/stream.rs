@@ -141,7 +141,7 @@ pub fn frames<E: Encode>(
                 enc.event(s, &mut out);
                 let end = filter.ends_with(s);
                 if end || out.len() >= BATCH_BYTES {
-                    yield Ok(out.split().freeze());
+                    yield Ok(std::mem::take(&mut out).freeze());
                 }
                 if end {
                     return;
@@ -149,7 +149,7 @@ pub fn frames<E: Encode>(
             }
         }
         if !out.is_empty() {
-            yield Ok(out.split().freeze());
+            yield Ok(std::mem::take(&mut out).freeze());
         }
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + timing.keepalive, timing.keepalive);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -203,7 +203,7 @@ pub fn frames<E: Encode>(
                 }
             }
             if !out.is_empty() {
-                yield Ok(out.split().freeze());
+                yield Ok(std::mem::take(&mut out).freeze());
             }
             if let Some(frame) = cut.and_then(|c| enc.cut(c)) {
                 yield Ok(frame);
