@@ -185,24 +185,27 @@ impl Gateway {
                 None,
             ),
             Ok(Inbound::Legacy(Ok(req))) => self.handle_legacy(req).await,
-            Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) if req.id.is_some() => {
-                match self.classify(&req.method, meta) {
-                    Ok(Some(c)) if c.method.is_streaming() => {
-                        return self.open_spec_stream(c, req, meta).await
+            Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) => {
+                let spec = self.classify(&req.method, meta);
+                if req.id.is_some() {
+                    match spec {
+                        Ok(Some(c)) if c.method.is_streaming() => {
+                            return self.open_spec_stream(c, req, meta).await
+                        }
+                        Ok(None)
+                            if self
+                                .bridge
+                                .as_ref()
+                                .is_some_and(|b| b.is_streaming(&req.method)) =>
+                        {
+                            return self.open_stream(req, meta).await
+                        }
+                        _ => {}
                     }
-                    Ok(None)
-                        if self
-                            .bridge
-                            .as_ref()
-                            .is_some_and(|b| b.is_streaming(&req.method)) =>
-                    {
-                        return self.open_stream(req, meta).await
-                    }
-                    _ => {}
                 }
-                self.handle_single(Ok(req), meta).await
+                single_reply(self.handle_request(req, spec, meta).await)
             }
-            Ok(Inbound::JsonRpc(Message::Single(entry))) => self.handle_single(entry, meta).await,
+            Ok(Inbound::JsonRpc(Message::Single(Err(resp)))) => json_reply(status_of(&resp), &resp),
             Ok(Inbound::JsonRpc(Message::Batch(entries))) if entries.len() > self.batch_len => {
                 let err = ErrorObject::invalid_request(format!(
                     "a batch of {} exceeds server.max_batch_len ({})",
@@ -222,18 +225,6 @@ impl Gateway {
                     true => empty_reply(),
                     false => json_reply(StatusCode::OK, &answers),
                 }
-            }
-        }
-    }
-
-    /// One JSON-RPC entry on its own, answered with its status and `Server-Timing`.
-    async fn handle_single(&self, entry: Entry, meta: &Meta<'_>) -> Reply {
-        match self.handle_entry(entry, meta).await {
-            None => empty_reply(),
-            Some((status, resp, timing)) => {
-                let mut reply = json_reply(status, &resp);
-                add_server_timing(&mut reply.headers, timing);
-                reply
             }
         }
     }
@@ -319,12 +310,24 @@ impl Gateway {
         entry: Entry,
         meta: &Meta<'_>,
     ) -> Option<(StatusCode, Response, Option<f64>)> {
-        let req: Request = match entry {
-            Ok(req) => req,
-            Err(resp) => return Some((status_of(&resp), resp, None)),
-        };
+        match entry {
+            Ok(req) => {
+                let spec = self.classify(&req.method, meta);
+                self.handle_request(req, spec, meta).await
+            }
+            Err(resp) => Some((status_of(&resp), resp, None)),
+        }
+    }
+
+    /// One JSON-RPC request, its dialect already told: `None` for a notification.
+    async fn handle_request(
+        &self,
+        req: Request,
+        spec: Result<Option<SpecCall>, GatewayError>,
+        meta: &Meta<'_>,
+    ) -> Option<(StatusCode, Response, Option<f64>)> {
         let id = req.id.clone();
-        let spec = match self.classify(&req.method, meta) {
+        let spec = match spec {
             Ok(spec) => spec,
             Err(e) => {
                 return id.map(|id| (spec_status(&e), Response::error(id, e.to_jsonrpc()), None))
@@ -551,6 +554,18 @@ impl Gateway {
                 .insert(HeaderName::from_static("sunset"), s.clone());
         }
         reply
+    }
+}
+
+/// The answer to a body of one JSON-RPC entry, with `Server-Timing`.
+fn single_reply(answer: Option<(StatusCode, Response, Option<f64>)>) -> Reply {
+    match answer {
+        None => empty_reply(),
+        Some((status, resp, timing)) => {
+            let mut reply = json_reply(status, &resp);
+            add_server_timing(&mut reply.headers, timing);
+            reply
+        }
     }
 }
 

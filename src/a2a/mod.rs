@@ -12,12 +12,11 @@ pub mod shapes;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::bridge::mapping::TaskState;
-use crate::bridge::Bridge;
+use crate::bridge::{params, Bridge, IdParams};
 use crate::config::A2a as A2aConfig;
 use crate::error::GatewayError;
 use crate::events::Stored;
@@ -175,16 +174,6 @@ pub fn classify(method: &str, header: Option<&str>) -> Result<Option<SpecCall>, 
 
 fn unsupported(h: &str) -> GatewayError {
     GatewayError::VersionNotSupported(h.chars().take(32).collect())
-}
-
-#[derive(Deserialize)]
-struct IdParams {
-    id: String,
-}
-
-fn params<T: for<'de> Deserialize<'de>>(p: Option<&RawValue>) -> Result<T, GatewayError> {
-    serde_json::from_str(p.map_or("{}", RawValue::get))
-        .map_err(|e| GatewayError::InvalidParams(e.to_string()))
 }
 
 /// A spec stream, ready to be written.

@@ -132,12 +132,16 @@ pub struct Canceled {
     pub note: Option<&'static str>,
 }
 
+/// `{id}`: the params of every method that names one task.
 #[derive(Deserialize)]
-struct IdParams {
-    id: String,
+pub(crate) struct IdParams {
+    pub(crate) id: String,
 }
 
-fn params<T: for<'de> Deserialize<'de>>(p: Option<&RawValue>) -> Result<T, GatewayError> {
+/// A method's params as `T`; absent params read as `{}`.
+pub(crate) fn params<T: for<'de> Deserialize<'de>>(
+    p: Option<&RawValue>,
+) -> Result<T, GatewayError> {
     serde_json::from_str(p.map_or("{}", RawValue::get))
         .map_err(|e| GatewayError::InvalidParams(e.to_string()))
 }
