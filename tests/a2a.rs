@@ -357,6 +357,12 @@ async fn every_a2a_error_has_its_code_and_http_200() {
         ("GetTask", json!({"id": "nope"}), Some("2.0"), -32009),
         ("message/send", msg_0_3("hi"), Some("0.2"), -32009),
         ("GetTask", json!({"id": 5}), None, -32602),
+        (
+            "SendMessage",
+            json!({"message": {"contextId": "not-ours", "parts": [{"text": "hi"}]}}),
+            None,
+            -32602,
+        ),
         ("GetTask", json!({"id": "nope"}), Some("0.3"), -32601),
     ];
     for (method, params, version, code) in cases {

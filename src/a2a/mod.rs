@@ -176,6 +176,17 @@ fn unsupported(h: &str) -> GatewayError {
     GatewayError::VersionNotSupported(h.chars().take(32).collect())
 }
 
+/// A2A has no "context not found": a `contextId` the gateway does not know is a bad parameter,
+/// not an unknown task (-32001 means that to an A2A client).
+fn unknown_context(e: GatewayError) -> GatewayError {
+    match e {
+        GatewayError::ContextNotFound(id) => GatewayError::InvalidParams(format!(
+            "contextId {id:?} is not a sid session of this gateway; omit it to start one"
+        )),
+        other => other,
+    }
+}
+
 /// A spec stream, ready to be written.
 pub struct SpecStream {
     /// Events and where they end.
@@ -220,7 +231,11 @@ impl A2a {
         match c.method {
             Method::Send => {
                 let send = params::<SendRequest>(p)?.into_send(v)?;
-                let (task, ctx) = self.bridge.send_turn(&send.turn, send.wait).await?;
+                let (task, ctx) = self
+                    .bridge
+                    .send_turn(&send.turn, send.wait)
+                    .await
+                    .map_err(unknown_context)?;
                 let t = shapes::task(v, &task, &ctx);
                 Ok(match v {
                     Version::V1_0 => serde_json::json!({ "task": t }),
@@ -264,7 +279,11 @@ impl A2a {
         let (mut opened, task) = match c.method {
             Method::Stream => {
                 let send = params::<SendRequest>(p)?.into_send(v)?;
-                let (opened, mut task) = self.bridge.stream_turn(&send.turn).await?;
+                let (opened, mut task) = self
+                    .bridge
+                    .stream_turn(&send.turn)
+                    .await
+                    .map_err(unknown_context)?;
                 // The stream starts where the turn does; what sid has said since arrives next.
                 task.state = if send.turn.task_id.is_some() {
                     TaskState::Working
