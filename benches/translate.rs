@@ -36,7 +36,7 @@ fn jsonrpc_to_legacy(body: &[u8]) -> Vec<u8> {
         panic!()
     };
     let legacy = translate::request_to_legacy(req, "r-1".into(), None).unwrap();
-    serde_json::to_vec(&legacy).unwrap()
+    legacy.to_vec()
 }
 
 fn legacy_to_jsonrpc(body: &[u8], table: &ErrorTable) -> Vec<u8> {

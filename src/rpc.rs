@@ -494,7 +494,7 @@ impl Gateway {
         };
         let legacy = translate::request_to_legacy(req, call.upstream_id, call.auth)
             .map_err(|e| GatewayError::InvalidParams(e.message))?;
-        let body = serde_json::to_vec(&legacy).expect("a legacy request always serialises");
+        let body = legacy.to_vec();
         let answer = up.post(Bytes::from(body), None).await?;
         let resp: LegacyResponse = serde_json::from_slice(&answer.body)
             .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;

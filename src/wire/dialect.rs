@@ -230,7 +230,7 @@ impl Probe {
             },
         };
         Ok(LegacyRequest {
-            a2a_version: legacy::VERSION.to_owned(),
+            a2a_version: legacy::VERSION.into(),
             request_id,
             operation,
             params,

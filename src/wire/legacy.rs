@@ -4,6 +4,7 @@
 //! request_id, status, data | error, timing_ms}`. The `auth` object carries credentials, so its
 //! `Debug` is redacted: a request can be logged whole without leaking a token.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -95,7 +96,7 @@ impl Auth {
 #[derive(Clone, Serialize, Deserialize)]
 pub struct LegacyRequest {
     /// Always `"1.0"` on the wire.
-    pub a2a_version: String,
+    pub a2a_version: Cow<'static, str>,
     /// Caller-chosen id; may be empty, in which case the gateway generates one.
     pub request_id: String,
     /// The operation (JSON-RPC's method).
@@ -105,6 +106,16 @@ pub struct LegacyRequest {
     /// Credentials, or null.
     #[serde(default)]
     pub auth: Option<Auth>,
+}
+
+impl LegacyRequest {
+    /// The envelope as JSON, written into a buffer sized for it up front.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let hint = self.params.get().len() + self.operation.len() + self.request_id.len() + 96;
+        let mut out = Vec::with_capacity(hint);
+        serde_json::to_writer(&mut out, self).expect("a legacy request always serialises");
+        out
+    }
 }
 
 impl fmt::Debug for LegacyRequest {

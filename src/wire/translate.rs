@@ -133,7 +133,7 @@ pub fn request_to_legacy(
         }
     };
     Ok(LegacyRequest {
-        a2a_version: legacy::VERSION.to_owned(),
+        a2a_version: legacy::VERSION.into(),
         request_id,
         operation: req.method,
         params,
