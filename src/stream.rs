@@ -19,9 +19,10 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 /// Most bytes coalesced into one chunk of the response body.
 const BATCH_BYTES: usize = 64 * 1024;
 
-/// How long a caught-up subscriber lets a trickle of events gather before writing. At 1,000
-/// events/s to 1,000 subscribers this halves the wakeups and writes (see README, Performance);
-/// short enough that sid cannot fill a subscriber buffer (1,024 events) meanwhile.
+/// How long a caught-up subscriber lets a trickle of events gather before writing: at 1,000
+/// events/s two events share a wakeup and a write instead of one each, which is what 1,000
+/// subscribers on two cores need; short enough that sid (at most ~570 k lines/s here) cannot
+/// fill a subscriber buffer (1,024 events) meanwhile.
 pub const LINGER: Duration = Duration::from_millis(2);
 
 use crate::bridge::mapping::TaskState;
