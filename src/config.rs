@@ -212,6 +212,8 @@ pub struct Server {
     pub shutdown_grace_ms: u64,
     /// Runtime worker threads; 0 means one per core.
     pub worker_threads: usize,
+    /// Most client connections open at once; beyond, clients wait in the accept backlog.
+    pub max_connections: usize,
 }
 
 impl Default for Server {
@@ -224,6 +226,7 @@ impl Default for Server {
             max_batch_len: 1000,
             shutdown_grace_ms: 10_000,
             worker_threads: 0,
+            max_connections: 16_384,
         }
     }
 }
@@ -378,6 +381,9 @@ impl Config {
         }
         if self.server.max_batch_len == 0 {
             issue("server.max_batch_len".into(), "must be positive".into());
+        }
+        if self.server.max_connections == 0 {
+            issue("server.max_connections".into(), "must be positive".into());
         }
         if self.server.max_batch_concurrency == 0 {
             issue(

@@ -30,6 +30,7 @@ pub mod error;
 pub mod events;
 pub mod facade;
 pub mod feed;
+pub mod listener;
 pub mod proxy;
 pub mod router;
 pub mod rpc;

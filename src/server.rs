@@ -9,7 +9,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -100,11 +99,8 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     let gateway = Arc::new(Gateway::new(config));
     let router = app(gateway.clone(), config);
     let (stop, mut stopped) = watch::channel(false);
+    let listener = crate::listener::Bounded::new(listener, config.server.max_connections);
     let task = tokio::spawn(async move {
-        // Small frames (SSE events, short JSON answers) must not wait for Nagle's algorithm.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 let _ = stopped.wait_for(|s| *s).await;

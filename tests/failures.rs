@@ -319,3 +319,44 @@ async fn connections_the_upstream_closes_are_not_reused() {
         );
     }
 }
+
+#[tokio::test]
+async fn open_connections_are_bounded_and_a_waiting_client_is_served_when_one_closes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = gateway()
+        .with(|c| c.server.max_connections = 2)
+        .start()
+        .await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"_cleveragents/health/check"}"#;
+    let request = format!(
+        "POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    // Reads one answer's head and says whether it is a 200.
+    async fn answered(s: &mut tokio::net::TcpStream) -> bool {
+        let mut buf = [0u8; 1024];
+        let n = s.read(&mut buf).await.unwrap_or(0);
+        buf[..n].starts_with(b"HTTP/1.1 200")
+    }
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        s.write_all(request.as_bytes()).await.unwrap();
+        assert!(answered(&mut s).await, "within the limit");
+        held.push(s); // kept open (keep-alive)
+    }
+    let mut third = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    third.write_all(request.as_bytes()).await.unwrap();
+    let early = tokio::time::timeout(Duration::from_millis(300), answered(&mut third)).await;
+    assert!(
+        early.is_err(),
+        "a third connection waits while two are open"
+    );
+    drop(held.pop());
+    let late = tokio::time::timeout(Duration::from_secs(5), answered(&mut third)).await;
+    assert_eq!(late, Ok(true), "served once a connection closed");
+    // The one still held keeps being served.
+    let mut kept = held.pop().unwrap();
+    kept.write_all(request.as_bytes()).await.unwrap();
+    assert!(answered(&mut kept).await);
+}
