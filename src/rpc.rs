@@ -24,7 +24,7 @@ use crate::facade::Facade;
 use crate::feed::Feed;
 use crate::proxy::UpstreamClient;
 use crate::router::Router;
-use crate::stream as sse_stream;
+use crate::stream::{self as sse_stream, Shared};
 use crate::telemetry::{self, CallLabels};
 use crate::wire::dialect::{self, Entry, Inbound, Message};
 use crate::wire::jsonrpc::{null_raw, to_raw, ErrorObject, Id, Outcome, Request, Response};
@@ -190,7 +190,7 @@ impl Gateway {
                 if req.id.is_some() {
                     match spec {
                         Ok(Some(c)) if c.method.is_streaming() => {
-                            return self.open_spec_stream(c, req, meta).await
+                            return self.open_stream(req, Some(c), meta).await
                         }
                         Ok(None)
                             if self
@@ -198,7 +198,7 @@ impl Gateway {
                                 .as_ref()
                                 .is_some_and(|b| b.is_streaming(&req.method)) =>
                         {
-                            return self.open_stream(req, meta).await
+                            return self.open_stream(req, None, meta).await
                         }
                         _ => {}
                     }
@@ -229,78 +229,59 @@ impl Gateway {
         }
     }
 
-    /// A spec streaming call: a JSON-RPC response per event as SSE, or a JSON-RPC error if it
-    /// cannot start.
-    async fn open_spec_stream(&self, c: SpecCall, req: Request, meta: &Meta<'_>) -> Reply {
-        let a2a = self.a2a.as_ref().expect("classified by the caller");
-        let id = req.id.clone().unwrap_or(Id::Null);
-        let started = Instant::now();
-        let opened = match a2a.bridge().authorize(meta.authorization) {
-            Ok(()) => a2a.open(c, &id, req.params.as_deref()).await,
-            Err(e) => Err(e),
-        };
-        let outcome = opened.as_ref().map_or_else(|e| e.kind(), |_| "ok");
-        telemetry::record_call(
-            CallLabels {
-                client_dialect: c.version.label(),
-                upstream: "sid",
-                method: &req.method,
-                outcome,
-            },
-            started.elapsed(),
-        );
-        match opened {
-            Ok(s) => Reply {
-                status: StatusCode::OK,
-                headers: HeaderMap::new(),
-                body: ReplyBody::Stream(Box::pin(sse_stream::frames(
-                    s.opened.subscription,
-                    s.opened.filter,
-                    a2a.bridge().timing(),
-                    Some(s.prelude),
-                    s.encoder,
-                ))),
-            },
-            Err(e) => json_reply(spec_status(&e), &Response::error(id, e.to_jsonrpc())),
-        }
-    }
-
-    /// A streaming call: the task's updates as SSE, or a JSON-RPC error if it cannot start.
-    async fn open_stream(&self, req: Request, meta: &Meta<'_>) -> Reply {
+    /// A streaming call, in the seed dialect or (with `spec`) a published A2A version: the
+    /// task's updates as SSE, or a JSON-RPC error if it cannot start.
+    async fn open_stream(&self, req: Request, spec: Option<SpecCall>, meta: &Meta<'_>) -> Reply {
         let bridge = self.bridge.as_ref().expect("checked by the caller");
         let id = req.id.clone().unwrap_or(Id::Null);
         let started = Instant::now();
-        let opened = match bridge.authorize(meta.authorization) {
-            Ok(()) => {
-                bridge
-                    .open(&req.method, req.params.as_deref(), meta.last_event_id)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        let outcome = opened.as_ref().map_or_else(|e| e.kind(), |_| "ok");
+        let opened = async {
+            bridge.authorize(meta.authorization)?;
+            let params = req.params.as_deref();
+            let timing = bridge.timing();
+            let body: Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>> =
+                match (spec, &self.a2a) {
+                    (Some(c), Some(a2a)) => {
+                        let s = a2a.open(c, &id, params).await?;
+                        let o = s.opened;
+                        let frames = sse_stream::frames(
+                            o.subscription,
+                            o.filter,
+                            timing,
+                            Some(s.prelude),
+                            s.encoder,
+                        );
+                        Box::pin(frames)
+                    }
+                    _ => {
+                        let o = bridge.open(&req.method, params, meta.last_event_id).await?;
+                        let frames =
+                            sse_stream::frames(o.subscription, o.filter, timing, None, Shared);
+                        Box::pin(frames)
+                    }
+                };
+            Ok::<_, GatewayError>(body)
+        }
+        .await;
         telemetry::record_call(
             CallLabels {
-                client_dialect: "jsonrpc",
+                client_dialect: spec.map_or("jsonrpc", |c| c.version.label()),
                 upstream: "sid",
                 method: &req.method,
-                outcome,
+                outcome: opened.as_ref().map_or_else(|e| e.kind(), |_| "ok"),
             },
             started.elapsed(),
         );
         match opened {
-            Ok(o) => Reply {
+            Ok(body) => Reply {
                 status: StatusCode::OK,
                 headers: HeaderMap::new(),
-                body: ReplyBody::Stream(Box::pin(sse_stream::frames(
-                    o.subscription,
-                    o.filter,
-                    bridge.timing(),
-                    None,
-                    sse_stream::Shared,
-                ))),
+                body: ReplyBody::Stream(body),
             },
-            Err(e) => json_reply(e.status(), &Response::error(id, e.to_jsonrpc())),
+            Err(e) => json_reply(
+                error_status(&e, spec.is_some()),
+                &Response::error(id, e.to_jsonrpc()),
+            ),
         }
     }
 
@@ -330,7 +311,13 @@ impl Gateway {
         let spec = match spec {
             Ok(spec) => spec,
             Err(e) => {
-                return id.map(|id| (spec_status(&e), Response::error(id, e.to_jsonrpc()), None))
+                return id.map(|id| {
+                    (
+                        error_status(&e, true),
+                        Response::error(id, e.to_jsonrpc()),
+                        None,
+                    )
+                })
             }
         };
         let call = Call {
@@ -357,10 +344,11 @@ impl Gateway {
                 },
                 done.timing_ms,
             ),
-            Err(e) if spec.is_some() => {
-                (spec_status(&e), Response::error(id, e.to_jsonrpc()), None)
-            }
-            Err(e) => (e.status(), Response::error(id, e.to_jsonrpc()), None),
+            Err(e) => (
+                error_status(&e, spec.is_some()),
+                Response::error(id, e.to_jsonrpc()),
+                None,
+            ),
         })
     }
 
@@ -400,9 +388,11 @@ impl Gateway {
     ) -> Result<Done, GatewayError> {
         let started = Instant::now();
         let method = call.method.clone();
-        let (upstream, result) = if let (Some(a2a), Some(spec)) = (&self.a2a, call.spec) {
-            ("sid", Self::to_a2a(a2a, spec, call).await)
-        } else if self.facade.handles(&call.method) {
+        let sid = self
+            .bridge
+            .as_ref()
+            .filter(|b| call.spec.is_some() || b.handles(&call.method));
+        let (upstream, result) = if self.facade.handles(&call.method) {
             let req = Request {
                 method: call.method.clone(),
                 params: call.params,
@@ -416,8 +406,8 @@ impl Gateway {
                     timing_ms: None,
                 }),
             )
-        } else if let Some(bridge) = self.bridge.as_ref().filter(|b| b.handles(&call.method)) {
-            ("sid", self.to_bridge(bridge, call).await)
+        } else if let Some(bridge) = sid {
+            ("sid", self.to_sid(bridge, call).await)
         } else if let Some((idx, _)) = self.router.route(&call.method) {
             let up = &self.upstreams[idx];
             let r = match up.dialect() {
@@ -459,23 +449,18 @@ impl Gateway {
         result
     }
 
-    async fn to_bridge(&self, bridge: &Bridge, call: Call) -> Result<Done, GatewayError> {
-        if bridge.is_streaming(&call.method) {
+    /// A call the sid bridge answers, in the seed dialect or a published A2A version.
+    async fn to_sid(&self, bridge: &Bridge, call: Call) -> Result<Done, GatewayError> {
+        if call.spec.is_none() && bridge.is_streaming(&call.method) {
             return Err(GatewayError::StreamingCall(call.method));
         }
         let authorization = call.auth.as_ref().and_then(Auth::to_header);
         bridge.authorize(authorization.as_deref())?;
-        let value = bridge.call(&call.method, call.params.as_deref()).await?;
-        Ok(Done {
-            outcome: Outcome::Result(to_raw(&value)),
-            timing_ms: None,
-        })
-    }
-
-    async fn to_a2a(a2a: &A2a, spec: SpecCall, call: Call) -> Result<Done, GatewayError> {
-        let authorization = call.auth.as_ref().and_then(Auth::to_header);
-        a2a.bridge().authorize(authorization.as_deref())?;
-        let value = a2a.call(spec, call.params.as_deref()).await?;
+        let params = call.params.as_deref();
+        let value = match (call.spec, &self.a2a) {
+            (Some(spec), Some(a2a)) => a2a.call(spec, params).await?,
+            _ => bridge.call(&call.method, params).await?,
+        };
         Ok(Done {
             outcome: Outcome::Result(to_raw(&value)),
             timing_ms: None,
@@ -569,12 +554,14 @@ fn single_reply(answer: Option<(StatusCode, Response, Option<f64>)>) -> Reply {
     }
 }
 
-/// The status of a spec call's error: 200, as A2A's JSON-RPC binding (and its clients, which
-/// read the error code only from a successful HTTP answer) expect; 401 stays a transport answer.
-fn spec_status(e: &GatewayError) -> StatusCode {
-    match e {
-        GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
-        _ => StatusCode::OK,
+/// The status of a call's error. A spec (A2A) call's is 200, as A2A's JSON-RPC binding (and its
+/// clients, which read the error code only from a successful HTTP answer) expect; 401 stays a
+/// transport answer. Other calls keep the status the error maps to.
+fn error_status(e: &GatewayError, spec: bool) -> StatusCode {
+    match (spec, e) {
+        (false, _) => e.status(),
+        (true, GatewayError::Unauthorized) => StatusCode::UNAUTHORIZED,
+        (true, _) => StatusCode::OK,
     }
 }
 

@@ -301,14 +301,7 @@ async fn domain_events(
     headers: HeaderMap,
 ) -> Response {
     let Some(feed) = state.gateway.feed() else {
-        let err = RpcResponse::error(
-            Id::Null,
-            crate::wire::jsonrpc::ErrorObject::new(
-                crate::wire::jsonrpc::code::METHOD_NOT_FOUND,
-                "no event feed is configured (events.source)",
-            ),
-        );
-        return (StatusCode::NOT_FOUND, axum::Json(err)).into_response();
+        return not_configured("no event feed is configured (events.source)");
     };
     let sub = feed
         .queue()
@@ -329,17 +322,22 @@ async fn domain_events(
     }
 }
 
+/// 404 for a route whose feature is not configured, saying which setting turns it on.
+fn not_configured(message: &'static str) -> Response {
+    let err = RpcResponse::error(
+        Id::Null,
+        crate::wire::jsonrpc::ErrorObject::new(
+            crate::wire::jsonrpc::code::METHOD_NOT_FOUND,
+            message,
+        ),
+    );
+    (StatusCode::NOT_FOUND, axum::Json(err)).into_response()
+}
+
 /// The A2A agent card (both well-known paths).
 async fn agent_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let Some(a2a) = state.gateway.a2a() else {
-        let err = RpcResponse::error(
-            Id::Null,
-            crate::wire::jsonrpc::ErrorObject::new(
-                crate::wire::jsonrpc::code::METHOD_NOT_FOUND,
-                "no agent card: A2A needs sid.enabled and a2a.enabled",
-            ),
-        );
-        return (StatusCode::NOT_FOUND, axum::Json(err)).into_response();
+        return not_configured("no agent card: A2A needs sid.enabled and a2a.enabled");
     };
     match a2a.card(header_str(&headers, header::HOST.as_str())) {
         Some(card) => {

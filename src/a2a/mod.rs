@@ -215,11 +215,6 @@ impl A2a {
         }
     }
 
-    /// The bridge (its bearer check and timing).
-    pub fn bridge(&self) -> &Arc<Bridge> {
-        &self.bridge
-    }
-
     /// The card for a request that arrived with `host`.
     pub fn card(&self, host: Option<&str>) -> Option<Value> {
         card::base_url(&self.cfg, host).map(|base| card::card(&self.cfg, &base, self.bearer))

@@ -32,19 +32,6 @@ pub fn state(version: Version, s: TaskState) -> &'static str {
     }
 }
 
-fn state_from_str(s: &str) -> Option<TaskState> {
-    [
-        TaskState::Submitted,
-        TaskState::Working,
-        TaskState::InputRequired,
-        TaskState::Completed,
-        TaskState::Failed,
-        TaskState::Canceled,
-    ]
-    .into_iter()
-    .find(|t| t.as_str() == s)
-}
-
 fn text_part(version: Version, text: &str) -> Value {
     match version {
         Version::V1_0 => json!({"text": text}),
@@ -204,7 +191,7 @@ impl UpdateWriter {
                 let s = data
                     .get("state")
                     .and_then(Value::as_str)
-                    .and_then(state_from_str)
+                    .and_then(TaskState::parse)
                     .unwrap_or(TaskState::Working);
                 let text = data
                     .get("prompt")

@@ -42,6 +42,20 @@ impl TaskState {
         }
     }
 
+    /// Reads the wire spelling back.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Canceled,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+
     /// No further update will follow.
     pub fn is_terminal(self) -> bool {
         matches!(
