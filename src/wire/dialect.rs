@@ -4,7 +4,11 @@
 //! (an array, any other object, a scalar) is JSON-RPC 2.0. Every member either dialect knows is
 //! read in the same pass; `params` and `auth` stay raw.
 
-use serde::Deserialize;
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -44,8 +48,20 @@ pub struct LegacyFault {
 
 /// Parses a request body. `Err` is the single JSON-RPC error response a body earns when it is not
 /// JSON (-32700), is `[]`, or is neither object nor array (-32600).
+///
+/// The body's UTF-8 is checked once, up front; the JSON parser then reads it as a `str` and
+/// neither re-checks each string nor the raw `params` it keeps.
 pub fn parse(body: &[u8]) -> Result<Inbound, Response> {
-    match first_byte(body) {
+    let body = std::str::from_utf8(body).map_err(|e| {
+        Response::error(
+            Id::Null,
+            ErrorObject::parse_error(format!(
+                "the body is not UTF-8 (at byte {})",
+                e.valid_up_to()
+            )),
+        )
+    })?;
+    match first_byte(body.as_bytes()) {
         Some(b'[') => parse_batch(body).map(|m| Inbound::JsonRpc(Message::Batch(m))),
         Some(b'{') => {
             let probe = read_probe(body)?;
@@ -54,7 +70,7 @@ pub fn parse(body: &[u8]) -> Result<Inbound, Response> {
                 false => Inbound::JsonRpc(Message::Single(probe.into_jsonrpc())),
             })
         }
-        _ => match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        _ => match serde_json::from_str::<serde::de::IgnoredAny>(body) {
             Err(e) => Err(Response::error(Id::Null, ErrorObject::parse_error(e))),
             Ok(_) => Err(Response::error(
                 Id::Null,
@@ -64,8 +80,8 @@ pub fn parse(body: &[u8]) -> Result<Inbound, Response> {
     }
 }
 
-fn parse_batch(body: &[u8]) -> Result<Vec<Entry>, Response> {
-    let members: Vec<&RawValue> = serde_json::from_slice(body).map_err(|e| {
+fn parse_batch(body: &str) -> Result<Vec<Entry>, Response> {
+    let members: Vec<&RawValue> = serde_json::from_str(body).map_err(|e| {
         let error = if e.is_data() {
             ErrorObject::invalid_request(e)
         } else {
@@ -82,7 +98,7 @@ fn parse_batch(body: &[u8]) -> Result<Vec<Entry>, Response> {
     Ok(members
         .into_iter()
         .map(|m| match first_byte(m.get().as_bytes()) {
-            Some(b'{') => read_probe(m.get().as_bytes()).and_then(Probe::into_jsonrpc),
+            Some(b'{') => read_probe(m.get()).and_then(Probe::into_jsonrpc),
             _ => Err(Response::error(
                 Id::Null,
                 ErrorObject::invalid_request("a batch member must be an object"),
@@ -91,8 +107,8 @@ fn parse_batch(body: &[u8]) -> Result<Vec<Entry>, Response> {
         .collect())
 }
 
-fn read_probe(body: &[u8]) -> Result<Probe, Response> {
-    serde_json::from_slice(body).map_err(|e| {
+fn read_probe(body: &str) -> Result<Probe<'_>, Response> {
+    serde_json::from_str(body).map_err(|e| {
         let error = if e.is_data() {
             ErrorObject::invalid_request(e)
         } else {
@@ -102,32 +118,102 @@ fn read_probe(body: &[u8]) -> Result<Probe, Response> {
     })
 }
 
-/// Every top-level member either dialect defines; unknown members are ignored.
+/// Every top-level member either dialect defines; unknown members are ignored. The members that
+/// should be strings are borrowed from the body when they hold no escapes.
 #[derive(Deserialize)]
-struct Probe {
-    #[serde(default, deserialize_with = "present")]
-    jsonrpc: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    method: Option<Value>,
+struct Probe<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    jsonrpc: Option<Loose<'a>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    method: Option<Loose<'a>>,
     #[serde(default, deserialize_with = "present")]
     params: Option<Box<RawValue>>,
     #[serde(default, deserialize_with = "present")]
     id: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    operation: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    a2a_version: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    request_id: Option<Value>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    operation: Option<Loose<'a>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    a2a_version: Option<Loose<'a>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    request_id: Option<Loose<'a>>,
     #[serde(default, deserialize_with = "present")]
     auth: Option<Box<RawValue>>,
+}
+
+/// A member that ought to be a string: the string (borrowed when it has no escapes), or whatever
+/// else was sent, kept for the error message.
+enum Loose<'a> {
+    Str(Cow<'a, str>),
+    Other(Value),
+}
+
+impl Loose<'_> {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Loose::Str(s) => Some(s),
+            Loose::Other(_) => None,
+        }
+    }
+}
+
+/// As JSON, the way the caller wrote it.
+impl fmt::Display for Loose<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Loose::Str(s) => write!(f, "{}", Value::from(s.as_ref())),
+            Loose::Other(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Loose<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Loose<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Loose::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Loose::Str(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Self::Value, E> {
+                Ok(Loose::Str(Cow::Owned(s)))
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<Self::Value, E> {
+                Ok(Loose::Other(Value::Bool(b)))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Self::Value, E> {
+                Ok(Loose::Other(Value::from(n)))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Self::Value, E> {
+                Ok(Loose::Other(Value::from(n)))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<Self::Value, E> {
+                Ok(Loose::Other(Value::from(n)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Loose::Other(Value::Null))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+                Value::deserialize(de::value::SeqAccessDeserializer::new(a)).map(Loose::Other)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+                Value::deserialize(de::value::MapAccessDeserializer::new(a)).map(Loose::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 fn is_structured(raw: &RawValue) -> bool {
     matches!(first_byte(raw.get().as_bytes()), Some(b'{' | b'['))
 }
 
-impl Probe {
+impl Probe<'_> {
     fn into_jsonrpc(self) -> Entry {
         // The id is answered back whenever it could be read, even on an invalid request.
         let id = match self.id {
@@ -139,7 +225,7 @@ impl Probe {
         };
         let answer_id = id.clone().unwrap_or(Id::Null);
         match self.jsonrpc {
-            Some(Value::String(v)) if v == VERSION => {}
+            Some(Loose::Str(v)) if v == VERSION => {}
             Some(other) => {
                 return Err(invalid(
                     answer_id,
@@ -149,8 +235,8 @@ impl Probe {
             None => return Err(invalid(answer_id, "missing member \"jsonrpc\"")),
         }
         let method = match self.method {
-            Some(Value::String(m)) if !m.is_empty() => m,
-            Some(Value::String(_)) => return Err(invalid(answer_id, "method must not be empty")),
+            Some(Loose::Str(m)) if !m.is_empty() => m.into_owned(),
+            Some(Loose::Str(_)) => return Err(invalid(answer_id, "method must not be empty")),
             Some(_) => return Err(invalid(answer_id, "method must be a string")),
             None => return Err(invalid(answer_id, "missing member \"method\"")),
         };
@@ -167,22 +253,22 @@ impl Probe {
     }
 
     fn into_legacy(self) -> Result<LegacyRequest, LegacyFault> {
-        let request_id = match &self.request_id {
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        let request_id = match self.request_id.as_ref().and_then(Loose::as_str) {
+            Some(s) if !s.is_empty() => s.to_owned(),
             _ => uuid::Uuid::new_v4().to_string(),
         };
         let fault = |code: &str, message: &str| LegacyFault {
             request_id: request_id.clone(),
             error: LegacyError::new(code, message),
         };
-        if !matches!(&self.request_id, None | Some(Value::String(_))) {
+        if matches!(&self.request_id, Some(Loose::Other(_))) {
             return Err(fault(
                 legacy::code::VALIDATION_ERROR,
                 "request_id must be a string",
             ));
         }
         match &self.a2a_version {
-            Some(Value::String(v)) if v == legacy::VERSION => {}
+            Some(Loose::Str(v)) if v == legacy::VERSION => {}
             Some(v) => {
                 return Err(fault(
                     legacy::code::VERSION_MISMATCH,
@@ -196,8 +282,8 @@ impl Probe {
                 ))
             }
         }
-        let operation = match &self.operation {
-            Some(Value::String(op)) if !op.is_empty() => op.clone(),
+        let operation = match self.operation.as_ref().and_then(Loose::as_str) {
+            Some(op) if !op.is_empty() => op.to_owned(),
             _ => {
                 return Err(fault(
                     legacy::code::VALIDATION_ERROR,
@@ -268,6 +354,27 @@ mod tests {
         };
         assert_eq!(b.len(), 3);
         assert!(b.iter().all(|e| e.is_err()));
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_parse_error_and_escapes_are_read() {
+        let bad = b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\",\"id\":1}";
+        assert_eq!(err_code(&parse(bad).unwrap_err()), code::PARSE_ERROR);
+        let Inbound::JsonRpc(Message::Single(Ok(r))) =
+            parse(br#"{"jsonrpc":"2.\u0030","method":"m\u00e9","id":1}"#).unwrap()
+        else {
+            panic!("escaped members are read like plain ones")
+        };
+        assert_eq!(r.method, "m\u{e9}");
+        let Inbound::JsonRpc(Message::Single(Err(e))) =
+            parse(br#"{"jsonrpc":2.0,"method":"m","id":1}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            e.error_object().unwrap().message,
+            "Invalid Request: jsonrpc must be \"2.0\", got 2.0"
+        );
     }
 
     #[test]

@@ -109,11 +109,26 @@ pub struct LegacyRequest {
 }
 
 impl LegacyRequest {
-    /// The envelope as JSON, written into a buffer sized for it up front.
+    /// The envelope as JSON (the same bytes as its `Serialize`), written by hand into a buffer
+    /// sized for it up front: the member names are constants, `params` is copied raw, and only
+    /// the strings are escaped (this is the request path's hot loop).
     pub fn to_vec(&self) -> Vec<u8> {
         let hint = self.params.get().len() + self.operation.len() + self.request_id.len() + 96;
         let mut out = Vec::with_capacity(hint);
-        serde_json::to_writer(&mut out, self).expect("a legacy request always serialises");
+        out.extend_from_slice(b"{\"a2a_version\":");
+        super::write_json_str(&mut out, &self.a2a_version);
+        out.extend_from_slice(b",\"request_id\":");
+        super::write_json_str(&mut out, &self.request_id);
+        out.extend_from_slice(b",\"operation\":");
+        super::write_json_str(&mut out, &self.operation);
+        out.extend_from_slice(b",\"params\":");
+        out.extend_from_slice(self.params.get().as_bytes());
+        out.extend_from_slice(b",\"auth\":");
+        match &self.auth {
+            None => out.extend_from_slice(b"null"),
+            Some(a) => serde_json::to_writer(&mut out, a).expect("a JSON map always serialises"),
+        }
+        out.push(b'}');
         out
     }
 }
@@ -264,7 +279,24 @@ impl TryFrom<LegacyResponseWire> for LegacyResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    proptest! {
+        /// The hand-written envelope is byte for byte what `Serialize` writes, whatever the
+        /// strings hold (quotes, backslashes, control characters, non-ASCII).
+        #[test]
+        fn to_vec_is_serialize(id in "\\PC*|[\"\\\\\u{0}-\u{1f}a]*", op in ".*", token in proptest::option::of(".*")) {
+            let r = LegacyRequest {
+                a2a_version: VERSION.into(),
+                request_id: id,
+                operation: op,
+                params: RawValue::from_string(r#"{"a": [1, "x\"y"]}"#.to_owned()).unwrap(),
+                auth: token.as_deref().map(Auth::bearer),
+            };
+            prop_assert_eq!(r.to_vec(), serde_json::to_vec(&r).unwrap());
+        }
+    }
 
     #[test]
     fn auth_debug_is_redacted() {
