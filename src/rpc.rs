@@ -547,7 +547,11 @@ fn single_reply(answer: Option<(StatusCode, Response, Option<f64>)>) -> Reply {
     match answer {
         None => empty_reply(),
         Some((status, resp, timing)) => {
-            let mut reply = json_reply(status, &resp);
+            let mut reply = Reply {
+                status,
+                headers: HeaderMap::new(),
+                body: ReplyBody::Json(Bytes::from(resp.to_vec())),
+            };
             add_server_timing(&mut reply.headers, timing);
             reply
         }
@@ -575,11 +579,22 @@ fn status_of(resp: &Response) -> StatusCode {
     }
 }
 
+/// `Server-Timing: upstream;dur=<timing_ms>`. Whole milliseconds, the usual case, are written
+/// with `itoa`; float formatting costs more than the rest of the header.
 fn add_server_timing(headers: &mut HeaderMap, timing_ms: Option<f64>) {
-    if let Some(t) = timing_ms.filter(|t| t.is_finite() && *t >= 0.0) {
-        if let Ok(v) = HeaderValue::from_str(&format!("upstream;dur={t}")) {
-            headers.insert(HeaderName::from_static("server-timing"), v);
-        }
+    let Some(t) = timing_ms.filter(|t| t.is_finite() && *t >= 0.0) else {
+        return;
+    };
+    let mut v = String::with_capacity(32);
+    v.push_str("upstream;dur=");
+    if t.fract() == 0.0 && t < 1e15 {
+        v.push_str(itoa::Buffer::new().format(t as u64));
+    } else {
+        use std::fmt::Write;
+        let _ = write!(v, "{t}");
+    }
+    if let Ok(v) = HeaderValue::from_str(&v) {
+        headers.insert(HeaderName::from_static("server-timing"), v);
     }
 }
 
@@ -598,5 +613,26 @@ fn empty_reply() -> Reply {
         status: StatusCode::NO_CONTENT,
         headers: HeaderMap::new(),
         body: ReplyBody::Empty,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_timing_whole_and_fractional_milliseconds() {
+        let timing = |t| {
+            let mut h = HeaderMap::new();
+            add_server_timing(&mut h, t);
+            h.get("server-timing")
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(timing(Some(7.0)).as_deref(), Some("upstream;dur=7"));
+        assert_eq!(timing(Some(2.5)).as_deref(), Some("upstream;dur=2.5"));
+        assert_eq!(timing(Some(0.0)).as_deref(), Some("upstream;dur=0"));
+        assert_eq!(timing(Some(-1.0)), None);
+        assert_eq!(timing(Some(f64::NAN)), None);
+        assert_eq!(timing(None), None);
     }
 }

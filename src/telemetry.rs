@@ -3,8 +3,12 @@
 //! The recorder is process-global; it is installed once, whatever number of gateways a process
 //! (a test binary, say) starts.
 
-use std::sync::OnceLock;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::Duration;
+
+use metrics::{Counter, Histogram};
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
@@ -52,23 +56,125 @@ pub struct CallLabels<'a> {
     pub outcome: &'a str,
 }
 
-/// Records one served call.
+/// Distinct `method` label values kept. A method first seen after this many is counted as
+/// `other`, so callers inventing method names cannot grow the registry (and `/metrics`) without
+/// bound.
+pub const MAX_METHODS: usize = 1024;
+
+/// The label value for methods past [`MAX_METHODS`].
+pub const OTHER_METHOD: &str = "other";
+
+/// The metric handles of one label set, registered once and then only incremented.
+struct CallMetrics {
+    requests: Counter,
+    latency: Histogram,
+}
+
+/// Handles by label set (joined with `\u{1f}`), and the method names given labels of their own.
+#[derive(Default)]
+struct Cache {
+    calls: HashMap<Box<str>, CallMetrics>,
+    methods: HashSet<Box<str>>,
+}
+
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+
+thread_local! {
+    /// The lookup key, built in place so a hit allocates nothing.
+    static KEY: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Records one served call. The handles of a label set are looked up in a cache rather than
+/// registered anew on every call (the registry hashes and compares every label each time).
 pub fn record_call(l: CallLabels<'_>, elapsed: Duration) {
-    let method: String = l.method.chars().take(64).collect();
-    metrics::counter!(REQUESTS,
-        "client_dialect" => l.client_dialect,
-        "upstream" => l.upstream.to_owned(),
-        "method" => method,
-        "outcome" => l.outcome.to_owned())
-    .increment(1);
-    metrics::histogram!(LATENCY,
-        "client_dialect" => l.client_dialect,
-        "upstream" => l.upstream.to_owned())
-    .record(elapsed.as_secs_f64());
+    let method = &l.method[..l
+        .method
+        .char_indices()
+        .nth(64)
+        .map_or(l.method.len(), |(i, _)| i)];
+    KEY.with_borrow_mut(|key| {
+        key.clear();
+        for part in [l.client_dialect, l.upstream, method, l.outcome] {
+            key.push_str(part);
+            key.push('\u{1f}');
+        }
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = cache.calls.get(key.as_str()) {
+            m.requests.increment(1);
+            m.latency.record(elapsed.as_secs_f64());
+            return;
+        }
+        let labelled = cache.methods.contains(method) || cache.methods.len() < MAX_METHODS;
+        let method_label = if labelled {
+            cache.methods.insert(method.into());
+            method.to_owned()
+        } else {
+            OTHER_METHOD.to_owned()
+        };
+        let m = CallMetrics {
+            requests: metrics::counter!(REQUESTS,
+                "client_dialect" => l.client_dialect,
+                "upstream" => l.upstream.to_owned(),
+                "method" => method_label,
+                "outcome" => l.outcome.to_owned()),
+            latency: metrics::histogram!(LATENCY,
+                "client_dialect" => l.client_dialect,
+                "upstream" => l.upstream.to_owned()),
+        };
+        m.requests.increment(1);
+        m.latency.record(elapsed.as_secs_f64());
+        // Label sets of methods counted as `other` are not cached, so the cache stays bounded.
+        if labelled {
+            cache.calls.insert(key.as_str().into(), m);
+        }
+    });
 }
 
 /// Records one upstream failure.
 pub fn record_upstream_error(upstream: &str, kind: &'static str) {
     metrics::counter!(UPSTREAM_ERRORS, "upstream" => upstream.to_owned(), "kind" => kind)
         .increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counter(text: &str, needle: &str) -> Option<u64> {
+        text.lines()
+            .find(|l| l.starts_with(REQUESTS) && l.contains(needle))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    #[test]
+    fn method_labels_are_bounded_and_cached_handles_count() {
+        let handle = install();
+        fn labels(method: &str) -> CallLabels<'_> {
+            CallLabels {
+                client_dialect: "jsonrpc",
+                upstream: "bounded-test",
+                method,
+                outcome: "ok",
+            }
+        }
+        for i in 0..MAX_METHODS + 100 {
+            record_call(labels(&format!("m-{i}")), Duration::from_millis(1));
+        }
+        record_call(labels("m-0"), Duration::from_millis(1));
+        let text = handle.render();
+        assert_eq!(
+            counter(&text, "method=\"m-0\""),
+            Some(2),
+            "a cached handle counts on"
+        );
+        assert_eq!(
+            counter(&text, &format!("method=\"m-{}\"", MAX_METHODS + 99)),
+            None
+        );
+        let other = counter(&text, "method=\"other\"").expect("an `other` series");
+        assert!(
+            other >= 100,
+            "methods past the bound are counted as other: {other}"
+        );
+    }
 }
