@@ -1,0 +1,503 @@
+//! One HTTP/1.1 exchange on one upstream connection: the request written in one buffer, the
+//! answer's head parsed by `httparse`, its body framed by RFC 9112 §6.3.
+//!
+//! The gateway sends upstreams only one kind of request (a `POST` of a JSON body, answered with
+//! a body read whole), so it speaks that exchange itself instead of going through a general
+//! client: no request and response objects, no channel between the caller and a connection
+//! task, no header map. What a general client would do with an answer's framing is done here in
+//! full: `Content-Length`, `chunked` (extensions and trailers skipped), close-delimited bodies,
+//! interim `1xx` answers skipped, `Connection: close` and HTTP/1.0 honoured.
+
+use std::io;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Largest answer head (status line and headers) read.
+const MAX_HEAD: usize = 64 * 1024;
+/// Most headers an answer may carry.
+const MAX_HEADERS: usize = 64;
+/// Largest chunk-size line or trailer section of a chunked body.
+const MAX_CHUNK_LINE: usize = 4 * 1024;
+/// Read buffer reserved before each read.
+const READ_CHUNK: usize = 8 * 1024;
+
+/// The request line's and headers' parts that vary by upstream and call.
+#[derive(Debug)]
+pub struct Head<'a> {
+    /// The request target (origin form).
+    pub path: &'a str,
+    /// The `Host` header.
+    pub host: &'a str,
+    /// An `Authorization` header, already checked to be a valid header value.
+    pub authorization: Option<&'a str>,
+}
+
+/// An upstream's complete answer.
+#[derive(Debug)]
+pub struct Answer {
+    /// Its status code.
+    pub status: u16,
+    /// Its body, de-chunked.
+    pub body: Bytes,
+    /// Whether the connection may carry another request.
+    pub reusable: bool,
+}
+
+/// How an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No connection could be opened.
+    #[error("connect to {addr}: {source}")]
+    Connect {
+        /// `host:port`.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The request could not be written whole, so the upstream cannot have acted on it.
+    #[error("the request could not be sent: {0}")]
+    NotSent(io::Error),
+    /// Reading the answer failed.
+    #[error("reading the answer: {0}")]
+    Read(io::Error),
+    /// The upstream closed the connection before its answer was complete.
+    #[error("connection closed before the answer was complete")]
+    Closed,
+    /// The answer is not valid HTTP/1.1.
+    #[error("invalid HTTP answer: {0}")]
+    Malformed(&'static str),
+    /// The body is larger than allowed; the status is the answer's own.
+    #[error("answer exceeds {limit} bytes")]
+    TooLarge {
+        /// The answer's status code.
+        status: u16,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// How an answer's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// No body (204, 304).
+    Empty,
+    /// `Content-Length`.
+    Length(usize),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Read until the upstream closes.
+    Close,
+}
+
+/// A parsed answer head.
+#[derive(Debug, PartialEq, Eq)]
+struct Parsed {
+    status: u16,
+    /// Bytes of the head, blank line included.
+    len: usize,
+    framing: Framing,
+    keep_alive: bool,
+}
+
+/// Parses an answer head from the front of `buf`; `None` when it is not complete yet.
+fn parse_head(buf: &[u8]) -> Result<Option<Parsed>, Error> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(Error::Malformed("too many headers")),
+        Err(_) => return Err(Error::Malformed("unparsable status line or header")),
+    };
+    let status = resp.code.ok_or(Error::Malformed("no status code"))?;
+    let mut keep_alive = resp.version == Some(1);
+    let mut length: Option<usize> = None;
+    let mut chunked = false;
+    let mut encoded = false;
+    for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .map(str::trim)
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<usize>().ok())
+                .ok_or(Error::Malformed("invalid Content-Length"))?;
+            if length.is_some_and(|m| m != n) {
+                return Err(Error::Malformed("conflicting Content-Length values"));
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            encoded = true;
+            // Only the last coding decides whether the body is chunked.
+            chunked = tokens(h.value).last().is_some_and(|t| t == "chunked");
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for t in tokens(h.value) {
+                if t == "close" {
+                    keep_alive = false;
+                } else if t == "keep-alive" && resp.version == Some(0) {
+                    keep_alive = true;
+                }
+            }
+        }
+    }
+    let framing = match status {
+        100..=199 | 204 | 304 => Framing::Empty,
+        _ if encoded && chunked => Framing::Chunked,
+        _ if encoded => Framing::Close,
+        _ => length.map_or(Framing::Close, Framing::Length),
+    };
+    // A body framed both ways, or by the close, leaves the connection unusable.
+    if (encoded && length.is_some()) || framing == Framing::Close {
+        keep_alive = false;
+    }
+    Ok(Some(Parsed {
+        status,
+        len,
+        framing,
+        keep_alive,
+    }))
+}
+
+/// The comma-separated tokens of a header value, trimmed and lowercased.
+fn tokens(value: &[u8]) -> impl Iterator<Item = String> + '_ {
+    value
+        .split(|b| *b == b',')
+        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+}
+
+/// Where a chunked body's decoding stands.
+#[derive(Debug, Default)]
+struct Chunked {
+    /// Bytes of the buffer consumed so far.
+    pos: usize,
+    phase: Phase,
+    body: Vec<u8>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Expecting a chunk-size line.
+    #[default]
+    Size,
+    /// Inside a chunk, this many bytes to go.
+    Data(usize),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer lines until a blank one; bytes of trailers seen.
+    Trailers(usize),
+}
+
+impl Chunked {
+    /// Decodes as much of `buf` as is there. `Ok(true)` once the body is complete (then `pos` is
+    /// where it ended), `Ok(false)` when more bytes are needed.
+    fn advance(&mut self, buf: &[u8], limit: usize, status: u16) -> Result<bool, Error> {
+        loop {
+            let rest = &buf[self.pos..];
+            match self.phase {
+                Phase::Size => {
+                    let Some(eol) = memchr::memmem::find(rest, b"\r\n") else {
+                        return too_long(rest.len()).map(|()| false);
+                    };
+                    let size = chunk_size(&rest[..eol])?;
+                    self.pos += eol + 2;
+                    if size == 0 {
+                        self.phase = Phase::Trailers(0);
+                    } else if self.body.len().saturating_add(size) > limit {
+                        return Err(Error::TooLarge { status, limit });
+                    } else {
+                        self.body.reserve(size);
+                        self.phase = Phase::Data(size);
+                    }
+                }
+                Phase::Data(left) => {
+                    let n = left.min(rest.len());
+                    self.body.extend_from_slice(&rest[..n]);
+                    self.pos += n;
+                    if n < left {
+                        self.phase = Phase::Data(left - n);
+                        return Ok(false);
+                    }
+                    self.phase = Phase::DataEnd;
+                }
+                Phase::DataEnd => {
+                    if rest.len() < 2 {
+                        return Ok(false);
+                    }
+                    if &rest[..2] != b"\r\n" {
+                        return Err(Error::Malformed("chunk data not followed by CRLF"));
+                    }
+                    self.pos += 2;
+                    self.phase = Phase::Size;
+                }
+                Phase::Trailers(seen) => {
+                    let Some(eol) = memchr::memmem::find(rest, b"\r\n") else {
+                        return too_long(seen + rest.len()).map(|()| false);
+                    };
+                    self.pos += eol + 2;
+                    if eol == 0 {
+                        return Ok(true);
+                    }
+                    too_long(seen + eol)?;
+                    self.phase = Phase::Trailers(seen + eol + 2);
+                }
+            }
+        }
+    }
+}
+
+fn too_long(n: usize) -> Result<(), Error> {
+    match n > MAX_CHUNK_LINE {
+        true => Err(Error::Malformed("chunk-size line or trailers too long")),
+        false => Ok(()),
+    }
+}
+
+/// The size in a chunk-size line (`HEX [; ext]`).
+fn chunk_size(line: &[u8]) -> Result<usize, Error> {
+    let hex = line
+        .split(|b| *b == b';')
+        .next()
+        .unwrap_or_default()
+        .trim_ascii();
+    if hex.is_empty() || hex.len() > 15 || !hex.iter().all(u8::is_ascii_hexdigit) {
+        return Err(Error::Malformed("invalid chunk size"));
+    }
+    let hex = std::str::from_utf8(hex).map_err(|_| Error::Malformed("invalid chunk size"))?;
+    usize::from_str_radix(hex, 16).map_err(|_| Error::Malformed("invalid chunk size"))
+}
+
+/// An open connection to an upstream and its buffers, kept between exchanges.
+#[derive(Debug)]
+pub struct Conn {
+    stream: TcpStream,
+    /// Bytes read and not consumed yet.
+    read: BytesMut,
+    /// The request being written.
+    write: Vec<u8>,
+}
+
+impl Conn {
+    /// Wraps a connected stream (Nagle off: a request is written whole, in one call).
+    pub fn new(stream: TcpStream) -> Self {
+        let _ = stream.set_nodelay(true);
+        Conn {
+            stream,
+            read: BytesMut::new(),
+            write: Vec::new(),
+        }
+    }
+
+    /// Whether an idle connection is still open: nothing pending on it, not even an EOF. Reads
+    /// only when the reactor has seen it readable, so a quiet connection costs no system call.
+    pub fn is_open(&self) -> bool {
+        let mut probe = [0u8; 1];
+        matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// POSTs `body` and reads the whole answer, its body bounded by `limit` bytes.
+    pub async fn exchange(
+        &mut self,
+        head: &Head<'_>,
+        body: &[u8],
+        limit: usize,
+    ) -> Result<Answer, Error> {
+        self.write_request(head, body);
+        self.stream
+            .write_all(&self.write)
+            .await
+            .map_err(Error::NotSent)?;
+        let parsed = loop {
+            match parse_head(&self.read)? {
+                // Interim answers (100 Continue, 103 Early Hints) precede the real one.
+                Some(p) if (100..200).contains(&p.status) => {
+                    if p.status == 101 {
+                        return Err(Error::Malformed("101 Switching Protocols"));
+                    }
+                    self.read.advance(p.len);
+                }
+                Some(p) => break p,
+                None if self.read.len() > MAX_HEAD => {
+                    return Err(Error::Malformed("answer head too large"))
+                }
+                None => self.fill().await?,
+            }
+        };
+        self.read.advance(parsed.len);
+        let status = parsed.status;
+        let (body, complete) = match parsed.framing {
+            Framing::Empty => (Bytes::new(), true),
+            Framing::Length(n) if n > limit => return Err(Error::TooLarge { status, limit }),
+            Framing::Length(n) => {
+                while self.read.len() < n {
+                    self.fill().await?;
+                }
+                (self.read.split_to(n).freeze(), true)
+            }
+            Framing::Chunked => {
+                let mut c = Chunked::default();
+                while !c.advance(&self.read, limit, status)? {
+                    self.fill().await?;
+                }
+                self.read.advance(c.pos);
+                (Bytes::from(c.body), true)
+            }
+            Framing::Close => {
+                loop {
+                    if self.read.len() > limit {
+                        return Err(Error::TooLarge { status, limit });
+                    }
+                    self.read.reserve(READ_CHUNK);
+                    let n = self
+                        .stream
+                        .read_buf(&mut self.read)
+                        .await
+                        .map_err(Error::Read)?;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                (self.read.split().freeze(), false)
+            }
+        };
+        Ok(Answer {
+            status,
+            body,
+            // Bytes the upstream sent beyond its answer mean the connection's state is unknown.
+            reusable: complete && parsed.keep_alive && self.read.is_empty(),
+        })
+    }
+
+    /// Lays the request out in the write buffer: request line, headers, body.
+    fn write_request(&mut self, head: &Head<'_>, body: &[u8]) {
+        let w = &mut self.write;
+        w.clear();
+        w.reserve(body.len() + head.path.len() + head.host.len() + 160);
+        w.extend_from_slice(b"POST ");
+        w.extend_from_slice(head.path.as_bytes());
+        w.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        w.extend_from_slice(head.host.as_bytes());
+        w.extend_from_slice(b"\r\ncontent-type: application/json\r\naccept: application/json\r\n");
+        if let Some(a) = head.authorization {
+            w.extend_from_slice(b"authorization: ");
+            w.extend_from_slice(a.as_bytes());
+            w.extend_from_slice(b"\r\n");
+        }
+        w.extend_from_slice(b"content-length: ");
+        w.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+        w.extend_from_slice(b"\r\n\r\n");
+        w.extend_from_slice(body);
+    }
+
+    /// Reads more of the answer; the upstream closing now cuts the answer short.
+    async fn fill(&mut self) -> Result<(), Error> {
+        self.read.reserve(READ_CHUNK);
+        match self.stream.read_buf(&mut self.read).await {
+            Ok(0) => Err(Error::Closed),
+            Ok(_) => Ok(()),
+            Err(e) => Err(Error::Read(e)),
+        }
+    }
+}
+
+/// Whether `v` may be sent as a header value (the rule of `http::HeaderValue`): no control
+/// characters but tab, so no line break can start a header of the caller's choosing.
+pub fn is_header_value(v: &str) -> bool {
+    v.bytes().all(|b| b == b'\t' || (b >= b' ' && b != 0x7f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(text: &str) -> Parsed {
+        parse_head(text.as_bytes())
+            .unwrap()
+            .expect("a complete head")
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        let h = head("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Length(12), true));
+        let h = head("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, Chunked\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Chunked, true));
+        let h = head("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+        let h = head("HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Chunked, false));
+        let h = head("HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+        let h = head("HTTP/1.1 204 No Content\r\ncontent-length: 9\r\n\r\n");
+        assert_eq!(h.framing, Framing::Empty);
+        let h =
+            head("HTTP/1.1 200 OK\r\nconnection: Keep-Alive, Close\r\ncontent-length: 0\r\n\r\n");
+        assert!(!h.keep_alive);
+        let h = head("HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n");
+        assert!(!h.keep_alive);
+        let h = head("HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n");
+        assert!(h.keep_alive);
+        assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-le").unwrap(), None);
+        for bad in [
+            "HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: 1 2\r\n\r\n",
+            "SMTP ready\r\n\r\n",
+        ] {
+            assert!(parse_head(bad.as_bytes()).is_err(), "{bad}");
+        }
+        let same = head("HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n");
+        assert_eq!(same.framing, Framing::Length(2));
+    }
+
+    #[test]
+    fn chunked_bodies_decode_whole_or_in_pieces() {
+        let wire = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nx-trailer: 1\r\n\r\nNEXT";
+        let mut c = Chunked::default();
+        assert!(c.advance(wire, 1 << 20, 200).unwrap());
+        assert_eq!(c.body, b"Wikipedia in\r\n\r\nchunks.");
+        assert_eq!(&wire[c.pos..], b"NEXT");
+        // Fed one byte at a time, the same body comes out.
+        let mut c = Chunked::default();
+        let mut done = false;
+        for end in 1..=wire.len() - 4 {
+            done = c.advance(&wire[..end], 1 << 20, 200).unwrap();
+        }
+        assert!(done);
+        assert_eq!(c.body, b"Wikipedia in\r\n\r\nchunks.");
+        // Bounded, and strict about its framing.
+        let mut c = Chunked::default();
+        assert!(matches!(
+            c.advance(b"10\r\n", 8, 200),
+            Err(Error::TooLarge {
+                status: 200,
+                limit: 8
+            })
+        ));
+        for bad in [
+            &b"zz\r\n"[..],
+            b"\r\n",
+            b"3\r\nabcX\r\n",
+            b"fffffffffffffffff\r\n",
+        ] {
+            assert!(
+                matches!(
+                    Chunked::default().advance(bad, 1 << 20, 200),
+                    Err(Error::Malformed(_))
+                ),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn header_values_cannot_carry_line_breaks() {
+        assert!(is_header_value("Bearer abc.def"));
+        assert!(!is_header_value("Bearer x\r\nx-admin: 1"));
+        assert!(!is_header_value("a\u{7f}"));
+        assert!(is_header_value("caf\u{e9}"));
+    }
+}

@@ -1,0 +1,222 @@
+//! Upstream clients: one keep-alive connection pool per upstream, timeouts and size limits.
+//!
+//! This module owns the sockets to upstreams and nothing else; what goes into a request body and
+//! what comes out of an answer is decided in `wire::translate`.
+//!
+//! An exchange runs in the calling task on a connection taken from the pool ([`h1`] speaks the
+//! HTTP/1.1 of it), so a proxied call wakes no other task and crosses no channel (measured: see
+//! README, Performance). Idle connections sit in a LIFO stack; one that the upstream closed
+//! meanwhile is found when it is checked out, and a request that could not be written is sent
+//! once more on a fresh connection.
+
+mod h1;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{StatusCode, Uri};
+use bytes::Bytes;
+use tokio::net::TcpStream;
+
+use crate::config::{Dialect, Upstream};
+use crate::error::GatewayError;
+
+/// Idle connections kept per upstream.
+const MAX_IDLE: usize = 256;
+/// An idle connection older than this is closed rather than reused.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// One idle upstream connection.
+struct Pooled {
+    conn: h1::Conn,
+    idle_since: Instant,
+}
+
+impl Pooled {
+    /// Still usable: not idle for too long, and not closed by the upstream meanwhile.
+    fn is_reusable(&self) -> bool {
+        self.idle_since.elapsed() < IDLE_TIMEOUT && self.conn.is_open()
+    }
+}
+
+/// A pooled HTTP/1.1 client for one upstream.
+#[derive(Clone)]
+pub struct UpstreamClient {
+    /// The upstream's configuration.
+    pub config: Upstream,
+    /// `host:port` to connect to.
+    addr: String,
+    /// The `Host` header.
+    host: String,
+    /// The request target (origin form).
+    path: String,
+    idle: Arc<Mutex<Vec<Pooled>>>,
+    max_body: usize,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("name", &self.config.name)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an upstream answered.
+#[derive(Debug)]
+pub struct Answer {
+    /// Its HTTP status.
+    pub status: StatusCode,
+    /// Its body, read whole (bounded).
+    pub body: Bytes,
+}
+
+impl UpstreamClient {
+    /// A client for a validated upstream.
+    pub fn new(config: Upstream, max_body: usize) -> Self {
+        let uri: Uri = config
+            .url
+            .parse()
+            .expect("upstream URLs are validated at start");
+        let authority = uri.authority().expect("upstream URLs have a host").clone();
+        let port = authority.port_u16().unwrap_or(80);
+        let host = authority.host().trim_matches(['[', ']']);
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        UpstreamClient {
+            addr: format!("{host}:{port}"),
+            host: authority.as_str().to_owned(),
+            path,
+            idle: Arc::new(Mutex::new(Vec::new())),
+            config,
+            max_body,
+        }
+    }
+
+    /// The upstream's name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The upstream's dialect.
+    pub fn dialect(&self) -> Dialect {
+        self.config.dialect
+    }
+
+    /// POSTs a JSON body, within the upstream's timeout, and reads the whole answer. An
+    /// `authorization` that is not a valid header value is not sent.
+    pub async fn post(
+        &self,
+        body: Bytes,
+        authorization: Option<&str>,
+    ) -> Result<Answer, GatewayError> {
+        let head = h1::Head {
+            path: &self.path,
+            host: &self.host,
+            authorization: authorization.filter(|a| h1::is_header_value(a)),
+        };
+        let exchange = async {
+            // A pooled connection may turn out dead only when used; the request then could not
+            // be written, and goes once more on a fresh connection.
+            if let Some(p) = self.checkout() {
+                match self.attempt(p.conn, &head, &body).await {
+                    Err(h1::Error::NotSent(_)) => {}
+                    other => return other,
+                }
+            }
+            let fresh = self.connect().await?;
+            self.attempt(fresh, &head, &body).await
+        };
+        let answer = match tokio::time::timeout(self.config.timeout(), exchange).await {
+            Ok(r) => r,
+            Err(_) => {
+                return Err(GatewayError::UpstreamTimeout {
+                    upstream: self.config.name.clone(),
+                    timeout_ms: self.config.timeout_ms,
+                })
+            }
+        };
+        let answer = answer.map_err(|e| match e {
+            h1::Error::TooLarge { status, limit } => self.bad_envelope(
+                StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+                format!("answer exceeds {limit} bytes"),
+            ),
+            e => self.unreachable(e),
+        })?;
+        Ok(Answer {
+            status: StatusCode::from_u16(answer.status)
+                .map_err(|_| self.unreachable(format!("invalid status code {}", answer.status)))?,
+            body: answer.body,
+        })
+    }
+
+    /// One exchange on one connection, which goes back to the pool when it is reusable.
+    async fn attempt(
+        &self,
+        mut conn: h1::Conn,
+        head: &h1::Head<'_>,
+        body: &[u8],
+    ) -> Result<h1::Answer, h1::Error> {
+        let answer = conn.exchange(head, body, self.max_body).await?;
+        if answer.reusable {
+            self.checkin(conn);
+        }
+        Ok(answer)
+    }
+
+    fn checkout(&self) -> Option<Pooled> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(p) = idle.pop() {
+            if p.is_reusable() {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    fn checkin(&self, conn: h1::Conn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(Pooled {
+                conn,
+                idle_since: Instant::now(),
+            });
+        }
+    }
+
+    async fn connect(&self) -> Result<h1::Conn, h1::Error> {
+        TcpStream::connect(&self.addr)
+            .await
+            .map(h1::Conn::new)
+            .map_err(|source| h1::Error::Connect {
+                addr: self.addr.clone(),
+                source,
+            })
+    }
+
+    /// Whether a TCP connection to the upstream can be opened now.
+    pub async fn reachable(&self) -> bool {
+        matches!(
+            tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&self.addr)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    fn unreachable(&self, e: impl std::fmt::Display) -> GatewayError {
+        let detail = e.to_string();
+        GatewayError::UpstreamUnreachable {
+            upstream: self.config.name.clone(),
+            detail: detail.chars().take(300).collect(),
+        }
+    }
+
+    /// The error for an answer that is not a valid envelope of this upstream's dialect.
+    pub fn bad_envelope(&self, status: StatusCode, detail: impl Into<String>) -> GatewayError {
+        GatewayError::UpstreamBadEnvelope {
+            upstream: self.config.name.clone(),
+            dialect: self.config.dialect.as_str(),
+            status: status.as_u16(),
+            detail: detail.into(),
+        }
+    }
+}
