@@ -40,9 +40,9 @@ fn jsonrpc_to_legacy(body: &[u8]) -> Vec<u8> {
 }
 
 fn legacy_to_jsonrpc(body: &[u8], table: &ErrorTable) -> Vec<u8> {
-    let resp: LegacyResponse = serde_json::from_slice(body).unwrap();
+    let resp: LegacyResponse = wiregate::wire::from_json(body).unwrap();
     let rpc = translate::response_to_jsonrpc(resp, Id::from(1), table);
-    serde_json::to_vec(&rpc).unwrap()
+    rpc.to_vec()
 }
 
 fn raw_to_frame(tracker: &mut Tracker, line: &str) -> bytes::Bytes {

@@ -35,14 +35,23 @@ impl Router {
 
 /// `*` matches any run of characters (slashes and dots included), `?` exactly one.
 pub fn glob_match(pattern: &str, text: &str) -> bool {
+    // Method names are ASCII in practice: matched as bytes, without collecting characters.
+    if pattern.is_ascii() && text.is_ascii() {
+        return matches(pattern.as_bytes(), text.as_bytes(), b'*', b'?');
+    }
     let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    matches(&p, &t, '*', '?')
+}
+
+/// Glob matching with one backtrack point (the last `*`), linear in practice.
+fn matches<T: PartialEq + Copy>(p: &[T], t: &[T], any: T, one: T) -> bool {
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+        if pi < p.len() && (p[pi] == one || p[pi] == t[ti]) {
             pi += 1;
             ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        } else if pi < p.len() && p[pi] == any {
             star = Some((pi, ti));
             pi += 1;
         } else if let Some((sp, st)) = star {
@@ -53,7 +62,7 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p[pi..].iter().all(|c| *c == any)
 }
 
 #[cfg(test)]
@@ -73,6 +82,12 @@ mod tests {
         assert!(!glob_match("a?c", "ac"));
         assert!(glob_match("exact", "exact"));
         assert!(!glob_match("exact", "exactly"));
+        assert!(
+            glob_match("caf?.*", "caf\u{e9}.get"),
+            "? is one character, not one byte"
+        );
+        assert!(!glob_match("caf??.*", "caf\u{e9}.get"));
+        assert!(glob_match("*\u{e9}", "caf\u{e9}"));
     }
 
     #[test]

@@ -481,7 +481,7 @@ impl Gateway {
             .map_err(|e| GatewayError::InvalidParams(e.message))?;
         let body = legacy.to_vec();
         let answer = up.post(Bytes::from(body), None).await?;
-        let resp: LegacyResponse = serde_json::from_slice(&answer.body)
+        let resp: LegacyResponse = crate::wire::from_json(&answer.body)
             .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
         let timing_ms = resp.timing_ms;
         let outcome = match resp.body {
@@ -511,7 +511,7 @@ impl Gateway {
                 timing_ms: None,
             });
         }
-        let resp: Response = serde_json::from_slice(&answer.body)
+        let resp: Response = crate::wire::from_json(&answer.body)
             .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
         Ok(Done {
             outcome: resp.outcome,
@@ -593,7 +593,7 @@ fn add_server_timing(headers: &mut HeaderMap, timing_ms: Option<f64>) {
         use std::fmt::Write;
         let _ = write!(v, "{t}");
     }
-    if let Ok(v) = HeaderValue::from_str(&v) {
+    if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(v)) {
         headers.insert(HeaderName::from_static("server-timing"), v);
     }
 }

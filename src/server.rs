@@ -4,9 +4,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -24,6 +23,11 @@ use crate::telemetry;
 use crate::wire::dialect::{self, Inbound};
 use crate::wire::jsonrpc::{Id, Response as RpcResponse};
 use crate::wire::legacy::LegacyResponse;
+
+// Header names looked up on every call, made once rather than parsed from a string each time.
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+const A2A_VERSION: HeaderName = HeaderName::from_static(crate::a2a::VERSION_HEADER);
 
 /// Shared state of the routes.
 #[derive(Clone, Debug)]
@@ -115,6 +119,7 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     })
 }
 
+/// `application/json` or any `application/*+json`, parameters ignored.
 fn is_json(headers: &HeaderMap) -> bool {
     let Some(ct) = headers
         .get(header::CONTENT_TYPE)
@@ -122,23 +127,33 @@ fn is_json(headers: &HeaderMap) -> bool {
     else {
         return false;
     };
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = ct.split(';').next().unwrap_or("").trim();
+    let Some((kind, sub)) = essence.split_once('/') else {
+        return false;
+    };
+    kind.eq_ignore_ascii_case("application")
+        && (sub.eq_ignore_ascii_case("json")
+            || (sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case("+json")))
 }
 
-async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+/// The caller's `X-Request-Id` when it is usable (1–128 visible characters), else a fresh one.
+fn request_id(headers: &HeaderMap) -> HeaderValue {
+    headers
+        .get(&X_REQUEST_ID)
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.to_str().is_ok())
+        .cloned()
+        .unwrap_or_else(|| {
+            let mut buf = uuid::Uuid::encode_buffer();
+            let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+            HeaderValue::from_str(id).expect("a uuid is a header value")
+        })
+}
+
+async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
     let started = Instant::now();
-    let request_id = headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    let request_id = request_id(headers);
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -158,7 +173,7 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Body) -> R
                     limit: state.max_body,
                 },
             ),
-            Ok(bytes) if !is_json(&headers) => {
+            Ok(bytes) if !is_json(headers) => {
                 let ct = headers
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
@@ -168,21 +183,21 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Body) -> R
             }
             Ok(bytes) => {
                 let meta = Meta {
-                    authorization: header_str(&headers, header::AUTHORIZATION.as_str()),
-                    last_event_id: header_str(&headers, "last-event-id"),
-                    a2a_version: header_str(&headers, crate::a2a::VERSION_HEADER),
+                    authorization: header_str(headers, &header::AUTHORIZATION),
+                    last_event_id: header_str(headers, &LAST_EVENT_ID),
+                    a2a_version: header_str(headers, &A2A_VERSION),
                 };
                 state.gateway.handle(&bytes, &meta).await
             }
         }
     };
     tracing::info!(
-        request_id = %request_id,
+        request_id = request_id.to_str().unwrap_or_default(),
         status = reply.status.as_u16(),
         latency_us = started.elapsed().as_micros() as u64,
         "rpc"
     );
-    into_response(reply, &request_id)
+    into_response(reply, request_id)
 }
 
 /// A failure found before the body was parsed, in the caller's dialect when it can be told.
@@ -206,11 +221,11 @@ fn reject(body: Option<&[u8]>, err: GatewayError) -> Reply {
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn into_response(reply: Reply, request_id: &str) -> Response {
+fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
     let mut resp = match reply.body {
         ReplyBody::Json(body) => {
             let mut r = (reply.status, body).into_response();
@@ -225,9 +240,7 @@ fn into_response(reply: Reply, request_id: &str) -> Response {
     };
     let h = resp.headers_mut();
     h.extend(reply.headers);
-    if let Ok(v) = HeaderValue::from_str(request_id) {
-        h.insert("x-request-id", v);
-    }
+    h.insert(X_REQUEST_ID, request_id);
     resp
 }
 
@@ -274,8 +287,8 @@ fn bridge_stream(
         return sse_error(without_bridge);
     };
     let opened = bridge
-        .authorize(header_str(headers, "authorization"))
-        .and_then(|()| open(bridge, header_str(headers, "last-event-id")));
+        .authorize(header_str(headers, &header::AUTHORIZATION))
+        .and_then(|()| open(bridge, header_str(headers, &LAST_EVENT_ID)));
     match opened {
         Ok(o) => sse_stream::response(sse_stream::frames(
             o.subscription,
@@ -303,9 +316,7 @@ async fn domain_events(
     let Some(feed) = state.gateway.feed() else {
         return not_configured("no event feed is configured (events.source)");
     };
-    let sub = feed
-        .queue()
-        .subscribe(header_str(&headers, "last-event-id"));
+    let sub = feed.queue().subscribe(header_str(&headers, &LAST_EVENT_ID));
     let filter = sse_stream::Filter {
         task: q.task_id,
         ..Default::default()
@@ -339,7 +350,7 @@ async fn agent_card(State(state): State<AppState>, headers: HeaderMap) -> Respon
     let Some(a2a) = state.gateway.a2a() else {
         return not_configured("no agent card: A2A needs sid.enabled and a2a.enabled");
     };
-    match a2a.card(header_str(&headers, header::HOST.as_str())) {
+    match a2a.card(header_str(&headers, &header::HOST)) {
         Some(card) => {
             let mut resp = axum::Json(card).into_response();
             let h = resp.headers_mut();

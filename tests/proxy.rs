@@ -464,3 +464,32 @@ async fn h2c_clients_are_served() {
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["result"]["op"], "m");
 }
+
+#[tokio::test]
+async fn request_ids_are_echoed_or_made_and_content_types_matched_exactly() {
+    let gw = gateway().start().await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "_cleveragents/health/check"});
+    let a = gw.rpc_with(&call, &[("x-request-id", "trace-42")]).await;
+    assert_eq!(a.header("x-request-id").as_deref(), Some("trace-42"));
+    let made = gw.rpc(&call).await.header("x-request-id").unwrap();
+    assert!(uuid::Uuid::parse_str(&made).is_ok(), "{made}");
+    let long = "x".repeat(129);
+    let replaced = gw
+        .rpc_with(&call, &[("x-request-id", long.as_str())])
+        .await
+        .header("x-request-id")
+        .unwrap();
+    assert!(uuid::Uuid::parse_str(&replaced).is_ok(), "{replaced}");
+    for (ct, ok) in [
+        ("application/json", true),
+        ("Application/JSON; charset=utf-8", true),
+        ("application/vnd.api+json", true),
+        ("application/+json", false),
+        ("text/json", false),
+        ("application/jsonp", false),
+        ("application", false),
+    ] {
+        let a = gw.post(ct, call.to_string().into_bytes(), &[]).await;
+        assert_eq!(a.status == 200, ok, "{ct}: {}", a.status);
+    }
+}

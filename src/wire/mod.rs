@@ -52,3 +52,15 @@ pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
         serde_json::to_writer(out, s).expect("a str always serialises");
     }
 }
+
+/// Parses JSON from bytes, checking their UTF-8 once up front: serde_json then reads a `str` and
+/// does not re-check every string and raw value it meets, as it does reading a byte slice.
+pub fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(e) => Err(serde::de::Error::custom(format_args!(
+            "invalid UTF-8 at byte {}",
+            e.valid_up_to()
+        ))),
+    }
+}
