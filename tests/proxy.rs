@@ -480,6 +480,10 @@ async fn request_ids_are_echoed_or_made_and_content_types_matched_exactly() {
         .header("x-request-id")
         .unwrap();
     assert!(uuid::Uuid::parse_str(&replaced).is_ok(), "{replaced}");
+    // POST /rpc is answered before routing; other methods on it still get the router's 405.
+    let get = gw.get("/rpc").await;
+    assert_eq!(get.status, 405);
+    assert_eq!(gw.get("/rpc/x").await.status, 404);
     for (ct, ok) in [
         ("application/json", true),
         ("Application/JSON; charset=utf-8", true),
