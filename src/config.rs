@@ -214,6 +214,10 @@ pub struct Server {
     pub worker_threads: usize,
     /// Most client connections open at once; beyond, clients wait in the accept backlog.
     pub max_connections: usize,
+    /// How long a client gets to send a request's head (a new connection's first, or the next on
+    /// a kept-alive one) before its connection is closed: slow or silent clients cannot hold
+    /// connection slots.
+    pub header_read_timeout_ms: u64,
 }
 
 impl Default for Server {
@@ -227,6 +231,7 @@ impl Default for Server {
             shutdown_grace_ms: 10_000,
             worker_threads: 0,
             max_connections: 16_384,
+            header_read_timeout_ms: 30_000,
         }
     }
 }
@@ -384,6 +389,12 @@ impl Config {
         }
         if self.server.max_connections == 0 {
             issue("server.max_connections".into(), "must be positive".into());
+        }
+        if self.server.header_read_timeout_ms == 0 {
+            issue(
+                "server.header_read_timeout_ms".into(),
+                "must be positive".into(),
+            );
         }
         if self.server.max_batch_concurrency == 0 {
             issue(

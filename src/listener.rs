@@ -5,7 +5,6 @@
 //! being served. A connection's permit goes back when its socket is dropped.
 
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -38,31 +37,32 @@ pub struct Conn {
     _permit: OwnedSemaphorePermit,
 }
 
-impl axum::serve::Listener for Bounded {
-    type Io = Conn;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Conn, SocketAddr) {
+impl Bounded {
+    /// The next connection, once a permit is free. Accept errors (out of file descriptors, a
+    /// connection reset before it was taken) are logged and waited out, as `axum::serve` does.
+    pub async fn accept(&mut self) -> Conn {
         let permit = self
             .permits
             .clone()
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        // Small frames (SSE events, short JSON answers) must not wait for Nagle's algorithm.
-        let _ = io.set_nodelay(true);
-        (
-            Conn {
-                io,
-                _permit: permit,
-            },
-            addr,
-        )
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
+        loop {
+            match self.inner.accept().await {
+                Ok((io, _)) => {
+                    // Small frames (SSE events, short JSON answers) must not wait for Nagle.
+                    let _ = io.set_nodelay(true);
+                    return Conn {
+                        io,
+                        _permit: permit,
+                    };
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
     }
 }
 

@@ -1,15 +1,17 @@
 //! HTTP routes and the listening socket; wiring only — the work is done by [`Gateway`].
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::ServiceExt;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -85,11 +87,6 @@ struct Front {
     router: axum::Router,
 }
 
-type FrontFuture = futures_util::future::Either<
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Infallible>> + Send>>,
-    axum::routing::future::RouteFuture<Infallible>,
->;
-
 impl Front {
     fn new(gateway: Arc<Gateway>, config: &Config) -> Self {
         let state = AppState::new(gateway, config);
@@ -100,27 +97,65 @@ impl Front {
     }
 }
 
-impl tower::Service<axum::extract::Request> for Front {
+type FrontFuture = futures_util::future::Either<
+    Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>,
+    axum::routing::future::RouteFuture<Infallible>,
+>;
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
     type Response = Response;
     type Error = Infallible;
     type Future = FrontFuture;
 
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: axum::extract::Request) -> FrontFuture {
+    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> FrontFuture {
         use futures_util::future::Either;
+        let req = req.map(Body::new);
         if req.method() == axum::http::Method::POST && req.uri().path() == "/rpc" {
             let state = self.state.clone();
             Either::Left(Box::pin(async move { Ok(rpc(State(state), req).await) }))
         } else {
-            Either::Right(self.router.call(req))
+            Either::Right(tower::Service::call(&mut self.router.clone(), req))
         }
     }
+}
+
+/// Accepts connections and serves each on its own task until `stopped`; then lets every open
+/// connection finish its calls (streams end when the bridge and feed stop).
+///
+/// Our own loop rather than `axum::serve`, for what that leaves unset: hyper's header read
+/// timeout (it needs a timer), so a slow or silent client cannot hold a connection slot forever.
+async fn accept_loop(
+    mut listener: crate::listener::Bounded,
+    front: Front,
+    header_read_timeout: Duration,
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let conn = tokio::select! {
+            conn = listener.accept() => conn,
+            _ = stopped.wait_for(|s| *s) => break,
+        };
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(conn), front.clone())
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// A running gateway: its address and the means to stop it.
@@ -162,15 +197,10 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let gateway = Arc::new(Gateway::new(config));
     let front = Front::new(gateway.clone(), config);
-    let (stop, mut stopped) = watch::channel(false);
+    let (stop, stopped) = watch::channel(false);
     let listener = crate::listener::Bounded::new(listener, config.server.max_connections);
-    let task = tokio::spawn(async move {
-        axum::serve(listener, front.into_make_service())
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let header_read_timeout = Duration::from_millis(config.server.header_read_timeout_ms);
+    let task = tokio::spawn(accept_loop(listener, front, header_read_timeout, stopped));
     Ok(Running {
         addr,
         stop,

@@ -360,3 +360,31 @@ async fn open_connections_are_bounded_and_a_waiting_client_is_served_when_one_cl
     kept.write_all(request.as_bytes()).await.unwrap();
     assert!(answered(&mut kept).await);
 }
+
+#[tokio::test]
+async fn a_client_too_slow_to_send_its_head_is_disconnected_and_others_are_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = gateway()
+        .with(|c| c.server.header_read_timeout_ms = 300)
+        .start()
+        .await;
+    let mut slow = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    slow.write_all(b"POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    // Served meanwhile.
+    let ok = gw
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "_cleveragents/health/check"}))
+        .await;
+    assert_eq!(ok.status, 200);
+    // The slow one is cut off once its time is up: an answer or not, then the end of the stream.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the gateway closes the connection");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250),
+        "not before its time: {waited:?}"
+    );
+}
