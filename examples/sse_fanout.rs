@@ -77,6 +77,18 @@ fn rss_mb(pid: u32) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// CPU time (user + system) the process has used, in seconds (clock ticks of 1/100 s).
+fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
 async fn post(port: u16, body: String) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let req = format!(
@@ -195,6 +207,7 @@ async fn run(port: u16, pid: u32, subs: usize, lines: usize, rate: usize) {
         format!("flood {lines}")
     };
     let started = Instant::now();
+    let cpu_before = cpu_s(pid);
     let tasks: Vec<_> = readers
         .into_iter()
         .map(|r| tokio::spawn(read_deltas(r, lines + warm, stamped)))
@@ -207,15 +220,17 @@ async fn run(port: u16, pid: u32, subs: usize, lines: usize, rate: usize) {
     }
     let elapsed = started.elapsed();
     flood.await.unwrap();
+    let cpu = cpu_s(pid) - cpu_before;
     let delivered = (lines * subs) as f64;
     println!(
-        "{subs:>6} subscribers  {lines:>7} lines  rate {:>8}  {:>12.0} events/s delivered  {:>9.0} lines/s  p50 {:>7.2} ms  p99 {:>7.2} ms  rss {:>6.1} MB",
+        "{subs:>6} subscribers  {lines:>7} lines  rate {:>8}  {:>12.0} events/s delivered  {:>9.0} lines/s  p50 {:>7.2} ms  p99 {:>7.2} ms  rss {:>6.1} MB  gateway cpu {:>5.2} us/event",
         if rate == 0 { "max".to_owned() } else { format!("{rate}/s") },
         delivered / elapsed.as_secs_f64(),
         lines as f64 / elapsed.as_secs_f64(),
         pct(&mut lat, 0.5),
         pct(&mut lat, 0.99),
         rss_mb(pid),
+        cpu * 1e6 / delivered,
     );
 }
 

@@ -166,6 +166,11 @@ pub fn frames<E: Encode>(
             if first.is_ok() && live.is_empty() && !timing.linger.is_zero() {
                 tokio::time::sleep(timing.linger).await;
             }
+            // Room for what is already queued (one frame's size a message), so a burst is
+            // gathered without growing the buffer frame by frame.
+            if let Ok(s) = &first {
+                out.reserve((live.len() + 1).saturating_mul(s.frame_len_hint()).min(BATCH_BYTES));
+            }
             let mut next = Some(first);
             let mut end = false;
             let mut cut = None;
