@@ -80,7 +80,7 @@ impl A2aEvent {
             event_type: kind,
             plan_id,
             data,
-            timestamp: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            timestamp: rfc3339_millis(std::time::SystemTime::now()),
         }
     }
 
@@ -137,5 +137,66 @@ impl serde::Serialize for Params<'_> {
             map.serialize_entry("taskId", plan)?;
         }
         map.end()
+    }
+}
+
+/// `t` as RFC 3339 with milliseconds (`2026-11-30T01:28:21.675Z`), as humantime writes it. Every
+/// event is stamped, so the date and time of day are formatted once a second (per thread) and
+/// only the milliseconds each time.
+fn rfc3339_millis(t: std::time::SystemTime) -> String {
+    use std::cell::RefCell;
+    use std::time::{Duration, UNIX_EPOCH};
+    thread_local! {
+        /// The last second formatted, and its text up to the seconds.
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let Ok(since) = t.duration_since(UNIX_EPOCH) else {
+        return humantime::format_rfc3339_millis(t).to_string();
+    };
+    SECOND.with_borrow_mut(|(secs, prefix)| {
+        if *secs != since.as_secs() {
+            *secs = since.as_secs();
+            let whole = UNIX_EPOCH + Duration::from_secs(since.as_secs());
+            *prefix = humantime::format_rfc3339_seconds(whole).to_string();
+            prefix.pop(); // the `Z`
+        }
+        let ms = since.subsec_millis();
+        let mut out = String::with_capacity(prefix.len() + 5);
+        out.push_str(prefix);
+        out.push('.');
+        out.push(char::from(b'0' + (ms / 100) as u8));
+        out.push(char::from(b'0' + (ms / 10 % 10) as u8));
+        out.push(char::from(b'0' + (ms % 10) as u8));
+        out.push('Z');
+        out
+    })
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::rfc3339_millis;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn timestamps_match_humantime_within_and_across_seconds() {
+        for ms in [
+            0u64,
+            7,
+            99,
+            999,
+            1_000,
+            1_001,
+            59_999,
+            1_764_466_101_675,
+            1_764_466_101_676,
+            4_102_444_799_999,
+        ] {
+            let t = UNIX_EPOCH + Duration::from_millis(ms) + Duration::from_nanos(123_456);
+            assert_eq!(
+                rfc3339_millis(t),
+                humantime::format_rfc3339_millis(t).to_string(),
+                "{ms}"
+            );
+        }
     }
 }
