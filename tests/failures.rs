@@ -235,10 +235,20 @@ async fn an_overlong_batch_is_one_invalid_request() {
     assert_eq!(ok.json().as_array().unwrap().len(), 3);
 }
 
-/// An upstream that answers one request per connection and then, `linger` later, closes it
-/// without saying so (no `Connection: close`): every pooled connection dies.
-async fn one_shot_upstream(
-    linger: Duration,
+/// What a raw upstream does with a connection after answering.
+#[derive(Clone, Copy)]
+enum After {
+    /// Waits this long, then closes without saying so.
+    CloseAfter(Duration),
+    /// Keeps it open for the next request.
+    KeepOpen,
+}
+
+/// An upstream written on raw TCP: it reads each request (head, then as many body bytes as
+/// Content-Length says) and writes `answer` verbatim. Counts the connections it accepts.
+async fn raw_upstream(
+    answer: String,
+    after: After,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -246,47 +256,63 @@ async fn one_shot_upstream(
     let addr = listener.local_addr().unwrap();
     let accepted = std::sync::Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
+    let answer = std::sync::Arc::new(answer);
     tokio::spawn(async move {
         loop {
             let (mut s, _) = listener.accept().await.unwrap();
             count.fetch_add(1, Ordering::SeqCst);
+            let answer = answer.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
-                // The head, then as many body bytes as Content-Length says.
                 loop {
-                    let n = s.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buf);
-                    if let Some(end) = text.find("\r\n\r\n") {
-                        let len: usize = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().parse().unwrap())
-                            })
-                            .unwrap_or(0);
-                        if buf.len() >= end + 4 + len {
-                            break;
+                    // One request: the head, then its Content-Length body.
+                    let request = loop {
+                        let text = String::from_utf8_lossy(&buf).into_owned();
+                        if let Some(end) = text.find("\r\n\r\n") {
+                            let len: usize = text[..end]
+                                .lines()
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase()
+                                        .strip_prefix("content-length:")
+                                        .map(|v| v.trim().parse().unwrap())
+                                })
+                                .unwrap_or(0);
+                            if buf.len() >= end + 4 + len {
+                                break end + 4 + len;
+                            }
                         }
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    };
+                    buf.drain(..request);
+                    let _ = s.write_all(answer.as_bytes()).await;
+                    match after {
+                        After::CloseAfter(linger) => {
+                            tokio::time::sleep(linger).await;
+                            return;
+                        }
+                        After::KeepOpen => {}
                     }
                 }
-                let body = r#"{"a2a_version":"1.0","request_id":"x","status":"success","data":{"ok":true}}"#;
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-                // Closed without a word: the gateway finds out when it next uses the connection.
-                tokio::time::sleep(linger).await;
             });
         }
     });
     (format!("http://{addr}/a2a"), accepted)
+}
+
+const ENVELOPE: &str =
+    r#"{"a2a_version":"1.0","request_id":"x","status":"success","data":{"ok":true}}"#;
+
+/// An answer with `ENVELOPE` as its body, framed by Content-Length.
+fn sized(extra_headers: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{extra_headers}content-length: {}\r\n\r\n{ENVELOPE}",
+        ENVELOPE.len()
+    )
 }
 
 #[tokio::test]
@@ -297,7 +323,7 @@ async fn connections_the_upstream_closes_are_not_reused() {
         (Duration::ZERO, Duration::ZERO),
         (Duration::from_millis(5), Duration::from_millis(40)),
     ] {
-        let (url, accepted) = one_shot_upstream(linger).await;
+        let (url, accepted) = raw_upstream(sized(""), After::CloseAfter(linger)).await;
         let gw = gateway()
             .upstream("legacy", &url, Dialect::Legacy, 2_000)
             .route(&["*"], "legacy")
@@ -387,4 +413,97 @@ async fn a_client_too_slow_to_send_its_head_is_disconnected_and_others_are_serve
         waited >= Duration::from_millis(250),
         "not before its time: {waited:?}"
     );
+}
+
+#[tokio::test]
+async fn every_framing_of_an_upstream_answer_is_read_and_reuse_follows_it() {
+    let (head, tail) = ENVELOPE.split_at(20);
+    let chunked = format!(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{:x};ext=1\r\n{head}\r\n{:x}\r\n{tail}\r\n0\r\nx-trailer: t\r\n\r\n",
+        head.len(),
+        tail.len()
+    );
+    let cases = [
+        // (answer, what the upstream does after it, connections for 3 calls)
+        (sized(""), After::KeepOpen, 1),
+        (chunked, After::KeepOpen, 1),
+        (
+            format!("HTTP/1.1 100 Continue\r\n\r\n{}", sized("")),
+            After::KeepOpen,
+            1,
+        ),
+        (sized("connection: close\r\n"), After::KeepOpen, 3),
+        (
+            format!(
+                "HTTP/1.0 200 OK\r\ncontent-length: {}\r\n\r\n{ENVELOPE}",
+                ENVELOPE.len()
+            ),
+            After::KeepOpen,
+            3,
+        ),
+        // Close-delimited: no length at all, the end of the body is the end of the connection.
+        (
+            format!("HTTP/1.1 200 OK\r\n\r\n{ENVELOPE}"),
+            After::CloseAfter(Duration::ZERO),
+            3,
+        ),
+    ];
+    for (answer, after, connections) in cases {
+        let (url, accepted) = raw_upstream(answer.clone(), after).await;
+        let gw = gateway()
+            .upstream("legacy", &url, Dialect::Legacy, 2_000)
+            .route(&["*"], "legacy")
+            .start()
+            .await;
+        for i in 0..3 {
+            let r = gw.call("plan.get", json!({"n": i})).await;
+            assert_eq!(
+                r["result"],
+                json!({"ok": true}),
+                "{answer:?}, call {i}: {r}"
+            );
+        }
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            connections,
+            "{answer:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn malformed_or_oversized_upstream_answers_are_errors_and_the_gateway_goes_on() {
+    let oversized = format!(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+        4096,
+        "x".repeat(4096)
+    );
+    for (answer, code) in [
+        (
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nhello".to_owned(),
+            -32050,
+        ),
+        (
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n".to_owned(),
+            -32050,
+        ),
+        ("NOT HTTP AT ALL\r\n\r\n".to_owned(), -32050),
+        (oversized, -32052),
+    ] {
+        let (url, _) = raw_upstream(answer.clone(), After::KeepOpen).await;
+        let gw = gateway()
+            .upstream("legacy", &url, Dialect::Legacy, 2_000)
+            .route(&["*"], "legacy")
+            .with(|c| c.server.max_upstream_body_bytes = 1024)
+            .start()
+            .await;
+        let a = gw
+            .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "plan.get"}))
+            .await;
+        assert_eq!(a.json()["error"]["code"], code, "{answer:?}: {}", a.json());
+        let ok = gw
+            .rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "_cleveragents/health/check"}))
+            .await;
+        assert_eq!(ok.status, 200);
+    }
 }
