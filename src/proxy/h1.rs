@@ -331,6 +331,8 @@ impl Conn {
             Framing::Empty => (Bytes::new(), true),
             Framing::Length(n) if n > limit => return Err(Error::TooLarge { status, limit }),
             Framing::Length(n) => {
+                // Room for the whole body at once, rather than growing a read at a time.
+                self.read.reserve(n.saturating_sub(self.read.len()));
                 while self.read.len() < n {
                     self.fill().await?;
                 }
