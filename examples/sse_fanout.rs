@@ -59,6 +59,8 @@ fn start_gateway(port: u16) -> Gateway {
         )
         .env("WIREGATE_SID__SUBSCRIBER_BUFFER", "65536")
         .env("WIREGATE_SID__REPLAY_EVENTS", "1024")
+        // Room above the 10 000 idle subscribers for the stream a turn's own call holds open.
+        .env("WIREGATE_SID__MAX_SUBSCRIBERS", "20000")
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .spawn()
