@@ -103,9 +103,17 @@ struct Parsed {
 
 /// Parses an answer head from the front of `buf`; `None` when it is not complete yet.
 fn parse_head(buf: &[u8]) -> Result<Option<Parsed>, Error> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut headers);
-    let len = match resp.parse(buf) {
+    // Header slots left uninitialised: httparse fills what it uses (64 zeroed slots cost more
+    // than parsing a short head).
+    let mut headers =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut resp,
+        buf,
+        &mut headers,
+    );
+    let len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => return Err(Error::Malformed("too many headers")),
@@ -310,6 +318,10 @@ impl Conn {
             .await
             .map_err(Error::NotSent)?;
         let parsed = loop {
+            if self.read.is_empty() {
+                self.fill().await?;
+                continue;
+            }
             match parse_head(&self.read)? {
                 // Interim answers (100 Continue, 103 Early Hints) precede the real one.
                 Some(p) if (100..200).contains(&p.status) => {
