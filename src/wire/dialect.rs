@@ -47,10 +47,11 @@ pub struct LegacyFault {
 }
 
 /// Parses a request body. `Err` is the single JSON-RPC error response a body earns when it is not
-/// JSON (-32700), is `[]`, or is neither object nor array (-32600).
+/// JSON (-32700, invalid UTF-8 included), is `[]`, or is neither object nor array (-32600).
 ///
-/// The body's UTF-8 is checked once, up front; the JSON parser then reads it as a `str` and
-/// neither re-checks each string nor the raw `params` it keeps.
+/// The body's UTF-8 is checked once, up front (as [`super::from_json`] does, but answered as a
+/// parse error); the JSON parser then reads a `str` and re-checks neither its strings nor the raw
+/// `params` it keeps.
 pub fn parse(body: &[u8]) -> Result<Inbound, Response> {
     let body = std::str::from_utf8(body).map_err(|e| {
         Response::error(
@@ -81,14 +82,7 @@ pub fn parse(body: &[u8]) -> Result<Inbound, Response> {
 }
 
 fn parse_batch(body: &str) -> Result<Vec<Entry>, Response> {
-    let members: Vec<&RawValue> = serde_json::from_str(body).map_err(|e| {
-        let error = if e.is_data() {
-            ErrorObject::invalid_request(e)
-        } else {
-            ErrorObject::parse_error(e)
-        };
-        Response::error(Id::Null, error)
-    })?;
+    let members: Vec<&RawValue> = serde_json::from_str(body).map_err(unreadable)?;
     if members.is_empty() {
         return Err(Response::error(
             Id::Null,
@@ -108,14 +102,18 @@ fn parse_batch(body: &str) -> Result<Vec<Entry>, Response> {
 }
 
 fn read_probe(body: &str) -> Result<Probe<'_>, Response> {
-    serde_json::from_str(body).map_err(|e| {
-        let error = if e.is_data() {
-            ErrorObject::invalid_request(e)
-        } else {
-            ErrorObject::parse_error(e)
-        };
-        Response::error(Id::Null, error)
-    })
+    serde_json::from_str(body).map_err(unreadable)
+}
+
+/// The error a body that could not be read earns: JSON of the wrong shape is an invalid request,
+/// anything else (bad syntax, bad UTF-8) a parse error.
+fn unreadable(e: serde_json::Error) -> Response {
+    let error = if e.is_data() {
+        ErrorObject::invalid_request(e)
+    } else {
+        ErrorObject::parse_error(e)
+    };
+    Response::error(Id::Null, error)
 }
 
 /// Every top-level member either dialect defines; unknown members are ignored. The members that
