@@ -215,8 +215,8 @@ pub struct Server {
     /// Most client connections open at once; beyond, clients wait in the accept backlog.
     pub max_connections: usize,
     /// How long a client gets to send a request's head (a new connection's first, or the next on
-    /// a kept-alive one) before its connection is closed: slow or silent clients cannot hold
-    /// connection slots.
+    /// a kept-alive one, so also how long a kept-alive connection may idle) before its
+    /// connection is closed: slow or silent clients cannot hold connection slots.
     pub header_read_timeout_ms: u64,
 }
 

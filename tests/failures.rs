@@ -388,7 +388,7 @@ async fn open_connections_are_bounded_and_a_waiting_client_is_served_when_one_cl
 }
 
 #[tokio::test]
-async fn a_client_too_slow_to_send_its_head_is_disconnected_and_others_are_served() {
+async fn clients_too_slow_to_send_a_head_or_idle_are_disconnected_and_others_served() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let gw = gateway()
         .with(|c| c.server.header_read_timeout_ms = 300)
@@ -412,6 +412,21 @@ async fn a_client_too_slow_to_send_its_head_is_disconnected_and_others_are_serve
     assert!(
         waited >= Duration::from_millis(250),
         "not before its time: {waited:?}"
+    );
+    // A kept-alive connection that stays silent after its answer is closed the same way.
+    let mut idle = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"_cleveragents/health/check"}"#;
+    let head = format!(
+        "POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    idle.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the idle connection is closed");
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"),
+        "after its answer"
     );
 }
 
