@@ -522,3 +522,34 @@ async fn malformed_or_oversized_upstream_answers_are_errors_and_the_gateway_goes
         assert_eq!(ok.status, 200);
     }
 }
+
+#[tokio::test]
+async fn large_answers_pass_whole_and_their_connection_is_reused() {
+    let blob = "x".repeat(200_000);
+    let envelope = format!(
+        r#"{{"a2a_version":"1.0","request_id":"x","status":"success","data":{{"blob":"{blob}"}}}}"#
+    );
+    let (a, rest) = envelope.split_at(70_000);
+    let (b, c) = rest.split_at(70_000);
+    let chunked = format!(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n{:x}\r\n{c}\r\n0\r\n\r\n",
+        a.len(),
+        b.len(),
+        c.len()
+    );
+    let (url, accepted) = raw_upstream(chunked, After::KeepOpen).await;
+    let gw = gateway()
+        .upstream("legacy", &url, Dialect::Legacy, 2_000)
+        .route(&["*"], "legacy")
+        .start()
+        .await;
+    for i in 0..3 {
+        let r = gw.call("plan.get", json!({"n": i})).await;
+        assert_eq!(
+            r["result"]["blob"].as_str().map(str::len),
+            Some(200_000),
+            "call {i}"
+        );
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -22,6 +22,8 @@ const MAX_HEADERS: usize = 64;
 const MAX_CHUNK_LINE: usize = 4 * 1024;
 /// Read buffer reserved before each read.
 const READ_CHUNK: usize = 8 * 1024;
+/// Buffers larger than this are not kept with an idle connection.
+const KEEP_BUFFER: usize = 64 * 1024;
 
 /// The request line's and headers' parts that vary by upstream and call.
 #[derive(Debug)]
@@ -376,12 +378,23 @@ impl Conn {
                 (self.read.split().freeze(), false)
             }
         };
+        self.trim();
         Ok(Answer {
             status,
             body,
             // Bytes the upstream sent beyond its answer mean the connection's state is unknown.
             reusable: complete && parsed.keep_alive && self.read.is_empty(),
         })
+    }
+
+    /// Lets go of buffers a large exchange grew, so an idle pooled connection holds little.
+    fn trim(&mut self) {
+        if self.write.capacity() > KEEP_BUFFER {
+            self.write = Vec::new();
+        }
+        if self.read.is_empty() && self.read.capacity() > KEEP_BUFFER {
+            self.read = BytesMut::new();
+        }
     }
 
     /// Lays the request out in the write buffer: request line, headers, body.
