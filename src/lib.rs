@@ -32,6 +32,7 @@ pub mod facade;
 pub mod feed;
 pub mod listener;
 pub mod proxy;
+pub mod reply;
 pub mod router;
 pub mod rpc;
 pub mod server;

@@ -23,6 +23,10 @@ use crate::error::GatewayError;
 use crate::facade::Facade;
 use crate::feed::Feed;
 use crate::proxy::UpstreamClient;
+use crate::reply::{
+    add_server_timing, empty_reply, error_status, json_reply, single_reply, status_of, Reply,
+    ReplyBody,
+};
 use crate::router::Router;
 use crate::stream::{self as sse_stream, Shared};
 use crate::telemetry::{self, CallLabels};
@@ -60,37 +64,6 @@ pub struct Meta<'a> {
 struct Done {
     outcome: Outcome,
     timing_ms: Option<f64>,
-}
-
-/// The HTTP answer to one body.
-#[derive(Debug)]
-pub struct Reply {
-    /// Status.
-    pub status: StatusCode,
-    /// Extra headers (`Server-Timing`, `Deprecation`, `Sunset`).
-    pub headers: HeaderMap,
-    /// What to send.
-    pub body: ReplyBody,
-}
-
-/// The body of a [`Reply`].
-pub enum ReplyBody {
-    /// Nothing (204).
-    Empty,
-    /// A JSON document.
-    Json(Bytes),
-    /// A server-sent event stream.
-    Stream(Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>),
-}
-
-impl std::fmt::Debug for ReplyBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReplyBody::Empty => f.write_str("Empty"),
-            ReplyBody::Json(b) => f.debug_tuple("Json").field(b).finish(),
-            ReplyBody::Stream(_) => f.write_str("Stream"),
-        }
-    }
 }
 
 /// The request-path state built from the configuration.
@@ -539,99 +512,5 @@ impl Gateway {
                 .insert(HeaderName::from_static("sunset"), s.clone());
         }
         reply
-    }
-}
-
-/// The answer to a body of one JSON-RPC entry, with `Server-Timing`.
-fn single_reply(answer: Option<(StatusCode, Response, Option<f64>)>) -> Reply {
-    match answer {
-        None => empty_reply(),
-        Some((status, resp, timing)) => {
-            let mut reply = Reply {
-                status,
-                headers: HeaderMap::new(),
-                body: ReplyBody::Json(Bytes::from(resp.to_vec())),
-            };
-            add_server_timing(&mut reply.headers, timing);
-            reply
-        }
-    }
-}
-
-/// The status of a call's error. A spec (A2A) call's is 200, as A2A's JSON-RPC binding (and its
-/// clients, which read the error code only from a successful HTTP answer) expect; 401 stays a
-/// transport answer. Other calls keep the status the error maps to.
-fn error_status(e: &GatewayError, spec: bool) -> StatusCode {
-    match (spec, e) {
-        (false, _) => e.status(),
-        (true, GatewayError::Unauthorized) => StatusCode::UNAUTHORIZED,
-        (true, _) => StatusCode::OK,
-    }
-}
-
-/// The status a single JSON-RPC error response is sent with.
-fn status_of(resp: &Response) -> StatusCode {
-    match resp.error_object().map(|e| e.code) {
-        Some(
-            crate::wire::jsonrpc::code::PARSE_ERROR | crate::wire::jsonrpc::code::INVALID_REQUEST,
-        ) => StatusCode::BAD_REQUEST,
-        _ => StatusCode::OK,
-    }
-}
-
-/// `Server-Timing: upstream;dur=<timing_ms>`, written with `itoa`/`ryu`: `core::fmt`'s float
-/// formatting cost more than everything else the header takes.
-fn add_server_timing(headers: &mut HeaderMap, timing_ms: Option<f64>) {
-    let Some(t) = timing_ms.filter(|t| t.is_finite() && *t >= 0.0) else {
-        return;
-    };
-    let mut v = String::with_capacity(32);
-    v.push_str("upstream;dur=");
-    if t.fract() == 0.0 && t < 1e15 {
-        v.push_str(itoa::Buffer::new().format(t as u64));
-    } else {
-        v.push_str(ryu::Buffer::new().format_finite(t));
-    }
-    if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(v)) {
-        headers.insert(HeaderName::from_static("server-timing"), v);
-    }
-}
-
-fn json_reply<T: serde::Serialize>(status: StatusCode, body: &T) -> Reply {
-    Reply {
-        status,
-        headers: HeaderMap::new(),
-        body: ReplyBody::Json(Bytes::from(
-            serde_json::to_vec(body).expect("wire types always serialise"),
-        )),
-    }
-}
-
-fn empty_reply() -> Reply {
-    Reply {
-        status: StatusCode::NO_CONTENT,
-        headers: HeaderMap::new(),
-        body: ReplyBody::Empty,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn server_timing_whole_and_fractional_milliseconds() {
-        let timing = |t| {
-            let mut h = HeaderMap::new();
-            add_server_timing(&mut h, t);
-            h.get("server-timing")
-                .map(|v| v.to_str().unwrap().to_owned())
-        };
-        assert_eq!(timing(Some(7.0)).as_deref(), Some("upstream;dur=7"));
-        assert_eq!(timing(Some(2.5)).as_deref(), Some("upstream;dur=2.5"));
-        assert_eq!(timing(Some(0.0)).as_deref(), Some("upstream;dur=0"));
-        assert_eq!(timing(Some(-1.0)), None);
-        assert_eq!(timing(Some(f64::NAN)), None);
-        assert_eq!(timing(None), None);
     }
 }

@@ -1,0 +1,139 @@
+//! What `POST /rpc` answers: status, extra headers and body, and the helpers that shape them.
+//!
+//! [`crate::rpc`] decides what to answer; this module only says how an answer is laid out, so
+//! the status rules (spec calls, parse errors) and the `Server-Timing` header live in one place.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use bytes::Bytes;
+use futures_util::Stream;
+
+use crate::error::GatewayError;
+use crate::wire::jsonrpc::Response;
+
+/// The HTTP answer to one body.
+#[derive(Debug)]
+pub struct Reply {
+    /// Status.
+    pub status: StatusCode,
+    /// Extra headers (`Server-Timing`, `Deprecation`, `Sunset`).
+    pub headers: HeaderMap,
+    /// What to send.
+    pub body: ReplyBody,
+}
+
+/// The body of a [`Reply`].
+pub enum ReplyBody {
+    /// Nothing (204).
+    Empty,
+    /// A JSON document.
+    Json(Bytes),
+    /// A server-sent event stream.
+    Stream(Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>),
+}
+
+impl std::fmt::Debug for ReplyBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplyBody::Empty => f.write_str("Empty"),
+            ReplyBody::Json(b) => f.debug_tuple("Json").field(b).finish(),
+            ReplyBody::Stream(_) => f.write_str("Stream"),
+        }
+    }
+}
+
+/// The answer to a body of one JSON-RPC entry, with `Server-Timing`.
+pub(crate) fn single_reply(answer: Option<(StatusCode, Response, Option<f64>)>) -> Reply {
+    match answer {
+        None => empty_reply(),
+        Some((status, resp, timing)) => {
+            let mut reply = Reply {
+                status,
+                headers: HeaderMap::new(),
+                body: ReplyBody::Json(Bytes::from(resp.to_vec())),
+            };
+            add_server_timing(&mut reply.headers, timing);
+            reply
+        }
+    }
+}
+
+/// The status of a call's error. A spec (A2A) call's is 200, as A2A's JSON-RPC binding (and its
+/// clients, which read the error code only from a successful HTTP answer) expect; 401 stays a
+/// transport answer. Other calls keep the status the error maps to.
+pub(crate) fn error_status(e: &GatewayError, spec: bool) -> StatusCode {
+    match (spec, e) {
+        (false, _) => e.status(),
+        (true, GatewayError::Unauthorized) => StatusCode::UNAUTHORIZED,
+        (true, _) => StatusCode::OK,
+    }
+}
+
+/// The status a single JSON-RPC error response is sent with.
+pub(crate) fn status_of(resp: &Response) -> StatusCode {
+    match resp.error_object().map(|e| e.code) {
+        Some(
+            crate::wire::jsonrpc::code::PARSE_ERROR | crate::wire::jsonrpc::code::INVALID_REQUEST,
+        ) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// `Server-Timing: upstream;dur=<timing_ms>`, written with `itoa`/`ryu`: `core::fmt`'s float
+/// formatting cost more than everything else the header takes.
+pub(crate) fn add_server_timing(headers: &mut HeaderMap, timing_ms: Option<f64>) {
+    let Some(t) = timing_ms.filter(|t| t.is_finite() && *t >= 0.0) else {
+        return;
+    };
+    let mut v = String::with_capacity(32);
+    v.push_str("upstream;dur=");
+    if t.fract() == 0.0 && t < 1e15 {
+        v.push_str(itoa::Buffer::new().format(t as u64));
+    } else {
+        v.push_str(ryu::Buffer::new().format_finite(t));
+    }
+    if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(v)) {
+        headers.insert(HeaderName::from_static("server-timing"), v);
+    }
+}
+
+pub(crate) fn json_reply<T: serde::Serialize>(status: StatusCode, body: &T) -> Reply {
+    Reply {
+        status,
+        headers: HeaderMap::new(),
+        body: ReplyBody::Json(Bytes::from(
+            serde_json::to_vec(body).expect("wire types always serialise"),
+        )),
+    }
+}
+
+pub(crate) fn empty_reply() -> Reply {
+    Reply {
+        status: StatusCode::NO_CONTENT,
+        headers: HeaderMap::new(),
+        body: ReplyBody::Empty,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_timing_whole_and_fractional_milliseconds() {
+        let timing = |t| {
+            let mut h = HeaderMap::new();
+            add_server_timing(&mut h, t);
+            h.get("server-timing")
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(timing(Some(7.0)).as_deref(), Some("upstream;dur=7"));
+        assert_eq!(timing(Some(2.5)).as_deref(), Some("upstream;dur=2.5"));
+        assert_eq!(timing(Some(0.0)).as_deref(), Some("upstream;dur=0"));
+        assert_eq!(timing(Some(-1.0)), None);
+        assert_eq!(timing(Some(f64::NAN)), None);
+        assert_eq!(timing(None), None);
+    }
+}
