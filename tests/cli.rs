@@ -102,6 +102,14 @@ sunset = "someday"
     ] {
         assert!(err.contains(key), "{key} not named in:\n{err}");
     }
+    let (ok, _, err) = check_config(
+        Some("[server]\nmax_connections = 0\nheader_read_timeout_ms = 0\n"),
+        &[],
+    );
+    assert!(!ok);
+    for key in ["server.max_connections", "server.header_read_timeout_ms"] {
+        assert!(err.contains(key), "{key} not named in:\n{err}");
+    }
     let (ok, _, err) = check_config(Some("[server]\nlisten = 5\n"), &[]);
     assert!(!ok);
     assert!(err.contains("server.listen"), "{err}");
