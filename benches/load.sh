@@ -31,6 +31,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 ./target/release/examples/legacy_upstream "127.0.0.1:$UP_PORT" >/dev/null &
+up_pid=$!
 pids+=($!)
 
 cat >"$work/nginx.conf" <<NGINX
@@ -49,6 +50,7 @@ http {
 }
 NGINX
 nginx -c "$work/nginx.conf" -p "$work" &
+nginx_pid=$!
 pids+=($!)
 
 cat >"$work/haproxy.cfg" <<HAPROXY
@@ -68,6 +70,7 @@ backend b
   server up 127.0.0.1:$UP_PORT
 HAPROXY
 haproxy -f "$work/haproxy.cfg" -db >/dev/null 2>&1 &
+haproxy_pid=$!
 pids+=($!)
 
 cat >"$work/gateway.toml" <<TOML
@@ -83,6 +86,7 @@ methods = ["*"]
 upstream = "legacy"
 TOML
 RUST_LOG=warn ./target/release/wiregate --config "$work/gateway.toml" >/dev/null 2>&1 &
+gw_pid=$!
 pids+=($!)
 sleep 1
 
@@ -97,28 +101,36 @@ curl -sf -H 'content-type: application/json' -d "$legacy_body" "http://127.0.0.1
 curl -sf -H 'content-type: application/json' -d "$legacy_body" "http://127.0.0.1:$HAPROXY_PORT/a2a" | grep -q '"status":"success"'
 curl -sf -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT/rpc" | grep -q '"result"'
 
-# run NAME URL SCRIPT CONNS -> "rps p50 p99" (latencies in ms)
+# CPU seconds (user, system) a process has used so far, from /proc.
+cpu() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print $12 / t, $13 / t }' "/proc/$1/stat"; }
+
+# run NAME URL SCRIPT CONNS PID -> "rps p50 p99 non2xx user_us sys_us" (latencies in ms; CPU of
+# PID per request: on a shared 2-core machine the steadier measure of what each proxy costs)
 run() {
+  read -r u0 s0 < <(cpu "$5")
   wrk -t"$THREADS" -c"$4" -d"$DURATION" --latency -s "$3" "$2" >"$work/$1.txt" 2>&1
-  awk '
+  read -r u1 s1 < <(cpu "$5")
+  awk -v du="$(awk -v a="$u0" -v b="$u1" 'BEGIN{print b-a}')" -v ds="$(awk -v a="$s0" -v b="$s1" 'BEGIN{print b-a}')" '
     function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    /requests in/ { n=$1 }
     /Requests\/sec/ { rps=$2 }
     $1=="50%" { p50=ms($2) }
     $1=="99%" { p99=ms($2) }
     /Non-2xx/ { bad=$NF }
-    END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, (bad==""?0:bad) }' "$work/$1.txt"
+    END { printf "%.0f %.3f %.3f %s %.1f %.1f\n", rps, p50, p99, (bad==""?0:bad), du*1e6/n, ds*1e6/n }' "$work/$1.txt"
 }
 
-printf '%-28s %6s %12s %10s %10s\n' target conns req/s p50_ms p99_ms
+nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
+printf '%-28s %6s %12s %10s %10s %12s %12s\n' target conns req/s p50_ms p99_ms user_us/req sys_us/req
 for c in $CONNS; do
-  read -r d_rps d_p50 d_p99 _ < <(run direct "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$c")
-  read -r n_rps n_p50 n_p99 _ < <(run nginx "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$c")
-  read -r h_rps h_p50 h_p99 _ < <(run haproxy "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$c")
-  read -r w_rps w_p50 w_p99 w_bad < <(run wiregate "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$c")
-  printf '%-28s %6s %12s %10s %10s\n' "direct (no proxy)" "$c" "$d_rps" "$d_p50" "$d_p99"
-  printf '%-28s %6s %12s %10s %10s\n' "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99"
-  printf '%-28s %6s %12s %10s %10s\n' "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99"
-  printf '%-28s %6s %12s %10s %10s\n' "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99"
+  read -r d_rps d_p50 d_p99 _ d_u d_s < <(run direct "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$c" "$up_pid")
+  read -r n_rps n_p50 n_p99 _ n_u n_s < <(run nginx "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker")
+  read -r h_rps h_p50 h_p99 _ h_u h_s < <(run haproxy "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$c" "$haproxy_pid")
+  read -r w_rps w_p50 w_p99 w_bad w_u w_s < <(run wiregate "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$c" "$gw_pid")
+  printf '%-28s %6s %12s %10s %10s %12s %12s\n' "direct (no proxy, upstream)" "$c" "$d_rps" "$d_p50" "$d_p99" "$d_u" "$d_s"
+  printf '%-28s %6s %12s %10s %10s %12s %12s\n' "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99" "$n_u" "$n_s"
+  printf '%-28s %6s %12s %10s %10s %12s %12s\n' "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99" "$h_u" "$h_s"
+  printf '%-28s %6s %12s %10s %10s %12s %12s\n' "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99" "$w_u" "$w_s"
   [ "$w_bad" = "0" ] || echo "warning: wiregate answered $w_bad non-2xx"
   awk -v w="$w_rps" -v d="$d_rps" -v n="$n_rps" -v h="$h_rps" -v wp="$w_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
     printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
