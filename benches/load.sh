@@ -110,14 +110,14 @@ run() {
   read -r u0 s0 < <(cpu "$5")
   wrk -t"$THREADS" -c"$4" -d"$DURATION" --latency -s "$3" "$2" >"$work/$1.txt" 2>&1
   read -r u1 s1 < <(cpu "$5")
-  awk -v du="$(awk -v a="$u0" -v b="$u1" 'BEGIN{print b-a}')" -v ds="$(awk -v a="$s0" -v b="$s1" 'BEGIN{print b-a}')" '
+  awk -v u0="$u0" -v u1="$u1" -v s0="$s0" -v s1="$s1" '
     function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
     /requests in/ { n=$1 }
     /Requests\/sec/ { rps=$2 }
     $1=="50%" { p50=ms($2) }
     $1=="99%" { p99=ms($2) }
     /Non-2xx/ { bad=$NF }
-    END { printf "%.0f %.3f %.3f %s %.1f %.1f\n", rps, p50, p99, (bad==""?0:bad), du*1e6/n, ds*1e6/n }' "$work/$1.txt"
+    END { printf "%.0f %.3f %.3f %s %.1f %.1f\n", rps, p50, p99, (bad==""?0:bad), (u1-u0)*1e6/n, (s1-s0)*1e6/n }' "$work/$1.txt"
 }
 
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)

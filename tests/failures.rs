@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use support::{gateway, legacy_echo, upstream};
+use support::{gateway, legacy_echo, routing_all_to, upstream};
 use wiregate::config::Dialect;
 
 #[tokio::test]
@@ -324,11 +324,7 @@ async fn connections_the_upstream_closes_are_not_reused() {
         (Duration::from_millis(5), Duration::from_millis(40)),
     ] {
         let (url, accepted) = raw_upstream(sized(""), After::CloseAfter(linger)).await;
-        let gw = gateway()
-            .upstream("legacy", &url, Dialect::Legacy, 2_000)
-            .route(&["*"], "legacy")
-            .start()
-            .await;
+        let gw = routing_all_to(&url, Dialect::Legacy).start().await;
         for i in 0..5 {
             let r = gw.call("plan.get", json!({"n": i})).await;
             assert_eq!(
@@ -465,11 +461,7 @@ async fn every_framing_of_an_upstream_answer_is_read_and_reuse_follows_it() {
     ];
     for (answer, after, connections) in cases {
         let (url, accepted) = raw_upstream(answer.clone(), after).await;
-        let gw = gateway()
-            .upstream("legacy", &url, Dialect::Legacy, 2_000)
-            .route(&["*"], "legacy")
-            .start()
-            .await;
+        let gw = routing_all_to(&url, Dialect::Legacy).start().await;
         for i in 0..3 {
             let r = gw.call("plan.get", json!({"n": i})).await;
             assert_eq!(
@@ -506,9 +498,7 @@ async fn malformed_or_oversized_upstream_answers_are_errors_and_the_gateway_goes
         (oversized, -32052),
     ] {
         let (url, _) = raw_upstream(answer.clone(), After::KeepOpen).await;
-        let gw = gateway()
-            .upstream("legacy", &url, Dialect::Legacy, 2_000)
-            .route(&["*"], "legacy")
+        let gw = routing_all_to(&url, Dialect::Legacy)
             .with(|c| c.server.max_upstream_body_bytes = 1024)
             .start()
             .await;
@@ -538,11 +528,7 @@ async fn large_answers_pass_whole_and_their_connection_is_reused() {
         c.len()
     );
     let (url, accepted) = raw_upstream(chunked, After::KeepOpen).await;
-    let gw = gateway()
-        .upstream("legacy", &url, Dialect::Legacy, 2_000)
-        .route(&["*"], "legacy")
-        .start()
-        .await;
+    let gw = routing_all_to(&url, Dialect::Legacy).start().await;
     for i in 0..3 {
         let r = gw.call("plan.get", json!({"n": i})).await;
         assert_eq!(

@@ -10,6 +10,7 @@
 
 use std::io;
 
+use axum::http::StatusCode;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -40,7 +41,7 @@ pub struct Head<'a> {
 #[derive(Debug)]
 pub struct Answer {
     /// Its status code.
-    pub status: u16,
+    pub status: StatusCode,
     /// Its body, de-chunked.
     pub body: Bytes,
     /// Whether the connection may carry another request.
@@ -74,7 +75,7 @@ pub enum Error {
     #[error("answer exceeds {limit} bytes")]
     TooLarge {
         /// The answer's status code.
-        status: u16,
+        status: StatusCode,
         /// The limit.
         limit: usize,
     },
@@ -96,7 +97,7 @@ enum Framing {
 /// A parsed answer head.
 #[derive(Debug, PartialEq, Eq)]
 struct Parsed {
-    status: u16,
+    status: StatusCode,
     /// Bytes of the head, blank line included.
     len: usize,
     framing: Framing,
@@ -121,7 +122,10 @@ fn parse_head(buf: &[u8]) -> Result<Option<Parsed>, Error> {
         Err(httparse::Error::TooManyHeaders) => return Err(Error::Malformed("too many headers")),
         Err(_) => return Err(Error::Malformed("unparsable status line or header")),
     };
-    let status = resp.code.ok_or(Error::Malformed("no status code"))?;
+    let status = resp
+        .code
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .ok_or(Error::Malformed("no valid status code"))?;
     let mut keep_alive = resp.version == Some(1);
     let mut length: Option<usize> = None;
     let mut chunked = false;
@@ -152,7 +156,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<Parsed>, Error> {
             }
         }
     }
-    let framing = match status {
+    let framing = match status.as_u16() {
         100..=199 | 204 | 304 => Framing::Empty,
         _ if encoded && chunked => Framing::Chunked,
         _ if encoded => Framing::Close,
@@ -203,7 +207,7 @@ enum Phase {
 impl Chunked {
     /// Decodes as much of `buf` as is there. `Ok(true)` once the body is complete (then `pos` is
     /// where it ended), `Ok(false)` when more bytes are needed.
-    fn advance(&mut self, buf: &[u8], limit: usize, status: u16) -> Result<bool, Error> {
+    fn advance(&mut self, buf: &[u8], limit: usize, status: StatusCode) -> Result<bool, Error> {
         loop {
             let rest = &buf[self.pos..];
             match self.phase {
@@ -326,8 +330,8 @@ impl Conn {
             }
             match parse_head(&self.read)? {
                 // Interim answers (100 Continue, 103 Early Hints) precede the real one.
-                Some(p) if (100..200).contains(&p.status) => {
-                    if p.status == 101 {
+                Some(p) if p.status.is_informational() => {
+                    if p.status == StatusCode::SWITCHING_PROTOCOLS {
                         return Err(Error::Malformed("101 Switching Protocols"));
                     }
                     self.read.advance(p.len);
@@ -483,23 +487,23 @@ mod tests {
     fn chunked_bodies_decode_whole_or_in_pieces() {
         let wire = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nx-trailer: 1\r\n\r\nNEXT";
         let mut c = Chunked::default();
-        assert!(c.advance(wire, 1 << 20, 200).unwrap());
+        assert!(c.advance(wire, 1 << 20, StatusCode::OK).unwrap());
         assert_eq!(c.body, b"Wikipedia in\r\n\r\nchunks.");
         assert_eq!(&wire[c.pos..], b"NEXT");
         // Fed one byte at a time, the same body comes out.
         let mut c = Chunked::default();
         let mut done = false;
         for end in 1..=wire.len() - 4 {
-            done = c.advance(&wire[..end], 1 << 20, 200).unwrap();
+            done = c.advance(&wire[..end], 1 << 20, StatusCode::OK).unwrap();
         }
         assert!(done);
         assert_eq!(c.body, b"Wikipedia in\r\n\r\nchunks.");
         // Bounded, and strict about its framing.
         let mut c = Chunked::default();
         assert!(matches!(
-            c.advance(b"10\r\n", 8, 200),
+            c.advance(b"10\r\n", 8, StatusCode::OK),
             Err(Error::TooLarge {
-                status: 200,
+                status: StatusCode::OK,
                 limit: 8
             })
         ));
@@ -511,7 +515,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    Chunked::default().advance(bad, 1 << 20, 200),
+                    Chunked::default().advance(bad, 1 << 20, StatusCode::OK),
                     Err(Error::Malformed(_))
                 ),
                 "{}",

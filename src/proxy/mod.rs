@@ -137,15 +137,13 @@ impl UpstreamClient {
             }
         };
         let answer = answer.map_err(|e| match e {
-            h1::Error::TooLarge { status, limit } => self.bad_envelope(
-                StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
-                format!("answer exceeds {limit} bytes"),
-            ),
+            h1::Error::TooLarge { status, limit } => {
+                self.bad_envelope(status, format!("answer exceeds {limit} bytes"))
+            }
             e => self.unreachable(e),
         })?;
         Ok(Answer {
-            status: StatusCode::from_u16(answer.status)
-                .map_err(|_| self.unreachable(format!("invalid status code {}", answer.status)))?,
+            status: answer.status,
             body: answer.body,
         })
     }

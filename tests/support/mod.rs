@@ -185,11 +185,14 @@ pub async fn dead_url() -> String {
 
 /// A gateway routing every method to `up`, which speaks `dialect` (2 s timeout).
 pub async fn fronting(up: &Listening, dialect: Dialect) -> TestGateway {
+    routing_all_to(&up.url(), dialect).start().await
+}
+
+/// A gateway configuration routing every method to the upstream at `url` (2 s timeout).
+pub fn routing_all_to(url: &str, dialect: Dialect) -> GatewayBuilder {
     gateway()
-        .upstream("up", &up.url(), dialect, 2000)
+        .upstream("up", url, dialect, 2000)
         .route(&["*"], "up")
-        .start()
-        .await
 }
 
 /// Builds a gateway configuration and runs it.
