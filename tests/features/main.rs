@@ -29,6 +29,8 @@ pub struct World {
     request: Option<Request>,
     response: Option<Response>,
     dict: Option<Value>,
+    /// The bytes a "deserialise" step handed the parser.
+    body: Option<Vec<u8>>,
     validation: Option<Result<(), ValidationError>>,
     facade: Option<Facade>,
     event: Option<A2aEvent>,

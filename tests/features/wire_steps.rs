@@ -134,6 +134,7 @@ fn deserialise_request(w: &mut World) {
         Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) => w.request = Some(req),
         other => panic!("not a JSON-RPC request: {other:?}"),
     }
+    w.body = Some(body);
 }
 
 #[when("I deserialise the dict into an A2aResponse")]
@@ -147,9 +148,32 @@ fn request_method(w: &mut World, method: String) {
     assert_eq!(w.request.as_ref().unwrap().method, method);
 }
 
+/// `Request::jsonrpc()` is a constant, so the step reads what the parsed body carried, and checks
+/// that the parser's acceptance hangs on it: the same body with any other version (or none) is
+/// refused with -32600.
 #[then(expr = "the request jsonrpc should equal {string}")]
 fn request_jsonrpc(w: &mut World, v: String) {
-    assert_eq!(w.request.as_ref().unwrap().jsonrpc(), v);
+    assert!(w.request.is_some(), "the body was parsed into a request");
+    let body: Value = serde_json::from_slice(w.body.as_ref().expect("a parsed body")).unwrap();
+    assert_eq!(body["jsonrpc"], Value::from(v), "what the parsed body carried");
+    for other in [json!("1.0"), json!(2.0), json!(null)] {
+        let mut altered = body.clone();
+        altered["jsonrpc"] = other.clone();
+        refused_as_invalid(&serde_json::to_vec(&altered).unwrap(), &other);
+    }
+    let mut missing = body.clone();
+    missing.as_object_mut().unwrap().remove("jsonrpc");
+    refused_as_invalid(&serde_json::to_vec(&missing).unwrap(), &json!("(absent)"));
+}
+
+fn refused_as_invalid(body: &[u8], version: &Value) {
+    match dialect::parse(body) {
+        Ok(Inbound::JsonRpc(Message::Single(Err(resp)))) => {
+            let code = resp.error_object().map(|e| e.code);
+            assert_eq!(code, Some(-32600), "jsonrpc {version}: {resp:?}");
+        }
+        other => panic!("jsonrpc {version} was not refused: {other:?}"),
+    }
 }
 
 #[then(expr = "the response result should contain key {string}")]
