@@ -82,16 +82,17 @@ impl Feed {
     }
 }
 
-/// The ids of the last `cap` records, for dropping repeats.
+/// The ids of the last `cap` records, for dropping repeats. Public for the fuzz targets (`fuzz/`).
 #[derive(Debug)]
-struct RecentIds {
+pub struct RecentIds {
     set: HashSet<String>,
     order: VecDeque<String>,
     cap: usize,
 }
 
 impl RecentIds {
-    fn new(cap: usize) -> Self {
+    /// Remembers the last `cap` ids (at least one).
+    pub fn new(cap: usize) -> Self {
         RecentIds {
             set: HashSet::new(),
             order: VecDeque::new(),
@@ -115,10 +116,14 @@ impl RecentIds {
     }
 }
 
-struct Reader {
-    bridge: Bridge,
-    last_id: Option<String>,
-    seen: RecentIds,
+/// Reads the feed's records into the bridge. Public for the fuzz targets (`fuzz/`).
+pub struct Reader {
+    /// Where the records go.
+    pub bridge: Bridge,
+    /// The last event id seen, the resume point.
+    pub last_id: Option<String>,
+    /// Recent ids, for dropping repeats.
+    pub seen: RecentIds,
 }
 
 impl Reader {
@@ -166,7 +171,8 @@ impl Reader {
         }
     }
 
-    async fn consume<S, E>(&mut self, body: S, sse: bool)
+    /// Reads one connection's body, SSE or NDJSON, until it ends or fails.
+    pub async fn consume<S, E>(&mut self, body: S, sse: bool)
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,

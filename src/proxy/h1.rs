@@ -81,9 +81,9 @@ pub enum Error {
     },
 }
 
-/// How an answer's body is delimited.
+/// How an answer's body is delimited. Public for the fuzz targets (`fuzz/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
+pub enum Framing {
     /// No body (204, 304).
     Empty,
     /// `Content-Length`.
@@ -94,18 +94,22 @@ enum Framing {
     Close,
 }
 
-/// A parsed answer head.
+/// A parsed answer head. Public for the fuzz targets (`fuzz/`).
 #[derive(Debug, PartialEq, Eq)]
-struct Parsed {
-    status: StatusCode,
+pub struct Parsed {
+    /// The status code.
+    pub status: StatusCode,
     /// Bytes of the head, blank line included.
-    len: usize,
-    framing: Framing,
-    keep_alive: bool,
+    pub len: usize,
+    /// How the body is delimited.
+    pub framing: Framing,
+    /// Whether the connection may carry another request after this answer.
+    pub keep_alive: bool,
 }
 
-/// Parses an answer head from the front of `buf`; `None` when it is not complete yet.
-fn parse_head(buf: &[u8]) -> Result<Option<Parsed>, Error> {
+/// Parses an answer head from the front of `buf`; `None` when it is not complete yet. Public for
+/// the fuzz targets (`fuzz/`).
+pub fn parse_head(buf: &[u8]) -> Result<Option<Parsed>, Error> {
     // Header slots left uninitialised: httparse fills what it uses (64 zeroed slots cost more
     // than parsing a short head).
     let mut headers =
@@ -182,13 +186,14 @@ fn tokens(value: &[u8]) -> impl Iterator<Item = String> + '_ {
         .filter(|t| !t.is_empty())
 }
 
-/// Where a chunked body's decoding stands.
+/// Where a chunked body's decoding stands. Public for the fuzz targets (`fuzz/`).
 #[derive(Debug, Default)]
-struct Chunked {
+pub struct Chunked {
     /// Bytes of the buffer consumed so far.
-    pos: usize,
+    pub pos: usize,
     phase: Phase,
-    body: Vec<u8>,
+    /// The body decoded so far.
+    pub body: Vec<u8>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -207,7 +212,7 @@ enum Phase {
 impl Chunked {
     /// Decodes as much of `buf` as is there. `Ok(true)` once the body is complete (then `pos` is
     /// where it ended), `Ok(false)` when more bytes are needed.
-    fn advance(&mut self, buf: &[u8], limit: usize, status: StatusCode) -> Result<bool, Error> {
+    pub fn advance(&mut self, buf: &[u8], limit: usize, status: StatusCode) -> Result<bool, Error> {
         loop {
             let rest = &buf[self.pos..];
             match self.phase {

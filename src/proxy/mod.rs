@@ -9,7 +9,8 @@
 //! meanwhile is found when it is checked out, and a request that could not be written is sent
 //! once more on a fresh connection.
 
-mod h1;
+/// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).
+pub mod h1;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
