@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use cucumber::World as _;
 use serde_json::Value;
-use wiregate::events::domain::{Bridge, Delivery, DomainEvent};
 use wiregate::events::{A2aEvent, EventQueue};
 use wiregate::facade::Facade;
 use wiregate::wire::jsonrpc::{Request, Response};
@@ -37,9 +36,7 @@ pub struct World {
     sse: Option<String>,
     keepalive: Option<String>,
     queue: Option<Arc<EventQueue>>,
-    bus: Option<Vec<DomainEvent>>,
-    bridge: Option<Bridge>,
-    delivery: Option<Delivery>,
+    bus: Option<sse_steps::Bus>,
     data_json: Option<Value>,
     raw_line: Option<String>,
     server_message: Option<ServerMessage>,

@@ -1,21 +1,24 @@
 //! Steps for `features/sse_streaming.feature` (seed 001).
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use cucumber::{given, then, when};
 use serde_json::{Map, Value};
-use wiregate::events::domain::{Bridge, Delivery, DomainEvent, EventMap};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use wiregate::events::domain::{Bridge, EventMap};
 use wiregate::events::{A2aEvent, EventKind, EventQueue, TASK_ARTIFACT_UPDATE, TASK_STATUS_UPDATE};
+use wiregate::feed::{Reader, RecentIds};
 use wiregate::wire::sse;
 
 use crate::World;
 
 fn event(w: &mut World, kind: &str, plan: Option<String>, data: Map<String, Value>) {
     let kind = EventKind::from_name(kind).expect("a known A2A event type");
-    let mut ev = A2aEvent::new(kind, plan, data);
-    // The event model carries its own id, as the domain events it mirrors do.
-    ev.event_id = uuid::Uuid::new_v4().to_string();
-    w.event = Some(ev);
+    // No id of the step's own: the queue the gateway streams from stamps it (see below).
+    w.event = Some(A2aEvent::new(kind, plan, data));
 }
 
 #[given(regex = r#"^an A2aEvent with type "([^"]*)" and plan_id "([^"]*)"$"#)]
@@ -34,10 +37,13 @@ fn event_without_plan(w: &mut World, kind: String) {
     event(w, &kind, None, Map::new());
 }
 
+/// Formats the event as the gateway's SSE writer gets it: queued (which stamps its `id:`), then the
+/// stored frame.
 #[when("I format the event as SSE")]
 fn format_sse(w: &mut World) {
-    let frame = w.event.as_ref().unwrap().to_sse();
-    w.sse = Some(String::from_utf8(frame.to_vec()).unwrap());
+    let queue = EventQueue::new(8, 8);
+    let stored = queue.push(w.event.clone().unwrap()).expect("an open queue");
+    w.sse = Some(String::from_utf8(stored.frame().to_vec()).unwrap());
 }
 
 #[then(expr = "the SSE output should contain {string}")]
@@ -66,28 +72,76 @@ fn queue(w: &mut World) {
     w.queue = Some(Arc::new(EventQueue::new(64, 64)));
 }
 
-#[given("a mock EventBus")]
-fn bus(w: &mut World) {
-    // The bus is the record of domain events published; the bridge is handed each one.
-    w.bus = Some(Vec::new());
+/// The legacy server's event bus as the gateway sees it: NDJSON records arriving on a byte stream.
+/// The stream counts how many records its reader has finished with (it asks for the next one
+/// only after handling the last), so a step can wait for the bridge without sleeping.
+#[derive(Debug)]
+pub struct Bus {
+    publish: mpsc::UnboundedSender<Bytes>,
+    published: usize,
+    handled: watch::Receiver<usize>,
+    reader: Option<JoinHandle<()>>,
+    stream: Option<(mpsc::UnboundedReceiver<Bytes>, watch::Sender<usize>)>,
 }
 
+#[given("a mock EventBus")]
+fn bus(w: &mut World) {
+    let (publish, rx) = mpsc::unbounded_channel();
+    let (handled_tx, handled) = watch::channel(0);
+    w.bus = Some(Bus {
+        publish,
+        published: 0,
+        handled,
+        reader: None,
+        stream: Some((rx, handled_tx)),
+    });
+}
+
+/// The gateway's own feed reader (what `[events] source` runs) reads the bus into the bridge.
 #[given("an EventBusBridge connecting bus to queue")]
 fn bridge(w: &mut World) {
-    assert!(w.bus.is_some(), "the bus exists first");
     let queue = w.queue.clone().expect("a queue");
-    w.bridge = Some(Bridge::new(EventMap::default(), queue));
+    let bus = w.bus.as_mut().expect("the bus exists first");
+    let (rx, handled) = bus.stream.take().expect("one bridge per bus");
+    let records =
+        futures::stream::unfold((rx, handled, 0usize), |(mut rx, handled, n)| async move {
+            // Asked for record n + 1: the first n are handled.
+            handled.send_replace(n);
+            let chunk = rx.recv().await?;
+            Some((
+                Ok::<_, std::convert::Infallible>(chunk),
+                (rx, handled, n + 1),
+            ))
+        });
+    let mut reader = Reader {
+        bridge: Bridge::new(EventMap::default(), queue),
+        last_id: None,
+        seen: RecentIds::new(64),
+    };
+    bus.reader = Some(tokio::spawn(async move {
+        reader.consume(Box::pin(records), false).await;
+    }));
 }
 
 #[when(regex = r"^the bridge receives a ([A-Z_]+) domain event$")]
-fn bridge_receives(w: &mut World, event_type: String) {
-    let ev: DomainEvent = serde_json::from_value(serde_json::json!({
-        "event_id": "evt-1", "event_type": event_type, "plan_id": "plan-9",
+async fn bridge_receives(w: &mut World, event_type: String) {
+    let bus = w.bus.as_mut().expect("a bus");
+    bus.published += 1;
+    let record = serde_json::json!({
+        "event_id": format!("evt-{}", bus.published), "event_type": event_type, "plan_id": "plan-9",
         "data": {"state": "created"}, "timestamp": "2026-11-29T00:00:00Z"
-    }))
-    .unwrap();
-    w.bus.as_mut().unwrap().push(ev.clone());
-    w.delivery = Some(w.bridge.as_ref().unwrap().handle(&ev));
+    });
+    bus.publish
+        .send(Bytes::from(format!("{record}\n")))
+        .expect("the bridge reads the bus");
+    let published = bus.published;
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bus.handled.wait_for(|n| *n >= published),
+    )
+    .await
+    .expect("the bridge handled the record within 5 s")
+    .expect("the bridge is still reading");
 }
 
 #[when("the queue is closed")]
@@ -99,19 +153,21 @@ fn close_queue(w: &mut World) {
 fn queue_contains(w: &mut World, kind: String) {
     let kind = EventKind::from_name(&kind).expect("a known A2A event type");
     let events = w.queue.as_ref().unwrap().snapshot();
-    assert_eq!(w.delivery, Some(Delivery::Queued));
-    assert!(
-        events
-            .iter()
-            .any(|s| s.event.event_type == kind && s.event.plan_id.as_deref() == Some("plan-9")),
-        "no {kind:?} in {events:?}"
-    );
+    assert_eq!(events.len(), 1, "the one published record: {events:?}");
+    let ev = &events[0].event;
+    assert_eq!(ev.event_type, kind, "{ev:?}");
+    assert_eq!(ev.plan_id.as_deref(), Some("plan-9"));
+    assert_eq!(ev.event_id, "evt-1", "the bus record's own id");
 }
 
 #[then("no error should be raised from the bridge")]
 fn no_error(w: &mut World) {
-    // Reaching this step means `handle` returned instead of panicking; it reports the drop.
-    assert_eq!(w.delivery, Some(Delivery::QueueClosed));
+    // The record was handled (the step waited for that) and the reader goes on reading.
+    let bus = w.bus.as_ref().unwrap();
+    assert!(
+        !bus.reader.as_ref().unwrap().is_finished(),
+        "the bridge stopped"
+    );
     assert!(w.queue.as_ref().unwrap().snapshot().is_empty());
 }
 

@@ -155,7 +155,11 @@ fn request_method(w: &mut World, method: String) {
 fn request_jsonrpc(w: &mut World, v: String) {
     assert!(w.request.is_some(), "the body was parsed into a request");
     let body: Value = serde_json::from_slice(w.body.as_ref().expect("a parsed body")).unwrap();
-    assert_eq!(body["jsonrpc"], Value::from(v), "what the parsed body carried");
+    assert_eq!(
+        body["jsonrpc"],
+        Value::from(v),
+        "what the parsed body carried"
+    );
     for other in [json!("1.0"), json!(2.0), json!(null)] {
         let mut altered = body.clone();
         altered["jsonrpc"] = other.clone();
