@@ -142,6 +142,10 @@ pub struct Sid {
     pub bearer_tokens: Vec<String>,
     /// How long a dropped `--listen` socket may stay down before open tasks fail.
     pub reconnect_grace_ms: u64,
+    /// Most requests waiting on one context (written to sid or queued for it, unanswered):
+    /// sid reads nothing during a turn, so beyond this callers get -32060 instead of a queue
+    /// that grows without bound.
+    pub max_queued_requests: usize,
 }
 
 impl Default for Sid {
@@ -164,6 +168,7 @@ impl Default for Sid {
                 .collect(),
             bearer_tokens: Vec::new(),
             reconnect_grace_ms: 10_000,
+            max_queued_requests: 64,
         }
     }
 }
@@ -214,10 +219,15 @@ pub struct Server {
     pub worker_threads: usize,
     /// Most client connections open at once; beyond, clients wait in the accept backlog.
     pub max_connections: usize,
-    /// How long a client gets to send a request's head (a new connection's first, or the next on
-    /// a kept-alive one, so also how long a kept-alive connection may idle) before its
-    /// connection is closed: slow or silent clients cannot hold connection slots.
+    /// How long a client gets to send a request's head (a new connection's first bytes, or the
+    /// next request on a kept-alive one, so also how long a kept-alive HTTP/1 or HTTP/2
+    /// connection may idle with no request in flight) before its connection is closed: slow or
+    /// silent clients cannot hold connection slots. HTTP/2 peers are also sent a PING this
+    /// often and dropped when one goes unanswered this long.
     pub header_read_timeout_ms: u64,
+    /// How long a client gets to send a request's whole body once its head is in (HTTP 408
+    /// beyond): a client that declares a length and stalls cannot hold its slot.
+    pub body_read_timeout_ms: u64,
 }
 
 impl Default for Server {
@@ -232,6 +242,7 @@ impl Default for Server {
             worker_threads: 0,
             max_connections: 16_384,
             header_read_timeout_ms: 30_000,
+            body_read_timeout_ms: 30_000,
         }
     }
 }
@@ -390,11 +401,19 @@ impl Config {
         if self.server.max_connections == 0 {
             issue("server.max_connections".into(), "must be positive".into());
         }
-        if self.server.header_read_timeout_ms == 0 {
-            issue(
-                "server.header_read_timeout_ms".into(),
-                "must be positive".into(),
-            );
+        for (key, v) in [
+            (
+                "server.header_read_timeout_ms",
+                self.server.header_read_timeout_ms,
+            ),
+            (
+                "server.body_read_timeout_ms",
+                self.server.body_read_timeout_ms,
+            ),
+        ] {
+            if v == 0 {
+                issue(key.into(), "must be positive".into());
+            }
         }
         if self.server.max_batch_concurrency == 0 {
             issue(
@@ -513,6 +532,7 @@ impl Config {
             ("sid.max_contexts", sid.max_contexts as u64),
             ("sid.replay_events", sid.replay_events as u64),
             ("sid.subscriber_buffer", sid.subscriber_buffer as u64),
+            ("sid.max_queued_requests", sid.max_queued_requests as u64),
             ("sid.keepalive_ms", sid.keepalive_ms),
             ("sid.idle_timeout_ms", sid.idle_timeout_ms),
         ] {

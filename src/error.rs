@@ -19,6 +19,16 @@ pub enum GatewayError {
         /// The configured limit.
         limit: usize,
     },
+    /// The body could not be read as HTTP framed it (a malformed chunk size, an oversized chunk
+    /// extension or trailer): the client's fault, unlike a body that is merely too large.
+    #[error("the request body is malformed: {0}")]
+    MalformedBody(String),
+    /// The body did not arrive in time (`server.body_read_timeout_ms`).
+    #[error("the request body did not arrive within {timeout_ms} ms")]
+    BodyTimeout {
+        /// The configured timeout.
+        timeout_ms: u64,
+    },
     /// The request's content type is not JSON.
     #[error("content type {0:?} is not supported; send application/json")]
     UnsupportedMediaType(String),
@@ -130,6 +140,8 @@ impl GatewayError {
     pub fn status(&self) -> StatusCode {
         match self {
             GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::MalformedBody(_) => StatusCode::BAD_REQUEST,
+            GatewayError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             GatewayError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             GatewayError::MethodNotFound(_) | GatewayError::InvalidParams(_) => StatusCode::OK,
             GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamBadEnvelope { .. } => {
@@ -159,12 +171,24 @@ impl GatewayError {
         }
     }
 
+    /// The status when the failure answers a plain HTTP route (an SSE stream) rather than a
+    /// JSON-RPC call: there a 200 would read as a stream, so what is not found is a 404.
+    pub fn route_status(&self) -> StatusCode {
+        match self {
+            GatewayError::TaskNotFound(_) | GatewayError::ContextNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
+            _ => self.status(),
+        }
+    }
+
     /// The JSON-RPC error code.
     pub fn jsonrpc_code(&self) -> i64 {
         match self {
-            GatewayError::PayloadTooLarge { .. } | GatewayError::UnsupportedMediaType(_) => {
-                code::INVALID_REQUEST
-            }
+            GatewayError::PayloadTooLarge { .. }
+            | GatewayError::UnsupportedMediaType(_)
+            | GatewayError::BodyTimeout { .. } => code::INVALID_REQUEST,
+            GatewayError::MalformedBody(_) => code::PARSE_ERROR,
             GatewayError::MethodNotFound(_) => code::METHOD_NOT_FOUND,
             GatewayError::InvalidParams(_) => code::INVALID_PARAMS,
             GatewayError::UpstreamUnreachable { .. } => code::UPSTREAM_UNREACHABLE,
@@ -197,6 +221,8 @@ impl GatewayError {
     fn legacy_code(&self) -> &'static str {
         match self {
             GatewayError::PayloadTooLarge { .. }
+            | GatewayError::MalformedBody(_)
+            | GatewayError::BodyTimeout { .. }
             | GatewayError::UnsupportedMediaType(_)
             | GatewayError::InvalidParams(_) => lc::VALIDATION_ERROR,
             GatewayError::MethodNotFound(_) => lc::OPERATION_NOT_FOUND,
@@ -228,6 +254,8 @@ impl GatewayError {
     pub fn kind(&self) -> &'static str {
         match self {
             GatewayError::PayloadTooLarge { .. } => "payload_too_large",
+            GatewayError::MalformedBody(_) => "malformed_body",
+            GatewayError::BodyTimeout { .. } => "body_timeout",
             GatewayError::UnsupportedMediaType(_) => "unsupported_media_type",
             GatewayError::MethodNotFound(_) => "method_not_found",
             GatewayError::InvalidParams(_) => "invalid_params",

@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod a2a;
+pub mod activity;
 pub mod bridge;
 pub mod config;
 pub mod demo;

@@ -3,13 +3,17 @@
 //! At the limit the gateway stops accepting; further clients wait in the kernel's backlog (and
 //! time out there) instead of costing the gateway memory, and everyone already connected keeps
 //! being served. A connection's permit goes back when its socket is dropped.
+//!
+//! A new connection must show its first bytes within a deadline ([`Conn::sniff`]): telling
+//! HTTP/1 from HTTP/2 reads them, and nothing else times that read.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -18,14 +22,18 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct Bounded {
     inner: TcpListener,
     permits: Arc<Semaphore>,
+    max: u32,
 }
 
 impl Bounded {
     /// Bounds `inner` to `max` open connections.
     pub fn new(inner: TcpListener, max: usize) -> Self {
+        // A u32 because that is what waiting for every permit takes; no machine holds more.
+        let max = u32::try_from(max).unwrap_or(u32::MAX);
         Bounded {
             inner,
-            permits: Arc::new(Semaphore::new(max)),
+            permits: Arc::new(Semaphore::new(max as usize)),
+            max,
         }
     }
 }
@@ -34,10 +42,65 @@ impl Bounded {
 #[derive(Debug)]
 pub struct Conn {
     io: TcpStream,
+    /// Bytes [`sniff`](Conn::sniff) read, served again before the socket's.
+    prefix: Bytes,
     _permit: OwnedSemaphorePermit,
 }
 
+/// The HTTP version a connection opened with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.x.
+    Http1,
+    /// HTTP/2 with prior knowledge (the connection preface).
+    Http2,
+}
+
+/// The HTTP/2 connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+impl Conn {
+    /// Reads until the first bytes tell HTTP/2's preface from anything else, within `deadline`;
+    /// `None` when the peer stays silent that long or closes first. The bytes are kept and read
+    /// again by whoever serves the connection.
+    pub async fn sniff(mut self, deadline: std::time::Duration) -> Option<(Conn, Protocol)> {
+        let mut buf = Vec::with_capacity(H2_PREFACE.len());
+        let read = async {
+            loop {
+                let mut chunk = [0u8; H2_PREFACE.len()];
+                let want = H2_PREFACE.len() - buf.len();
+                let n = self.io.read(&mut chunk[..want]).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if !H2_PREFACE.starts_with(&buf) {
+                    return Some(Protocol::Http1);
+                }
+                if buf.len() == H2_PREFACE.len() {
+                    return Some(Protocol::Http2);
+                }
+            }
+        };
+        let proto = tokio::time::timeout(deadline, read).await.ok()??;
+        self.prefix = Bytes::from(buf);
+        Some((self, proto))
+    }
+}
+
 impl Bounded {
+    /// Stops listening (new clients are refused), then waits until every accepted connection
+    /// has been dropped.
+    pub async fn close(self) {
+        let Bounded {
+            inner,
+            permits,
+            max,
+        } = self;
+        drop(inner);
+        let _ = permits.acquire_many(max).await;
+    }
+
     /// The next connection, once a permit is free. Accept errors (out of file descriptors, a
     /// connection reset before it was taken) are logged and waited out, as `axum::serve` does.
     pub async fn accept(&mut self) -> Conn {
@@ -54,6 +117,7 @@ impl Bounded {
                     let _ = io.set_nodelay(true);
                     return Conn {
                         io,
+                        prefix: Bytes::new(),
                         _permit: permit,
                     };
                 }
@@ -72,6 +136,12 @@ impl AsyncRead for Conn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }

@@ -31,7 +31,7 @@ use crate::router::Router;
 use crate::stream::{self as sse_stream, Shared};
 use crate::telemetry::{self, CallLabels};
 use crate::wire::dialect::{self, Entry, Inbound, Message};
-use crate::wire::jsonrpc::{null_raw, to_raw, ErrorObject, Id, Outcome, Request, Response};
+use crate::wire::jsonrpc::{null_raw, to_raw, Id, Outcome, Request, Response};
 use crate::wire::legacy::{Auth, LegacyBody, LegacyRequest, LegacyResponse};
 use crate::wire::translate::{self, ErrorTable};
 
@@ -150,7 +150,7 @@ impl Gateway {
 
     /// Answers one request body; `meta` is what the caller's headers say.
     pub async fn handle(&self, body: &[u8], meta: &Meta<'_>) -> Reply {
-        match dialect::parse(body) {
+        match dialect::parse_bounded(body, self.batch_len) {
             Err(resp) => json_reply(status_of(&resp), &resp),
             Ok(Inbound::Legacy(Err(fault))) => self.legacy_reply(
                 StatusCode::BAD_REQUEST,
@@ -179,14 +179,6 @@ impl Gateway {
                 single_reply(self.handle_request(req, spec, meta).await)
             }
             Ok(Inbound::JsonRpc(Message::Single(Err(resp)))) => json_reply(status_of(&resp), &resp),
-            Ok(Inbound::JsonRpc(Message::Batch(entries))) if entries.len() > self.batch_len => {
-                let err = ErrorObject::invalid_request(format!(
-                    "a batch of {} exceeds server.max_batch_len ({})",
-                    entries.len(),
-                    self.batch_len
-                ));
-                json_reply(StatusCode::BAD_REQUEST, &Response::error(Id::Null, err))
-            }
             Ok(Inbound::JsonRpc(Message::Batch(entries))) => {
                 let answers: Vec<Response> = stream::iter(entries)
                     .map(|e| self.handle_entry(e, meta))

@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::activity::Activity;
 use crate::bridge::{Bridge, Opened};
 use crate::config::Config;
 use crate::error::GatewayError;
@@ -40,6 +41,7 @@ pub struct AppState {
     gateway: Arc<Gateway>,
     metrics: PrometheusHandle,
     max_body: usize,
+    body_timeout: Duration,
     events_timing: sse_stream::Timing,
 }
 
@@ -49,6 +51,7 @@ impl AppState {
             gateway,
             metrics: telemetry::install(),
             max_body: config.server.max_body_bytes,
+            body_timeout: Duration::from_millis(config.server.body_read_timeout_ms),
             events_timing: sse_stream::Timing {
                 keepalive: Duration::from_millis(config.events.keepalive_ms),
                 retry_ms: config.events.reconnect_ms.max(1000),
@@ -81,6 +84,8 @@ fn routes() -> axum::Router<AppState> {
 struct Front {
     state: AppState,
     router: axum::Router,
+    /// On an HTTP/2 connection, its calls in flight (HTTP/1's idle time is hyper's to time).
+    activity: Option<Arc<Activity>>,
 }
 
 impl Front {
@@ -89,6 +94,15 @@ impl Front {
         Front {
             router: routes().with_state(state.clone()),
             state,
+            activity: None,
+        }
+    }
+
+    /// The same service, counting its calls into `activity`.
+    fn tracking(&self, activity: Option<Arc<Activity>>) -> Self {
+        Front {
+            activity,
+            ..self.clone()
         }
     }
 }
@@ -105,12 +119,23 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
 
     fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> FrontFuture {
         use futures_util::future::Either;
+        use futures_util::FutureExt;
         let req = req.map(Body::new);
-        if req.method() == axum::http::Method::POST && req.uri().path() == "/rpc" {
+        let fut = if req.method() == axum::http::Method::POST && req.uri().path() == "/rpc" {
             let state = self.state.clone();
-            Either::Left(Box::pin(async move { Ok(rpc(State(state), req).await) }))
+            Either::Left(Box::pin(async move { Ok(rpc(State(state), req).await) }) as Pin<Box<_>>)
         } else {
             Either::Right(tower::Service::call(&mut self.router.clone(), req))
+        };
+        match &self.activity {
+            None => fut,
+            Some(a) => {
+                // The call counts as in flight until its answer's body is done or dropped.
+                let call = crate::activity::Call::begin(a.clone());
+                Either::Left(Box::pin(fut.map(move |r| {
+                    r.map(|resp| resp.map(|b| Body::new(call.guard_body(b))))
+                })))
+            }
         }
     }
 }
@@ -118,40 +143,91 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
 /// Accepts connections and serves each on its own task until `stopped`; then lets every open
 /// connection finish its calls (streams end when the bridge and feed stop).
 ///
-/// Our own loop rather than `axum::serve`, for what that leaves unset: hyper's header read
-/// timeout (it needs a timer), so a slow or silent client cannot hold a connection slot forever.
+/// Our own loop rather than `axum::serve`, for what that leaves unset: every wait on a client is
+/// timed by `header_read_timeout` (its first bytes, each request head, an idle HTTP/2
+/// connection, unanswered HTTP/2 PINGs), so a slow or silent client cannot hold a slot forever.
 async fn accept_loop(
     mut listener: crate::listener::Bounded,
     front: Front,
     header_read_timeout: Duration,
     mut stopped: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::rt::{TokioExecutor, TokioTimer};
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(header_read_timeout))
+        .keep_alive_timeout(header_read_timeout);
     loop {
         let conn = tokio::select! {
             conn = listener.accept() => conn,
             _ = stopped.wait_for(|s| *s) => break,
         };
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(conn), front.clone())
-            .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-        });
+        tokio::spawn(serve_conn(
+            conn,
+            builder.clone(),
+            front.clone(),
+            header_read_timeout,
+            stopped.clone(),
+        ));
     }
-    drop(listener);
-    graceful.shutdown().await;
+    listener.close().await;
     Ok(())
+}
+
+/// Serves one connection: its first bytes within `timeout`, then HTTP until it ends, it idles
+/// (HTTP/2, no call in flight for `timeout`) or the gateway stops; the last two close it
+/// gracefully (calls in flight finish).
+async fn serve_conn(
+    conn: crate::listener::Conn,
+    builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    front: Front,
+    timeout: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
+    use crate::listener::Protocol;
+    let sniffed = tokio::select! {
+        s = conn.sniff(timeout) => s,
+        _ = stopped.wait_for(|s| *s) => None,
+    };
+    let Some((conn, proto)) = sniffed else {
+        return;
+    };
+    let activity = (proto == Protocol::Http2).then(|| Arc::new(Activity::new()));
+    let front = front.tracking(activity.clone());
+    let conn = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), front);
+    let mut conn = std::pin::pin!(conn);
+    let idle = async {
+        match &activity {
+            Some(a) => a.idle_for(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut idle = std::pin::pin!(idle);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = &mut idle, if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            _ = stopped.wait_for(|s| *s), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
 }
 
 /// A running gateway: its address and the means to stop it.
@@ -166,19 +242,26 @@ pub struct Running {
 
 impl Running {
     /// Stops accepting, lets in-flight calls finish, stops every sid child (which ends the
-    /// event streams), and waits (at most `grace` for the calls).
+    /// event streams), all side by side and within `grace`: sid children still running then are
+    /// killed, and calls still running are left to end with the process. What it can take
+    /// beyond `grace` is the wait for a killed child to be reaped.
     pub async fn shutdown(self, grace: Duration) {
         let _ = self.stop.send(true);
         if let Some(f) = self.gateway.feed() {
             f.close();
         }
-        if let Some(b) = self.gateway.bridge() {
-            b.shutdown().await;
-        }
+        let bridge = async {
+            if let Some(b) = self.gateway.bridge() {
+                b.shutdown(grace).await;
+            }
+        };
         let mut task = self.task;
-        if tokio::time::timeout(grace, &mut task).await.is_err() {
-            task.abort();
-        }
+        let calls = async {
+            if tokio::time::timeout(grace, &mut task).await.is_err() {
+                task.abort();
+            }
+        };
+        tokio::join!(bridge, calls);
     }
 
     /// The gateway being served.
@@ -252,13 +335,8 @@ async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Resp
             },
         )
     } else {
-        match axum::body::to_bytes(body, state.max_body).await {
-            Err(_) => reject(
-                None,
-                GatewayError::PayloadTooLarge {
-                    limit: state.max_body,
-                },
-            ),
+        match read_body(body, state.max_body, state.body_timeout).await {
+            Err(e) => reject(None, e),
             Ok(bytes) if !is_json(headers) => {
                 let ct = headers
                     .get(header::CONTENT_TYPE)
@@ -284,6 +362,28 @@ async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Resp
         "rpc"
     );
     into_response(reply, request_id)
+}
+
+/// The whole request body, within `limit` bytes and `timeout`. Only a body over the limit is
+/// 413; one that HTTP could not frame (a bad chunk size, a huge chunk extension or trailer) is
+/// the client's malformed request, 400; one that stalls is 408.
+async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+) -> Result<bytes::Bytes, GatewayError> {
+    use http_body_util::BodyExt;
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Err(_) => Err(GatewayError::BodyTimeout {
+            timeout_ms: timeout.as_millis() as u64,
+        }),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(GatewayError::PayloadTooLarge { limit })
+        }
+        Ok(Err(e)) => Err(GatewayError::MalformedBody(e.to_string())),
+    }
 }
 
 /// A failure found before the body was parsed, in the caller's dialect when it can be told.
@@ -333,7 +433,7 @@ fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
 /// The sid bridge's stream routes answer only when the bridge is on, and only to a valid token.
 fn sse_error(err: GatewayError) -> Response {
     let body = RpcResponse::error(Id::Null, err.to_jsonrpc());
-    (err.status(), axum::Json(body)).into_response()
+    (err.route_status(), axum::Json(body)).into_response()
 }
 
 async fn task_events(

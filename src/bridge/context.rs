@@ -29,6 +29,36 @@ pub enum Transport {
 pub enum SendError {
     /// sid is not running or the socket is down.
     Gone(String),
+    /// `sid.max_queued_requests` requests are already waiting on this context.
+    Busy(String),
+}
+
+/// sid's answer to one request. Dropping it (its caller went away) forgets the request, so a
+/// busy context does not keep an entry per abandoned caller.
+#[derive(Debug)]
+pub struct Answer {
+    rx: oneshot::Receiver<ResultLine>,
+    ctx: std::sync::Weak<Context>,
+    request_id: String,
+}
+
+impl std::future::Future for Answer {
+    type Output = Result<ResultLine, oneshot::error::RecvError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.rx).poll(cx)
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.ctx.upgrade() {
+            ctx.lock().pending.remove(&self.request_id);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -37,7 +67,7 @@ struct Inner {
     pending: HashMap<String, oneshot::Sender<ResultLine>>,
     active_turn: Option<String>,
     hello: Option<Hello>,
-    to_sid: Option<mpsc::UnboundedSender<String>>,
+    to_sid: Option<mpsc::Sender<String>>,
     kill: Option<Arc<Notify>>,
     running: bool,
     /// Highest `sequence` seen from the current sid process (socket de-duplication).
@@ -61,6 +91,8 @@ pub struct Context {
     changed: watch::Sender<u64>,
     /// `true` while sid is running (child) or connected (socket).
     up: watch::Sender<bool>,
+    /// `sid.max_queued_requests`: lines queued for sid, and requests awaiting a result.
+    max_queued: usize,
 }
 
 impl Context {
@@ -71,6 +103,7 @@ impl Context {
         replay: usize,
         subscriber_buffer: usize,
         max_subscribers: usize,
+        max_queued: usize,
     ) -> Arc<Self> {
         Arc::new(Context {
             id,
@@ -93,6 +126,7 @@ impl Context {
             }),
             changed: watch::channel(0).0,
             up: watch::channel(false).0,
+            max_queued: max_queued.max(1),
         })
     }
 
@@ -193,32 +227,44 @@ impl Context {
         inner.tracker.begin(task_id);
         inner.active_turn = Some(task_id.to_owned());
         let line = ClientLine::new(task_id, Op::UserTurn { text });
-        Self::write(&mut inner, &line).inspect_err(|_| {
+        self.write(&mut inner, &line).inspect_err(|_| {
             inner.active_turn = None;
         })
     }
 
-    /// Sends a request whose `result` is awaited on the returned receiver.
-    pub fn request(&self, op: Op) -> Result<(String, oneshot::Receiver<ResultLine>), SendError> {
+    /// Sends a request whose `result` is awaited on the returned [`Answer`].
+    pub fn request(self: &Arc<Self>, op: Op) -> Result<(String, Answer), SendError> {
         let request_id = self.next_request_id();
         let (tx, rx) = oneshot::channel();
         let mut inner = self.lock();
-        inner.pending.insert(request_id.clone(), tx);
-        let line = ClientLine::new(request_id.clone(), op);
-        match Self::write(&mut inner, &line) {
-            Ok(()) => Ok((request_id, rx)),
-            Err(e) => {
-                inner.pending.remove(&request_id);
-                Err(e)
-            }
+        if inner.pending.len() >= self.max_queued {
+            return Err(self.busy());
         }
+        let line = ClientLine::new(request_id.clone(), op);
+        self.write(&mut inner, &line)?;
+        inner.pending.insert(request_id.clone(), tx);
+        let answer = Answer {
+            rx,
+            ctx: Arc::downgrade(self),
+            request_id: request_id.clone(),
+        };
+        Ok((request_id, answer))
     }
 
-    fn write(inner: &mut Inner, line: &ClientLine) -> Result<(), SendError> {
+    fn busy(&self) -> SendError {
+        SendError::Busy(format!(
+            "sid context {} already has {} requests waiting (sid.max_queued_requests); \
+             try again when its turn ends",
+            self.id, self.max_queued
+        ))
+    }
+
+    fn write(&self, inner: &mut Inner, line: &ClientLine) -> Result<(), SendError> {
         inner.last_activity = Instant::now();
         let text = serde_json::to_string(line).expect("a client line always serialises");
-        match &inner.to_sid {
-            Some(tx) if tx.send(text).is_ok() => Ok(()),
+        match inner.to_sid.as_ref().map(|tx| tx.try_send(text)) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(mpsc::error::TrySendError::Full(_))) => Err(self.busy()),
             _ => Err(SendError::Gone(
                 inner
                     .exit_reason
@@ -345,7 +391,7 @@ impl Context {
         self.publish(failed);
     }
 
-    fn on_up(&self, to_sid: mpsc::UnboundedSender<String>, kill: Option<Arc<Notify>>) {
+    fn on_up(&self, to_sid: mpsc::Sender<String>, kill: Option<Arc<Notify>>) {
         let mut inner = self.lock();
         if kill.is_some() {
             // A new child process counts its sequence from 1 again.
@@ -406,7 +452,7 @@ impl Context {
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(self.max_queued);
         let kill = Arc::new(Notify::new());
         self.on_up(tx, Some(kill.clone()));
         tokio::spawn(write_lines(stdin, rx));
@@ -465,7 +511,7 @@ impl Context {
                     Ok((read, write)) => {
                         backoff = Duration::from_millis(50);
                         down_since = None;
-                        let (tx, rx) = mpsc::unbounded_channel();
+                        let (tx, rx) = mpsc::channel(ctx.max_queued);
                         tokio::spawn(write_lines(write, rx));
                         let mut tx = Some(tx);
                         let mut read = BufReader::with_capacity(64 * 1024, read);
@@ -498,7 +544,7 @@ impl Context {
     }
 }
 
-async fn write_lines(mut w: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<String>) {
+async fn write_lines(mut w: impl AsyncWrite + Unpin, mut rx: mpsc::Receiver<String>) {
     while let Some(mut line) = rx.recv().await {
         line.push('\n');
         if w.write_all(line.as_bytes()).await.is_err() || w.flush().await.is_err() {

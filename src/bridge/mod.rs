@@ -166,8 +166,10 @@ pub fn sid_error(e: Option<&ServerError>) -> GatewayError {
 }
 
 fn gone(e: SendError) -> GatewayError {
-    let SendError::Gone(reason) = e;
-    GatewayError::SidUnavailable(reason)
+    match e {
+        SendError::Gone(reason) => GatewayError::SidUnavailable(reason),
+        SendError::Busy(reason) => GatewayError::SidBusy(reason),
+    }
 }
 
 impl Bridge {
@@ -180,6 +182,7 @@ impl Bridge {
                 cfg.replay_events,
                 cfg.subscriber_buffer,
                 cfg.max_subscribers,
+                cfg.max_queued_requests,
             );
             ctx.spawn_socket(
                 cfg.connect.clone(),
@@ -447,6 +450,7 @@ impl Bridge {
             self.cfg.replay_events,
             self.cfg.subscriber_buffer,
             self.cfg.max_subscribers,
+            self.cfg.max_queued_requests,
         );
         ctx.spawn_child(&self.cfg.command, None).map_err(|e| {
             GatewayError::SidUnavailable(format!("cannot start {:?}: {e}", self.cfg.command))
@@ -656,12 +660,14 @@ impl Bridge {
         });
     }
 
-    /// Stops every sid and closes every stream.
-    pub async fn shutdown(&self) {
+    /// Stops every sid and closes every stream, giving each sid at most `grace` (and never more
+    /// than its usual stop grace) to exit before it is killed.
+    pub async fn shutdown(&self, grace: Duration) {
+        let grace = STOP_GRACE.min(grace);
         let all: Vec<Arc<Context>> = self.contexts().values().cloned().collect();
         futures_util::future::join_all(all.iter().map(|c| async move {
             c.close();
-            c.stop(STOP_GRACE).await;
+            c.stop(grace).await;
         }))
         .await;
     }

@@ -67,6 +67,21 @@ struct Inner {
     tx: Option<broadcast::Sender<Arc<Stored>>>,
 }
 
+impl Inner {
+    /// Whether `id` names the event just before the oldest retained one (or, with nothing
+    /// retained, the last one pushed), so resuming after it misses nothing: `Last-Event-ID: 0`
+    /// before any event was dropped. Only sequence-stamped ids can say so.
+    fn just_before_oldest(&self, id: &str) -> bool {
+        let Ok(n) = id.parse::<u64>() else {
+            return false;
+        };
+        match self.ring.front() {
+            Some(first) => first.seq == n + 1 && first.event.event_id == first.seq.to_string(),
+            None => self.next_seq == n + 1,
+        }
+    }
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct EventQueue {
@@ -144,7 +159,7 @@ impl EventQueue {
             None => (false, 0),
             Some(id) => match inner.ring.iter().rposition(|s| s.event.event_id == id) {
                 Some(i) => (false, i + 1),
-                None => (true, 0),
+                None => (!inner.just_before_oldest(id), 0),
             },
         };
         let live = self.receiver(&inner)?;
@@ -214,6 +229,27 @@ mod tests {
         let s = q.subscribe(Some("999")).unwrap();
         assert!(s.gap);
         assert_eq!(s.backlog.len(), 3);
+    }
+
+    #[test]
+    fn resuming_before_the_first_event_is_no_gap() {
+        let q = EventQueue::new(10, 8);
+        assert!(!q.subscribe(Some("0")).unwrap().gap, "nothing pushed yet");
+        for _ in 0..3 {
+            q.push(ev()).unwrap();
+        }
+        let s = q.subscribe(Some("0")).unwrap();
+        assert!(!s.gap);
+        assert_eq!(s.backlog.len(), 3);
+        let q = EventQueue::new(2, 8);
+        for _ in 0..3 {
+            q.push(ev()).unwrap();
+        }
+        assert!(
+            !q.subscribe(Some("1")).unwrap().gap,
+            "event 1 left, 2 is the oldest"
+        );
+        assert!(q.subscribe(Some("0")).unwrap().gap, "event 1 was dropped");
     }
 
     #[test]

@@ -53,6 +53,12 @@ pub struct LegacyFault {
 /// parse error); the JSON parser then reads a `str` and re-checks neither its strings nor the raw
 /// `params` it keeps.
 pub fn parse(body: &[u8]) -> Result<Inbound, Response> {
+    parse_bounded(body, usize::MAX)
+}
+
+/// [`parse`], with a batch of more than `max_batch_len` members refused (-32600) as soon as its
+/// members are counted, before any of them is parsed or answered.
+pub fn parse_bounded(body: &[u8], max_batch_len: usize) -> Result<Inbound, Response> {
     let body = std::str::from_utf8(body).map_err(|e| {
         Response::error(
             Id::Null,
@@ -63,7 +69,7 @@ pub fn parse(body: &[u8]) -> Result<Inbound, Response> {
         )
     })?;
     match first_byte(body.as_bytes()) {
-        Some(b'[') => parse_batch(body).map(|m| Inbound::JsonRpc(Message::Batch(m))),
+        Some(b'[') => parse_batch(body, max_batch_len).map(|m| Inbound::JsonRpc(Message::Batch(m))),
         Some(b'{') => {
             let probe = read_probe(body)?;
             Ok(match probe.operation.is_some() {
@@ -81,8 +87,22 @@ pub fn parse(body: &[u8]) -> Result<Inbound, Response> {
     }
 }
 
-fn parse_batch(body: &str) -> Result<Vec<Entry>, Response> {
-    let members: Vec<&RawValue> = serde_json::from_str(body).map_err(unreadable)?;
+fn parse_batch(body: &str, max: usize) -> Result<Vec<Entry>, Response> {
+    let mut de = serde_json::Deserializer::from_str(body);
+    let members = match de::DeserializeSeed::deserialize(Members(max), &mut de)
+        .and_then(|m| de.end().map(|()| m))
+    {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            return Err(Response::error(
+                Id::Null,
+                ErrorObject::invalid_request(format!(
+                    "a batch of more than {max} members exceeds server.max_batch_len ({max})"
+                )),
+            ))
+        }
+        Err(e) => return Err(unreadable(e)),
+    };
     if members.is_empty() {
         return Err(Response::error(
             Id::Null,
@@ -99,6 +119,39 @@ fn parse_batch(body: &str) -> Result<Vec<Entry>, Response> {
             )),
         })
         .collect())
+}
+
+/// A batch's members as raw text, at most this many: counted as they are read, so a 1 MB batch
+/// of `{}` is refused before 300 000 members become entries and answers. `None` when there are
+/// more (the rest of the array is still read, to tell a long batch from malformed JSON).
+struct Members(usize);
+
+impl<'de> de::DeserializeSeed<'de> for Members {
+    type Value = Option<Vec<&'de RawValue>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Members {
+    type Value = Option<Vec<&'de RawValue>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array")
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(m) = a.next_element::<&'de RawValue>()? {
+            if out.len() == self.0 {
+                while a.next_element::<de::IgnoredAny>()?.is_some() {}
+                return Ok(None);
+            }
+            out.push(m);
+        }
+        Ok(Some(out))
+    }
 }
 
 fn read_probe(body: &str) -> Result<Probe<'_>, Response> {
@@ -126,8 +179,8 @@ struct Probe<'a> {
     method: Option<Loose<'a>>,
     #[serde(default, deserialize_with = "present")]
     params: Option<Box<RawValue>>,
-    #[serde(default, deserialize_with = "present")]
-    id: Option<Value>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     operation: Option<Loose<'a>>,
     #[serde(default, borrow, deserialize_with = "present")]
@@ -216,10 +269,10 @@ impl Probe<'_> {
         // The id is answered back whenever it could be read, even on an invalid request.
         let id = match self.id {
             None => None,
-            Some(Value::Null) => Some(Id::Null),
-            Some(Value::Number(n)) => Some(Id::Number(n)),
-            Some(Value::String(s)) => Some(Id::String(s)),
-            Some(_) => return Err(invalid(Id::Null, "id must be a string, a number or null")),
+            Some(raw) => match Id::from_raw(raw) {
+                Some(id) => Some(id),
+                None => return Err(invalid(Id::Null, "id must be a string, a number or null")),
+            },
         };
         let answer_id = id.clone().unwrap_or(Id::Null);
         match self.jsonrpc {

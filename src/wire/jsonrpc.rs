@@ -8,7 +8,7 @@
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
-use serde_json::{Number, Value};
+use serde_json::Value;
 
 use super::{present, ValidationError};
 
@@ -62,16 +62,31 @@ pub mod code {
 }
 
 /// A request id: string, number or null, kept exactly as the caller wrote it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
+///
+/// A number keeps its JSON text, not a parsed value: `123456789012345678901234567890`, `1e2`,
+/// `1.50` and `-0` go back as written, which no `f64` or `i64` could promise.
+#[derive(Clone, Debug)]
 pub enum Id {
     /// `"id": null` — a call, answered with `null`.
     Null,
-    /// A number, integral or not, as written.
-    Number(Number),
+    /// A number, integral or not, as its JSON text (already validated by the parser).
+    Number(Box<RawValue>),
     /// A string.
     String(String),
 }
+
+impl PartialEq for Id {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Id::Null, Id::Null) => true,
+            (Id::Number(a), Id::Number(b)) => a.get() == b.get(),
+            (Id::String(a), Id::String(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Id {}
 
 impl Id {
     /// A fresh, unique string id.
@@ -83,47 +98,50 @@ impl Id {
     pub fn as_text(&self) -> Option<String> {
         match self {
             Id::Null => None,
-            Id::Number(n) => Some(n.to_string()),
+            Id::Number(n) => Some(n.get().to_owned()),
             Id::String(s) => Some(s.clone()),
+        }
+    }
+
+    /// The id of a member read as raw JSON: `None` when it is not a string, a number or null.
+    pub fn from_raw(raw: &RawValue) -> Option<Self> {
+        let text = raw.get();
+        match text.as_bytes().first()? {
+            b'n' => Some(Id::Null),
+            // Most string ids hold no escape: their text between the quotes is the string.
+            b'"' if !text.contains('\\') => Some(Id::String(text[1..text.len() - 1].to_owned())),
+            b'"' => serde_json::from_str(text).ok().map(Id::String),
+            b'-' | b'0'..=b'9' => RawValue::from_string(text.to_owned()).ok().map(Id::Number),
+            _ => None,
+        }
+    }
+
+    /// Writes the id as JSON.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Id::Null => out.extend_from_slice(b"null"),
+            Id::Number(n) => out.extend_from_slice(n.get().as_bytes()),
+            Id::String(s) => super::write_json_str(out, s),
         }
     }
 }
 
-/// A direct visitor: an untagged derive would buffer the value and build an error per variant
-/// it rules out, on every call the gateway forwards.
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Id::Null => s.serialize_unit(),
+            Id::Number(n) => n.serialize(s),
+            Id::String(t) => s.serialize_str(t),
+        }
+    }
+}
+
+/// Read through the raw text, so a number keeps every digit the caller sent.
 impl<'de> Deserialize<'de> for Id {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Id;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string, a number or null")
-            }
-            fn visit_unit<E>(self) -> Result<Id, E> {
-                Ok(Id::Null)
-            }
-            fn visit_none<E>(self) -> Result<Id, E> {
-                Ok(Id::Null)
-            }
-            fn visit_u64<E>(self, n: u64) -> Result<Id, E> {
-                Ok(Id::Number(n.into()))
-            }
-            fn visit_i64<E>(self, n: i64) -> Result<Id, E> {
-                Ok(Id::Number(n.into()))
-            }
-            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Id, E> {
-                Number::from_f64(n)
-                    .map(Id::Number)
-                    .ok_or_else(|| E::custom("id is not a finite number"))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Id, E> {
-                Ok(Id::String(s.to_owned()))
-            }
-            fn visit_string<E>(self, s: String) -> Result<Id, E> {
-                Ok(Id::String(s))
-            }
-        }
-        d.deserialize_any(V)
+        let raw = Box::<RawValue>::deserialize(d)?;
+        Id::from_raw(&raw)
+            .ok_or_else(|| serde::de::Error::custom("id must be a string, a number or null"))
     }
 }
 
@@ -135,7 +153,7 @@ impl From<&str> for Id {
 
 impl From<i64> for Id {
     fn from(n: i64) -> Self {
-        Id::Number(n.into())
+        Id::Number(RawValue::from_string(n.to_string()).expect("an integer is JSON"))
     }
 }
 
@@ -385,13 +403,7 @@ impl Response {
                 out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"result\":");
                 out.extend_from_slice(r.get().as_bytes());
                 out.extend_from_slice(b",\"id\":");
-                match &self.id {
-                    Id::Null => out.extend_from_slice(b"null"),
-                    Id::Number(n) => {
-                        serde_json::to_writer(&mut out, n).expect("a number always serialises")
-                    }
-                    Id::String(s) => super::write_json_str(&mut out, s),
-                }
+                self.id.write_json(&mut out);
                 out.push(b'}');
                 out
             }
@@ -475,10 +487,9 @@ mod tests {
     fn any_id() -> impl Strategy<Value = Id> {
         prop_oneof![
             Just(Id::Null),
-            any::<i64>().prop_map(|n| Id::Number(n.into())),
-            any::<f64>()
-                .prop_filter_map("finite", serde_json::Number::from_f64)
-                .prop_map(Id::Number),
+            any::<i64>().prop_map(Id::from),
+            "-?(0|[1-9][0-9]{0,40})(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?"
+                .prop_map(|n| Id::Number(RawValue::from_string(n).unwrap())),
             "\\PC*|[\"\\\\\u{0}-\u{1f}a]*".prop_map(Id::String),
         ]
     }
@@ -541,6 +552,27 @@ mod tests {
         let null_result = br#"{"jsonrpc":"2.0","id":1,"result":null}"#;
         let r: Response = serde_json::from_slice(null_result).unwrap();
         assert_eq!(r.result_raw().unwrap().get(), "null");
+    }
+
+    #[test]
+    fn ids_keep_every_digit() {
+        for text in [
+            "123456789012345678901234567890",
+            "18446744073709551616",
+            "1e2",
+            "1.50",
+            "-0",
+            "-1.0E+400",
+        ] {
+            let id: Id = serde_json::from_str(text).unwrap();
+            assert_eq!(serde_json::to_string(&id).unwrap(), text);
+            let mut out = Vec::new();
+            id.write_json(&mut out);
+            assert_eq!(out, text.as_bytes());
+        }
+        for bad in ["true", "[1]", "{}"] {
+            assert!(serde_json::from_str::<Id>(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
