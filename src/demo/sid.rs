@@ -637,7 +637,7 @@ pub fn run(args: Vec<String>) {
         .cloned();
     let resume = args
         .iter()
-        .position(|a| a == "--resume-broken")
+        .position(|a| a == "--resume")
         .and_then(|i| args.get(i + 1))
         .cloned();
     eprintln!("warning: sandboxing is not available on this host; tools run unsandboxed");
