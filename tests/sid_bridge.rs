@@ -462,6 +462,8 @@ async fn an_idle_child_is_stopped_and_resumed_on_use_with_ids_still_increasing()
         .await;
     let r = gw.call("message/send", text_message("hello")).await;
     let ctx = r["result"]["contextId"].as_str().unwrap().to_owned();
+    let session = r["result"]["metadata"]["result"]["session_id"].clone();
+    assert!(session.as_str().is_some_and(|s| !s.is_empty()), "{r}");
     assert_eq!(support::processes_tagged(&tag).len(), 1);
     let mut waited = 0;
     while !support::processes_tagged(&tag).is_empty() {
@@ -476,6 +478,11 @@ async fn an_idle_child_is_stopped_and_resumed_on_use_with_ids_still_increasing()
         )
         .await;
     assert_eq!(again["result"]["status"]["state"], "completed", "{again}");
+    // The same sid session, so the child was started with `--resume SESSION`, not afresh.
+    assert_eq!(
+        again["result"]["metadata"]["result"]["session_id"], session,
+        "{again}"
+    );
     let mut all = gw.sse_get(&format!("/contexts/{ctx}/events"), None).await;
     let mut got = all.until_final(T).await;
     got.extend(all.until_final(T).await);
