@@ -274,15 +274,75 @@ async fn credentials_never_reach_the_log() {
     assert!(!log.contains("SECRET-BODY-TOKEN"), "{log}");
 }
 
+/// Runs the binary with `config` (a gateway.toml's text) on an ephemeral port; returns it and
+/// its base URL once it logs that it listens. Its log keeps being read (into the returned text).
+fn serve(config: &str) -> (Guard, String, std::sync::Arc<std::sync::Mutex<String>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut child = Command::new(BIN)
+        .current_dir(dir.path())
+        .arg("--config")
+        .arg(&path)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_clear()
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let kept = log.clone();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("wiregate listening") {
+                let _ = tx.send(line.clone());
+            }
+            kept.lock().unwrap().push_str(&format!("{line}\n"));
+        }
+    });
+    let guard = Guard(child);
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("no 'wiregate listening' line in:\n{}", log.lock().unwrap()));
+    let addr = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ':'))
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    drop(dir);
+    (guard, format!("http://{addr}"), log)
+}
+
+fn legacy_upstream_config(url: &str, extra: &str) -> String {
+    format!(
+        "[[upstreams]]\nname = \"up\"\nurl = \"{url}\"\ndialect = \"legacy\"\ntimeout_ms = 5000\n\n\
+         [[routes]]\nmethods = [\"*\"]\nupstream = \"up\"\n\n{extra}"
+    )
+}
+
 #[tokio::test]
 async fn sigterm_finishes_in_flight_calls_then_exits_cleanly() {
-    let (mut guard, url, _context, _stderr) = start_demo(&[]);
+    let slow = support::legacy_echo()
+        .delay(Duration::from_millis(800))
+        .run()
+        .await;
+    let (mut guard, url, log) = serve(&legacy_upstream_config(&slow.url(), ""));
     let call = support::spawn_post(
         &reqwest::Client::new(),
         format!("{url}/rpc"),
-        json!({"jsonrpc":"2.0","id":"slow","method":"slow","params":{"ms":800}}),
+        json!({"jsonrpc":"2.0","id":"slow","method":"slow"}),
     );
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // Wait until the upstream holds the call, then ask the gateway to stop.
+    let mut waited = 0;
+    while slow.seen().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 10;
+        assert!(waited < 10_000, "the call never reached the upstream");
+    }
     let pid = guard.0.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
@@ -291,14 +351,65 @@ async fn sigterm_finishes_in_flight_calls_then_exits_cleanly() {
         .success());
     let answer = call.await.unwrap();
     assert_eq!(
-        answer["result"]["slept_ms"], 800,
-        "the in-flight call finished: {answer}"
+        answer,
+        json!({"jsonrpc": "2.0", "id": "slow",
+               "result": {"op": "slow", "params": {}, "via": "legacy"}}),
+        "the in-flight call finished"
     );
     let status = guard.0.wait().unwrap();
     assert!(
         status.success(),
-        "exits 0 after a graceful shutdown: {status}"
+        "exits 0 after a graceful shutdown: {status}\n{}",
+        log.lock().unwrap()
     );
+    assert!(
+        log.lock().unwrap().contains("finishing in-flight calls"),
+        "the signal was what stopped it"
+    );
+}
+
+#[tokio::test]
+async fn legacy_error_codes_are_read_from_the_configuration_file() {
+    let up = support::upstream(|req| {
+        let body = json!({"a2a_version": "1.0", "request_id": req["request_id"], "status": "error",
+            "error": {"code": req["params"]["code"], "message": "m"}});
+        (axum::http::StatusCode::OK, body.to_string())
+    })
+    .run()
+    .await;
+    // A new code, and a documented one moved.
+    let extra = "[legacy.error_codes]\nQUOTA_EXCEEDED = -32010\nNOT_FOUND = -32044\n";
+    let (_guard, url, _log) = serve(&legacy_upstream_config(&up.url(), extra));
+    let http = reqwest::Client::new();
+    let call = |body: serde_json::Value| {
+        let http = http.clone();
+        let url = url.clone();
+        async move {
+            let r = http
+                .post(format!("{url}/rpc"))
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    for (legacy, code) in [
+        ("QUOTA_EXCEEDED", -32010),
+        ("NOT_FOUND", -32044),
+        ("AUTH_ERROR", -32002),
+    ] {
+        let a =
+            call(json!({"jsonrpc": "2.0", "id": 1, "method": "fail", "params": {"code": legacy}}))
+                .await;
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "m",
+                   "data": {"legacyCode": legacy}}}),
+            "{legacy}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -309,8 +420,40 @@ async fn demo_events_line_shows_a_plans_life_cycle() {
         .unwrap();
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let mut sse = support::SseReader::new(resp);
-    let first = sse.next(Duration::from_secs(5)).await.unwrap();
-    assert_eq!(first.event, "TaskStatusUpdateEvent");
-    assert_eq!(first.data["params"]["taskId"], "plan-1");
-    assert_eq!(first.data["params"]["state"], "submitted");
+    // The demo feed publishes one record every 700 ms: the whole life takes about 4 s.
+    let got = sse.take(6, Duration::from_secs(15)).await;
+    let seen: Vec<(&str, serde_json::Value)> = got
+        .iter()
+        .map(|e| (e.event.as_str(), e.data["params"].clone()))
+        .collect();
+    let status = "TaskStatusUpdateEvent";
+    let artifact = "TaskArtifactUpdateEvent";
+    assert_eq!(
+        seen,
+        vec![
+            (status, json!({"taskId": "plan-1", "state": "submitted"})),
+            (
+                status,
+                json!({"taskId": "plan-1", "state": "working", "phase": "planning"})
+            ),
+            (
+                status,
+                json!({"taskId": "plan-1", "state": "working", "phase": "applying"})
+            ),
+            (
+                artifact,
+                json!({"taskId": "plan-1", "checkpoint": "cp-1", "files": 3})
+            ),
+            (
+                artifact,
+                json!({"taskId": "plan-1", "resource": "src/main.rs"})
+            ),
+            (
+                status,
+                json!({"taskId": "plan-1", "state": "completed", "final": true})
+            ),
+        ]
+    );
+    let ids: Vec<u64> = got.iter().map(|e| e.id.parse().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
 }
