@@ -576,3 +576,55 @@ async fn connect(spec: &str) -> std::io::Result<Halves> {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(max_queued: usize) -> (Arc<Context>, mpsc::Receiver<String>) {
+        let ctx = Context::new(
+            "c".into(),
+            Transport::Socket(String::new()),
+            8,
+            8,
+            8,
+            max_queued,
+        );
+        let (tx, rx) = mpsc::channel(max_queued);
+        ctx.on_up(tx, None);
+        (ctx, rx)
+    }
+
+    #[test]
+    fn a_caller_that_leaves_forgets_its_request() {
+        let (ctx, _rx) = up(4);
+        let (_, a) = ctx.request(Op::Interrupt).unwrap();
+        let (_, b) = ctx.request(Op::Interrupt).unwrap();
+        assert_eq!(ctx.lock().pending.len(), 2);
+        drop(a);
+        assert_eq!(ctx.lock().pending.len(), 1);
+        drop(b);
+        assert!(ctx.lock().pending.is_empty());
+    }
+
+    #[test]
+    fn requests_beyond_the_bound_are_busy() {
+        // Waiting for answers: the lines went out, the answers did not come.
+        let (ctx, mut rx) = up(2);
+        let _a = ctx.request(Op::Interrupt).unwrap();
+        let _b = ctx.request(Op::Interrupt).unwrap();
+        while rx.try_recv().is_ok() {}
+        assert!(matches!(
+            ctx.request(Op::Interrupt),
+            Err(SendError::Busy(_))
+        ));
+        // Lines sid has not read: the writer's queue is full.
+        let (ctx, _rx) = up(2);
+        ctx.start_turn("t1", "x".into()).unwrap();
+        ctx.start_turn("t2", "y".into()).unwrap();
+        assert!(matches!(
+            ctx.start_turn("t3", "z".into()),
+            Err(SendError::Busy(_))
+        ));
+    }
+}
