@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+/// The start of the system prompt the recordings show.
+const SYSTEM_PROMPT: &str = "You are sid, a concise coding agent with access to the current workspace mounted at /.\nUse configured tools when they help accomplish the user's request.\nGround your answers in the files and tool results you can access, explain changes you make, and do not claim to have run commands or changed files unless you actually did.";
 const OPS: &str = "`user_turn`, `insert_system_message`, `prompt_response`, `interrupt`, `show_agent`, `list_agents`, `switch_agent`, `compact`, `clear`, `set_spend`, `save_transcript`, `load_transcript`, `stats`, `show_config`, `shutdown`";
 
 /// A socket client: written to, and shut down when the next client connects.
@@ -132,6 +134,15 @@ impl Sid {
                "current_agent": "build", "model": "claude-sonnet-4-5"})
     }
 
+    /// What `show_config` answers, and `stats` starts from: the members sid 0.6.0 reports.
+    fn config_data(&self) -> Value {
+        json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "system_prompt": SYSTEM_PROMPT,
+            "temperature": null, "top_p": null, "top_k": null, "stop_sequences": [],
+            "thinking": "disabled", "thinking_budget": null, "thinking_adaptive": false, "effort": null,
+            "caching_enabled": true,
+            "transcript_path": format!("/home/dev/.sid/sessions/{}/transcript.json", self.session_id)})
+    }
+
     /// Parses one request line as sid does, or answers its error.
     fn decode(&mut self, line: &str) -> Option<(String, Value)> {
         let v: Value = match serde_json::from_str(line) {
@@ -232,13 +243,23 @@ impl Sid {
                 self.result(rid, true, None, None);
             }
             "stats" => {
-                let data = json!({"model": "claude-sonnet-4-5", "message_count": self.messages, "max_tokens": 1024,
-                    "total_input_tokens": 12 * self.messages / 2, "total_output_tokens": 5 * self.messages / 2,
-                    "total_requests": self.messages / 2, "caching_enabled": true});
+                let turns = self.messages / 2;
+                let last = |n: u64| (turns > 0).then_some(n);
+                let mut data = self.config_data();
+                data["message_count"] = json!(self.messages);
+                data["session_spend_micro_cents"] = Value::Null;
+                data["spend_used_micro_cents"] = json!(0);
+                data["total_input_tokens"] = json!(12 * turns);
+                data["total_output_tokens"] = json!(5 * turns);
+                data["total_requests"] = json!(turns);
+                data["last_turn_input_tokens"] = json!(last(12));
+                data["last_turn_output_tokens"] = json!(last(5));
+                data["total_cache_creation_tokens"] = json!(0);
+                data["total_cache_read_tokens"] = json!(0);
                 self.result(rid, true, Some(data), None);
             }
             "show_config" => {
-                let data = json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "thinking": "disabled", "caching_enabled": true});
+                let data = self.config_data();
                 self.result(rid, true, Some(data), None);
             }
             "list_agents" => {
@@ -287,15 +308,20 @@ impl Sid {
     }
 
     fn finish(&mut self, rid: &str, stop: &str) {
-        self.event(rid, "response_finish", Some("build"), 0, json!({}));
-        self.event(rid, "info", None, 0, json!({"message": "[tokens: input=12 cache_creation=0 cached_input=0 output=5 turn=$0.0001 total=$0.0001]"}));
-        self.event(
+        self.finish_with(
             rid,
-            "info",
-            None,
-            0,
-            json!({"message": "[usage: Usage { input_tokens: 12, output_tokens: 5 }]"}),
+            stop,
+            "[tokens: input=12 cache_creation=0 cached_input=0 output=5 turn=$0.0001 total=$0.0001]",
+            (12, 5),
         );
+    }
+
+    /// Ends a turn as sid does: the model's two usage lines (as recorded), then agent_finish and
+    /// the result.
+    fn finish_with(&mut self, rid: &str, stop: &str, tokens: &str, usage: (u64, u64)) {
+        self.event(rid, "response_finish", Some("build"), 0, json!({}));
+        self.event(rid, "info", None, 0, json!({ "message": tokens }));
+        self.usage(rid, usage);
         self.event(
             rid,
             "agent_finish",
@@ -305,6 +331,11 @@ impl Sid {
         );
         let data = self.turn_data();
         self.result(rid, true, Some(data), None);
+    }
+
+    fn usage(&mut self, rid: &str, (input, output): (u64, u64)) {
+        let message = format!("[usage: Usage {{ cache_creation_input_tokens: None, cache_read_input_tokens: None, input_tokens: {input}, output_tokens: {output}, output_tokens_details: None, server_tool_use: None }}]");
+        self.event(rid, "info", None, 0, json!({ "message": message }));
     }
 
     /// Over `--listen`, sid reads while it streams: `interrupt` stops the turn, anything else is busy.
@@ -463,19 +494,16 @@ impl Sid {
         self.event(rid, "tool_use_end", Some("build"), 0, json!({}));
         self.event(rid, "response_finish", Some("build"), 0, json!({}));
         self.event(rid, "info", None, 0, json!({"message": "[tokens: input=12 cache_creation=0 cached_input=0 output=20 turn=$0.0003 total=$0.0003]"}));
-        self.event(
-            rid,
-            "info",
-            None,
-            0,
-            json!({"message": "[usage: Usage { input_tokens: 12, output_tokens: 20 }]"}),
-        );
+        self.usage(rid, (12, 20));
         let answer = loop {
             self.prompts += 1;
             let prompt_id = format!("prompt-{}", self.prompts);
+            let message = format!(
+                "Tool 'bash' is MANUAL.\n{{\n  \"restart\": false,\n  \"cwd\": \"/home/dev/project\",\n  \"writable_roots\": [\n    \"/home/dev/project\",\n    \"/tmp\",\n    \"/home/dev/.sid/sessions/{}\"\n  ],\n  \"command\": \"echo hi\"\n}}\nAllow this call? [yes/no]: ",
+                self.session_id
+            );
             self.emit(json!({"type": "prompt", "request_id": rid, "prompt_id": prompt_id, "kind": "confirmation",
-                "message": "Tool 'bash' is MANUAL.\n{\n  \"command\": \"echo hi\"\n}\nAllow this call? [yes/no]: ",
-                "choices": ["yes", "no"]}));
+                "message": message, "choices": ["yes", "no"]}));
             let response = loop {
                 let Some(line) = self.next_line() else {
                     return Turn::Exit;
@@ -559,7 +587,12 @@ impl Sid {
             self.delta(rid, "The tool ");
             self.delta(rid, "was denied.");
         }
-        self.finish(rid, "EndTurn");
+        self.finish_with(
+            rid,
+            "EndTurn",
+            "[tokens: input=24 cache_creation=0 cached_input=0 output=27 turn=$0.0001 total=$0.0004]",
+            (12, 7),
+        );
         Turn::Done
     }
 }
