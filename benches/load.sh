@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Load test: the same fixed-answer legacy upstream reached directly, through nginx and haproxy as
 # plain proxies (no translation), and through wiregate translating JSON-RPC -> legacy. One run,
-# the same load for each; prints requests/s, p50/p99 latency, and wiregate's ratios.
+# the same load for each; prints requests/s, p50/p99 latency, CPU per request, and wiregate's
+# ratios. Every timed run is checked: wrk's socket errors and non-2xx answers are read, and
+# answers are sampled during the run (a translated result, not an error); a run with any of
+# those prints "errors" and what went wrong instead of a throughput figure, and no ratios.
 #
 #   benches/load.sh                 # 32 and 256 connections, 10 s each
 #   DURATION=5s CONNS="32" benches/load.sh
@@ -96,42 +99,94 @@ lua() { printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/
 lua "$legacy_body" "$work/legacy.lua"
 lua "$rpc_body" "$work/rpc.lua"
 
+# What a right answer looks like, per dialect: the legacy envelope's success, and a JSON-RPC
+# result carrying the echoed params (a JSON-RPC error, even with HTTP 200, is wrong).
+legacy_ok='"status":"success"'
+rpc_ok='"result":{'
+# answers URL BODY GOOD -> exit 0 when the answer has GOOD and no "error" member
+answers() {
+  local got
+  got=$(curl -s -m 5 -H 'content-type: application/json' -d "$2" "$3" 2>/dev/null) || return 1
+  [[ $got == *"$1"* && $got == *'"plan_id":"P1"'* && $got != *'"error"'* ]]
+}
+
 # Checks that each target answers correctly before measuring it.
-curl -sf -H 'content-type: application/json' -d "$legacy_body" "http://127.0.0.1:$NGINX_PORT/a2a" | grep -q '"status":"success"'
-curl -sf -H 'content-type: application/json' -d "$legacy_body" "http://127.0.0.1:$HAPROXY_PORT/a2a" | grep -q '"status":"success"'
-curl -sf -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT/rpc" | grep -q '"result"'
+answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$UP_PORT/a2a"
+answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$NGINX_PORT/a2a"
+answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$HAPROXY_PORT/a2a"
+answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_PORT/rpc"
+
+# sample GOOD BODY URL OUT: while $work/sampling exists, checks one answer every 0.2 s (beside
+# wrk's load, so answers under load are seen, not just before it); writes "checked wrong".
+sample() {
+  local checked=0 wrong=0
+  while [ -e "$work/sampling" ]; do
+    checked=$((checked + 1))
+    answers "$1" "$2" "$3" || wrong=$((wrong + 1))
+    sleep 0.2
+  done
+  echo "$checked $wrong" >"$4"
+}
 
 # CPU seconds (user, system) a process has used so far, from /proc.
 cpu() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print $12 / t, $13 / t }' "/proc/$1/stat"; }
 
-# run NAME URL SCRIPT CONNS PID -> "rps p50 p99 non2xx user_us sys_us" (latencies in ms; CPU of
-# PID per request: on a shared 2-core machine the steadier measure of what each proxy costs)
+# run NAME URL SCRIPT CONNS PID GOOD BODY -> "rps p50 p99 user_us sys_us errors" (latencies in ms;
+# CPU of PID per request: on a shared 2-core machine the steadier measure of what each proxy
+# costs). errors is "none", or what went wrong: wrk's socket errors (connect, read, write,
+# timeout), non-2xx/3xx answers, and sampled answers that were not right; such a run is no
+# throughput figure, and the caller prints it as one.
 run() {
   read -r u0 s0 < <(cpu "$5")
+  : >"$work/sampling"
+  sample "$6" "$7" "$2" "$work/$1.sample" &
+  local sampler=$!
   wrk -t"$THREADS" -c"$4" -d"$DURATION" --latency -s "$3" "$2" >"$work/$1.txt" 2>&1
+  rm -f "$work/sampling"
+  wait "$sampler"
   read -r u1 s1 < <(cpu "$5")
-  awk -v u0="$u0" -v u1="$u1" -v s0="$s0" -v s1="$s1" '
+  read -r checked wrong <"$work/$1.sample"
+  awk -v u0="$u0" -v u1="$u1" -v s0="$s0" -v s1="$s1" -v checked="$checked" -v wrong="$wrong" '
     function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
     /requests in/ { n=$1 }
     /Requests\/sec/ { rps=$2 }
     $1=="50%" { p50=ms($2) }
     $1=="99%" { p99=ms($2) }
-    /Non-2xx/ { bad=$NF }
-    END { printf "%.0f %.3f %.3f %s %.1f %.1f\n", rps, p50, p99, (bad==""?0:bad), (u1-u0)*1e6/n, (s1-s0)*1e6/n }' "$work/$1.txt"
+    /Socket errors:/ { conn=$4+0; rd=$6+0; wr=$8+0; to=$10+0 }
+    /Non-2xx or 3xx responses:/ { bad=$NF+0 }
+    END {
+      err = conn + rd + wr + to + bad + wrong
+      if (n == 0 || checked == 0) err = 1
+      errors = (err == 0) ? "none" : sprintf("socket_errors:connect=%d,read=%d,write=%d,timeout=%d;non_2xx=%d;wrong_answers=%d/%d_sampled;requests=%d", conn, rd, wr, to, bad, wrong, checked, n)
+      printf "%.0f %.3f %.3f %.1f %.1f %s\n", rps, p50, p99, (n ? (u1-u0)*1e6/n : 0), (n ? (s1-s0)*1e6/n : 0), errors }' "$work/$1.txt"
+}
+
+# row LABEL CONNS RPS P50 P99 USER SYS ERRORS: a run with errors shows no throughput or latency.
+row() {
+  if [ "$8" = none ]; then
+    printf '%-28s %6s %12s %10s %10s %12s %12s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7"
+  else
+    printf '%-28s %6s %12s %10s %10s %12s %12s\n' "$1" "$2" "errors" "-" "-" "$6" "$7"
+    echo "  ^ not a throughput figure: ${8//;/, }"
+  fi
 }
 
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
 printf '%-28s %6s %12s %10s %10s %12s %12s\n' target conns req/s p50_ms p99_ms user_us/req sys_us/req
 for c in $CONNS; do
-  read -r d_rps d_p50 d_p99 _ d_u d_s < <(run direct "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$c" "$up_pid")
-  read -r n_rps n_p50 n_p99 _ n_u n_s < <(run nginx "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker")
-  read -r h_rps h_p50 h_p99 _ h_u h_s < <(run haproxy "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$c" "$haproxy_pid")
-  read -r w_rps w_p50 w_p99 w_bad w_u w_s < <(run wiregate "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$c" "$gw_pid")
-  printf '%-28s %6s %12s %10s %10s %12s %12s\n' "direct (no proxy, upstream)" "$c" "$d_rps" "$d_p50" "$d_p99" "$d_u" "$d_s"
-  printf '%-28s %6s %12s %10s %10s %12s %12s\n' "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99" "$n_u" "$n_s"
-  printf '%-28s %6s %12s %10s %10s %12s %12s\n' "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99" "$h_u" "$h_s"
-  printf '%-28s %6s %12s %10s %10s %12s %12s\n' "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99" "$w_u" "$w_s"
-  [ "$w_bad" = "0" ] || echo "warning: wiregate answered $w_bad non-2xx"
+  read -r d_rps d_p50 d_p99 d_u d_s d_err < <(run direct "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$c" "$up_pid" "$legacy_ok" "$legacy_body")
+  read -r n_rps n_p50 n_p99 n_u n_s n_err < <(run nginx "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
+  read -r h_rps h_p50 h_p99 h_u h_s h_err < <(run haproxy "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$c" "$haproxy_pid" "$legacy_ok" "$legacy_body")
+  read -r w_rps w_p50 w_p99 w_u w_s w_err < <(run wiregate "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$c" "$gw_pid" "$rpc_ok" "$rpc_body")
+  row "direct (no proxy, upstream)" "$c" "$d_rps" "$d_p50" "$d_p99" "$d_u" "$d_s" "$d_err"
+  row "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99" "$n_u" "$n_s" "$n_err"
+  row "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99" "$h_u" "$h_s" "$h_err"
+  row "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99" "$w_u" "$w_s" "$w_err"
+  if [ "$d_err$n_err$h_err$w_err" != nonenonenonenone ]; then
+    echo "ratios @$c conns: not computed (a run had errors; see above)"
+    echo
+    continue
+  fi
   awk -v w="$w_rps" -v d="$d_rps" -v n="$n_rps" -v h="$h_rps" -v wp="$w_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
     printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
 done
