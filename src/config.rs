@@ -67,8 +67,10 @@ pub struct Events {
     pub reconnect_ms: u64,
     /// Events kept for resumption.
     pub replay_events: usize,
-    /// Events queued per SSE subscriber before it is cut off.
-    pub subscriber_buffer: usize,
+    /// Deprecated and ignored: a subscriber is a cursor into the replay log, cut off only when
+    /// events it still needs have left it (`replay_events`). Accepted so older files load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscriber_buffer: Option<usize>,
     /// Most SSE subscribers of `GET /events` (503 beyond).
     pub max_subscribers: usize,
     /// Interval of SSE keepalive comments.
@@ -105,7 +107,7 @@ impl Default for Events {
             source: String::new(),
             reconnect_ms: 1000,
             replay_events: 4096,
-            subscriber_buffer: 1024,
+            subscriber_buffer: None,
             max_subscribers: 10_000,
             keepalive_ms: 15_000,
             unmapped: Default::default(),
@@ -130,8 +132,10 @@ pub struct Sid {
     pub idle_timeout_ms: u64,
     /// Events kept per context for resumption.
     pub replay_events: usize,
-    /// Events queued per SSE subscriber before it is cut off.
-    pub subscriber_buffer: usize,
+    /// Deprecated and ignored: a subscriber is a cursor into the replay log, cut off only when
+    /// events it still needs have left it (`replay_events`). Accepted so older files load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscriber_buffer: Option<usize>,
     /// Most SSE subscribers per context (503 beyond).
     pub max_subscribers: usize,
     /// Interval of SSE keepalive comments.
@@ -157,7 +161,7 @@ impl Default for Sid {
             max_contexts: 16,
             idle_timeout_ms: 900_000,
             replay_events: 4096,
-            subscriber_buffer: 1024,
+            subscriber_buffer: None,
             max_subscribers: 10_000,
             keepalive_ms: 15_000,
             // Every plain op, less the ones that touch this host's files or stop the agent.
@@ -487,10 +491,6 @@ impl Config {
             for (key, v) in [
                 ("events.reconnect_ms", self.events.reconnect_ms),
                 ("events.replay_events", self.events.replay_events as u64),
-                (
-                    "events.subscriber_buffer",
-                    self.events.subscriber_buffer as u64,
-                ),
                 ("events.keepalive_ms", self.events.keepalive_ms),
             ] {
                 if v == 0 {
@@ -531,7 +531,6 @@ impl Config {
         for (key, v) in [
             ("sid.max_contexts", sid.max_contexts as u64),
             ("sid.replay_events", sid.replay_events as u64),
-            ("sid.subscriber_buffer", sid.subscriber_buffer as u64),
             ("sid.max_queued_requests", sid.max_queued_requests as u64),
             ("sid.keepalive_ms", sid.keepalive_ms),
             ("sid.idle_timeout_ms", sid.idle_timeout_ms),

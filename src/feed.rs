@@ -39,10 +39,8 @@ pub struct Feed {
 impl Feed {
     /// Starts reading `cfg.source`.
     pub fn start(cfg: EventsConfig) -> Arc<Self> {
-        let queue = Arc::new(
-            EventQueue::new(cfg.replay_events, cfg.subscriber_buffer)
-                .with_max_subscribers(cfg.max_subscribers),
-        );
+        let queue =
+            Arc::new(EventQueue::new(cfg.replay_events).with_max_subscribers(cfg.max_subscribers));
         let feed = Arc::new(Feed {
             queue: queue.clone(),
             connected: AtomicBool::new(false),

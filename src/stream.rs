@@ -1,11 +1,13 @@
 //! The one SSE writer: a queue subscription → `text/event-stream` bytes.
 //!
 //! It serves the sid bridge and the domain-event feed alike: a `retry:` line first, an
-//! `event: gap` frame when the resume point is no longer retained, the backlog, then live frames
-//! with `: keepalive` comments in between. A subscriber that falls behind its buffer is cut off
-//! (it resumes with `Last-Event-ID`), so it never slows the producer or other subscribers.
+//! `event: gap` frame when the resume point is no longer retained, then every event from its
+//! cursor on, with `: keepalive` comments while there is none. A subscriber is cut off (it
+//! resumes with `Last-Event-ID`) only when events it still needs have left the replay log, so it
+//! never slows the producer or other subscribers, and one that keeps up receives every event.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -14,19 +16,19 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use bytes::BytesMut;
 use futures_util::Stream;
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 /// Most bytes coalesced into one chunk of the response body.
 const BATCH_BYTES: usize = 64 * 1024;
 
 /// How long a caught-up subscriber lets a trickle of events gather before writing: at 1,000
 /// events/s two events share a wakeup and a write instead of one each, which is what 1,000
-/// subscribers on two cores need; short enough that sid (at most ~570 k lines/s here) cannot
-/// fill a subscriber buffer (1,024 events) meanwhile.
+/// subscribers on two cores need. A burst meanwhile waits in the replay log, which costs the
+/// subscriber nothing; sid at its fastest here (~570 k lines/s, ≈ 1 140 events in 2 ms) cannot
+/// overrun the shipped log of 4 096 events in that time.
 pub const LINGER: Duration = Duration::from_millis(2);
 
 use crate::bridge::mapping::TaskState;
-use crate::events::{Stored, Subscription};
+use crate::events::{Read, Stored, Subscription};
 use crate::wire::sse;
 
 /// Which events a stream carries, and when it ends.
@@ -62,7 +64,7 @@ impl Filter {
 /// Why a stream ended before its filter's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cut {
-    /// The subscriber fell behind its buffer.
+    /// Events the subscriber still needed left the replay log.
     Lagged,
     /// The queue closed (the context or the gateway is shutting down).
     Closed,
@@ -112,6 +114,10 @@ pub struct Timing {
     pub linger: Duration,
 }
 
+/// Most events taken from the log at once (under its read lock), so a burst is written in
+/// large chunks while the lock is held only briefly.
+const READ_EVENTS: usize = 512;
+
 /// Encodes a subscription as SSE bytes: `prelude` first (when given), then each admitted
 /// event as `enc` writes it.
 pub fn frames<E: Encode>(
@@ -122,7 +128,7 @@ pub fn frames<E: Encode>(
     mut enc: E,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     async_stream::stream! {
-        let Subscription { gap, backlog, mut live } = sub;
+        let Subscription { gap, mut cursor } = sub;
         yield Ok(sse::retry(timing.retry_ms));
         if let Some(p) = prelude {
             yield Ok(p);
@@ -132,89 +138,68 @@ pub fn frames<E: Encode>(
                 yield Ok(g);
             }
         }
-        let mut last_seq = 0;
         // Frames are coalesced into one chunk (up to BATCH_BYTES) whenever several are ready,
         // so a burst costs one write, not one per event.
         let mut out = BytesMut::new();
-        for s in &backlog {
-            last_seq = s.seq;
-            if filter.admits(s) {
-                enc.event(s, &mut out);
-                let end = filter.ends_with(s);
-                if end || out.len() >= BATCH_BYTES {
-                    yield Ok(std::mem::take(&mut out).freeze());
-                }
-                if end {
-                    return;
-                }
-            }
-        }
-        if !out.is_empty() {
-            yield Ok(std::mem::take(&mut out).freeze());
-        }
+        let mut batch: Vec<Arc<Stored>> = Vec::new();
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + timing.keepalive, timing.keepalive);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let first = tokio::select! {
-                got = live.recv() => got,
-                _ = tick.tick() => {
-                    yield Ok(sse::keepalive());
-                    continue;
-                }
-            };
-            // Caught up (nothing else queued): let a trickle gather so one write carries it.
-            if first.is_ok() && live.is_empty() && !timing.linger.is_zero() {
-                tokio::time::sleep(timing.linger).await;
-            }
-            // Room for what is already queued (one frame's size a message), so a burst is
-            // gathered without growing the buffer frame by frame.
-            if let Ok(s) = &first {
-                out.reserve((live.len() + 1).saturating_mul(s.frame_len_hint()).min(BATCH_BYTES));
-            }
-            let mut next = Some(first);
-            let mut end = false;
-            let mut cut = None;
-            while let Some(got) = next.take() {
-                match got {
-                    Ok(s) => {
-                        if s.seq > last_seq && filter.admits(&s) {
-                            last_seq = s.seq;
-                            enc.event(&s, &mut out);
-                            if filter.ends_with(&s) {
-                                end = true;
-                                break;
-                            }
+            batch.clear();
+            let cut = match cursor.read(&mut batch, READ_EVENTS) {
+                Read::Events(_) => None,
+                Read::Empty => {
+                    // Written what there was; wait for more, or say we are alive.
+                    if !out.is_empty() {
+                        yield Ok(std::mem::take(&mut out).freeze());
+                    }
+                    tokio::select! {
+                        _ = cursor.changed() => {}
+                        _ = tick.tick() => {
+                            yield Ok(sse::keepalive());
+                            continue;
                         }
                     }
-                    Err(RecvError::Lagged(n)) => {
-                        tracing::warn!(missed = n, "SSE subscriber fell behind its buffer; cutting it off");
-                        metrics::counter!("wiregate_sse_subscribers_cut_total").increment(1);
-                        end = true;
-                        cut = Some(Cut::Lagged);
-                        break;
+                    // Caught up: let a trickle gather so one write carries it.
+                    if !timing.linger.is_zero() {
+                        tokio::time::sleep(timing.linger).await;
                     }
-                    Err(RecvError::Closed) => {
-                        end = true;
-                        cut = Some(Cut::Closed);
-                        break;
-                    }
+                    // Free what a burst grew while idle: 10 000 idle subscribers add up.
+                    batch = Vec::new();
+                    continue;
                 }
-                if out.len() < BATCH_BYTES {
-                    next = match live.try_recv() {
-                        Ok(s) => Some(Ok(s)),
-                        Err(TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
-                        Err(TryRecvError::Closed) => Some(Err(RecvError::Closed)),
-                        Err(TryRecvError::Empty) => None,
-                    };
+                Read::Lagged(missed) => {
+                    tracing::warn!(missed, "SSE subscriber fell behind the replay log; cutting it off");
+                    metrics::counter!("wiregate_sse_subscribers_cut_total").increment(1);
+                    Some(Cut::Lagged)
                 }
+                Read::Closed => Some(Cut::Closed),
+            };
+            if let Some(why) = cut {
+                if !out.is_empty() {
+                    yield Ok(std::mem::take(&mut out).freeze());
+                }
+                if let Some(frame) = enc.cut(why) {
+                    yield Ok(frame);
+                }
+                return;
             }
-            if !out.is_empty() {
-                yield Ok(std::mem::take(&mut out).freeze());
-            }
-            if let Some(frame) = cut.and_then(|c| enc.cut(c)) {
-                yield Ok(frame);
+            let mut end = false;
+            for s in &batch {
+                if !filter.admits(s) {
+                    continue;
+                }
+                enc.event(s, &mut out);
+                end = filter.ends_with(s);
+                if end {
+                    break;
+                }
+                if out.len() >= BATCH_BYTES {
+                    yield Ok(std::mem::take(&mut out).freeze());
+                }
             }
             if end {
+                yield Ok(std::mem::take(&mut out).freeze());
                 return;
             }
         }

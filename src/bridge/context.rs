@@ -101,16 +101,13 @@ impl Context {
         id: String,
         transport: Transport,
         replay: usize,
-        subscriber_buffer: usize,
         max_subscribers: usize,
         max_queued: usize,
     ) -> Arc<Self> {
         Arc::new(Context {
             id,
             transport,
-            queue: Arc::new(
-                EventQueue::new(replay, subscriber_buffer).with_max_subscribers(max_subscribers),
-            ),
+            queue: Arc::new(EventQueue::new(replay).with_max_subscribers(max_subscribers)),
             inner: Mutex::new(Inner {
                 tracker: Tracker::default(),
                 pending: HashMap::new(),
@@ -585,7 +582,6 @@ mod tests {
         let ctx = Context::new(
             "c".into(),
             Transport::Socket(String::new()),
-            8,
             8,
             8,
             max_queued,

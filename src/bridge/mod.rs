@@ -180,7 +180,6 @@ impl Bridge {
                 uuid::Uuid::new_v4().to_string(),
                 Transport::Socket(cfg.connect.clone()),
                 cfg.replay_events,
-                cfg.subscriber_buffer,
                 cfg.max_subscribers,
                 cfg.max_queued_requests,
             );
@@ -316,18 +315,14 @@ impl Bridge {
     /// starts so not one event is missed. Returns the stream and the task.
     pub async fn stream_turn(&self, turn: &Turn) -> Result<(Opened, Task), GatewayError> {
         let ctx = self.context_for(turn)?;
-        let live = ctx.queue.subscribe_live()?;
+        let subscription = ctx.queue.subscribe_live()?;
         let (ctx, task) = self.begin_send_on(ctx, turn).await?;
         let model = ctx
             .task(&task)
             .ok_or(GatewayError::TaskNotFound(task.clone()))?;
         Ok((
             Opened {
-                subscription: Subscription {
-                    gap: false,
-                    backlog: Vec::new(),
-                    live,
-                },
+                subscription,
                 filter: Filter {
                     task: Some(task),
                     until_final: true,
@@ -361,11 +356,7 @@ impl Bridge {
             .task_state(task_id)
             .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))?;
         let subscription = if last_event_id.is_none() && live_if_running && !state.is_terminal() {
-            Subscription {
-                gap: false,
-                backlog: Vec::new(),
-                live: ctx.queue.subscribe_live()?,
-            }
+            ctx.queue.subscribe_live()?
         } else {
             ctx.queue.subscribe(last_event_id)?
         };
@@ -448,7 +439,6 @@ impl Bridge {
             uuid::Uuid::new_v4().to_string(),
             Transport::Stdio(self.cfg.command.clone()),
             self.cfg.replay_events,
-            self.cfg.subscriber_buffer,
             self.cfg.max_subscribers,
             self.cfg.max_queued_requests,
         );

@@ -6,7 +6,7 @@
 pub mod domain;
 pub mod queue;
 
-pub use queue::{Closed, EventQueue, Stored, Subscription, TooManySubscribers};
+pub use queue::{Closed, Cursor, EventQueue, Read, Stored, Subscription, TooManySubscribers};
 
 use bytes::Bytes;
 use serde_json::{Map, Value};

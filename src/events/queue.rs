@@ -1,15 +1,18 @@
-//! A bounded, closable event queue with a replay buffer and fan-out to any number of subscribers.
+//! A bounded, closable event log that any number of subscribers read through cursors.
 //!
-//! Pushing never waits for a subscriber: each subscriber reads from a broadcast ring of
-//! `subscriber_buffer` slots and is cut off (it learns it lagged) when it falls that far behind,
-//! so one slow reader never slows the producer or the others. The last `replay` events are kept
-//! for resumption by `Last-Event-ID`. Each frame is encoded once and shared.
+//! The queue keeps the last `replay` events; a subscriber is a position in that log, not a
+//! private queue. Pushing never waits for a subscriber, a subscriber's memory does not grow with
+//! its lag, and it falls behind only when events it still needs have left the log (it learns it
+//! lagged and resumes with `Last-Event-ID`, getting a `gap`). So one slow reader never slows the
+//! producer or the others, and a fast reader receives every event. Each frame is encoded once
+//! and shared.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use bytes::Bytes;
-use tokio::sync::broadcast;
+use tokio::sync::watch;
 
 use super::A2aEvent;
 
@@ -31,12 +34,6 @@ impl Stored {
     pub fn frame(&self) -> &Bytes {
         self.frame.get_or_init(|| self.event.to_sse())
     }
-
-    /// The frame's size when it is encoded already, else a typical event's: for sizing buffers
-    /// without encoding a frame that may not be wanted (spec streams encode their own).
-    pub fn frame_len_hint(&self) -> usize {
-        self.frame.get().map_or(256, Bytes::len)
-    }
 }
 
 /// Subscribing beyond the queue's subscriber limit.
@@ -49,22 +46,89 @@ pub struct TooManySubscribers(pub usize);
 #[error("the event queue is closed")]
 pub struct Closed;
 
-/// What a new subscriber gets: the events it missed, then a live receiver.
+/// What a new subscriber gets: whether events before its start are missing, and its cursor.
 #[derive(Debug)]
 pub struct Subscription {
     /// `Last-Event-ID` named an event no longer (or never) retained: events may be missing.
     pub gap: bool,
-    /// Retained events after the resume point, oldest first.
-    pub backlog: Vec<Arc<Stored>>,
-    /// Live events after the backlog, with no overlap and no hole.
-    pub live: broadcast::Receiver<Arc<Stored>>,
+    /// The subscriber's position in the log.
+    pub cursor: Cursor,
+}
+
+/// What [`Cursor::read`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// This many events were appended, oldest first.
+    Events(usize),
+    /// Nothing new yet; [`Cursor::changed`] resolves when there is.
+    Empty,
+    /// Events the cursor still needed left the log: this many were missed.
+    Lagged(u64),
+    /// Nothing new, and nothing will come: the queue is closed.
+    Closed,
+}
+
+/// A subscriber's position in a queue: the sequence of the next event it reads.
+#[derive(Debug)]
+pub struct Cursor {
+    queue: Arc<EventQueue>,
+    next: u64,
+    pushed: watch::Receiver<u64>,
+}
+
+impl Cursor {
+    /// Appends up to `max` events from the cursor on to `out` and moves past them.
+    pub fn read(&mut self, out: &mut Vec<Arc<Stored>>, max: usize) -> Read {
+        // Seen before reading: a push after this line makes `changed` resolve at once.
+        self.pushed.borrow_and_update();
+        let inner = self.queue.read();
+        let Some(first) = inner.ring.front().map(|s| s.seq) else {
+            return if inner.closed {
+                Read::Closed
+            } else {
+                Read::Empty
+            };
+        };
+        if self.next < first {
+            return Read::Lagged(first - self.next);
+        }
+        let start = (self.next - first) as usize;
+        if start >= inner.ring.len() {
+            return if inner.closed {
+                Read::Closed
+            } else {
+                Read::Empty
+            };
+        }
+        let n = (inner.ring.len() - start).min(max);
+        out.extend(inner.ring.range(start..start + n).cloned());
+        self.next += n as u64;
+        Read::Events(n)
+    }
+
+    /// Resolves when an event was pushed (or the queue closed) since the last [`read`](Self::read).
+    pub async fn changed(&mut self) {
+        // An error means the queue itself is gone: as good as closed, which `read` then says.
+        let _ = self.pushed.changed().await;
+    }
+
+    /// How many events are in the log past the cursor.
+    pub fn behind(&self) -> u64 {
+        self.queue.read().next_seq.saturating_sub(self.next)
+    }
+}
+
+impl Drop for Cursor {
+    fn drop(&mut self) {
+        self.queue.subscribers.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[derive(Debug)]
 struct Inner {
     next_seq: u64,
     ring: VecDeque<Arc<Stored>>,
-    tx: Option<broadcast::Sender<Arc<Stored>>>,
+    closed: bool,
 }
 
 impl Inner {
@@ -85,23 +149,27 @@ impl Inner {
 /// See the module docs.
 #[derive(Debug)]
 pub struct EventQueue {
-    inner: Mutex<Inner>,
+    inner: RwLock<Inner>,
+    /// The last pushed sequence, bumped on close too: what cursors wait on.
+    pushed: watch::Sender<u64>,
     replay: usize,
     max_subscribers: usize,
+    subscribers: AtomicUsize,
 }
 
 impl EventQueue {
-    /// A queue keeping `replay` events, with `subscriber_buffer` slots per subscriber.
-    pub fn new(replay: usize, subscriber_buffer: usize) -> Self {
-        let (tx, _) = broadcast::channel(subscriber_buffer.max(1));
+    /// A queue keeping the last `replay` events.
+    pub fn new(replay: usize) -> Self {
         EventQueue {
-            inner: Mutex::new(Inner {
+            inner: RwLock::new(Inner {
                 next_seq: 1,
                 ring: VecDeque::with_capacity(replay.min(4096)),
-                tx: Some(tx),
+                closed: false,
             }),
+            pushed: watch::channel(0).0,
             replay: replay.max(1),
             max_subscribers: usize::MAX,
+            subscribers: AtomicUsize::new(0),
         }
     }
 
@@ -111,85 +179,102 @@ impl EventQueue {
         self
     }
 
-    fn receiver(
-        &self,
-        inner: &Inner,
-    ) -> Result<broadcast::Receiver<Arc<Stored>>, TooManySubscribers> {
-        match &inner.tx {
-            Some(tx) if tx.receiver_count() >= self.max_subscribers => {
-                Err(TooManySubscribers(self.max_subscribers))
-            }
-            Some(tx) => Ok(tx.subscribe()),
-            None => Ok(broadcast::channel(1).1),
+    /// A cursor at `next`, if a subscriber slot is free.
+    fn cursor(self: &Arc<Self>, next: u64) -> Result<Cursor, TooManySubscribers> {
+        let taken = self.subscribers.fetch_add(1, Ordering::AcqRel);
+        if taken >= self.max_subscribers {
+            self.subscribers.fetch_sub(1, Ordering::AcqRel);
+            return Err(TooManySubscribers(self.max_subscribers));
         }
+        Ok(Cursor {
+            queue: self.clone(),
+            next,
+            pushed: self.pushed.subscribe(),
+        })
     }
 
     /// Appends an event; an empty `event_id` is stamped with the queue's sequence number.
     pub fn push(&self, mut event: A2aEvent) -> Result<Arc<Stored>, Closed> {
-        let mut inner = self.lock();
-        let Some(tx) = inner.tx.clone() else {
-            return Err(Closed);
+        let stored = {
+            let mut inner = self.write();
+            if inner.closed {
+                return Err(Closed);
+            }
+            let seq = inner.next_seq;
+            inner.next_seq += 1;
+            if event.event_id.is_empty() {
+                event.event_id = seq.to_string();
+            }
+            let stored = Arc::new(Stored {
+                seq,
+                event,
+                frame: OnceLock::new(),
+            });
+            if inner.ring.len() == self.replay {
+                inner.ring.pop_front();
+            }
+            inner.ring.push_back(stored.clone());
+            stored
         };
-        let seq = inner.next_seq;
-        inner.next_seq += 1;
-        if event.event_id.is_empty() {
-            event.event_id = seq.to_string();
-        }
-        let stored = Arc::new(Stored {
-            seq,
-            event,
-            frame: OnceLock::new(),
-        });
-        if inner.ring.len() == self.replay {
-            inner.ring.pop_front();
-        }
-        inner.ring.push_back(stored.clone());
-        // No receiver is fine: the event stays in the replay buffer.
-        let _ = tx.send(stored.clone());
+        self.pushed.send_replace(stored.seq);
         Ok(stored)
     }
 
-    /// Subscribes after `last_event_id` (or from the start of the buffer when `None`).
+    /// Subscribes after `last_event_id` (or from the start of the log when `None`).
     pub fn subscribe(
-        &self,
+        self: &Arc<Self>,
         last_event_id: Option<&str>,
     ) -> Result<Subscription, TooManySubscribers> {
-        let inner = self.lock();
-        let (gap, start) = match last_event_id {
-            None => (false, 0),
-            Some(id) => match inner.ring.iter().rposition(|s| s.event.event_id == id) {
-                Some(i) => (false, i + 1),
-                None => (!inner.just_before_oldest(id), 0),
-            },
+        let (gap, next) = {
+            let inner = self.read();
+            let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
+            match last_event_id {
+                None => (false, oldest),
+                Some(id) => match inner.ring.iter().rev().find(|s| s.event.event_id == id) {
+                    Some(s) => (false, s.seq + 1),
+                    None => (!inner.just_before_oldest(id), oldest),
+                },
+            }
         };
-        let live = self.receiver(&inner)?;
-        let backlog = inner.ring.iter().skip(start).cloned().collect();
-        Ok(Subscription { gap, backlog, live })
+        Ok(Subscription {
+            gap,
+            cursor: self.cursor(next)?,
+        })
     }
 
-    /// Subscribes to live events only, skipping the replay buffer.
-    pub fn subscribe_live(&self) -> Result<broadcast::Receiver<Arc<Stored>>, TooManySubscribers> {
-        self.receiver(&self.lock())
+    /// Subscribes to events pushed from now on, skipping the log.
+    pub fn subscribe_live(self: &Arc<Self>) -> Result<Subscription, TooManySubscribers> {
+        let next = self.read().next_seq;
+        Ok(Subscription {
+            gap: false,
+            cursor: self.cursor(next)?,
+        })
     }
 
     /// Every retained event, oldest first.
     pub fn snapshot(&self) -> Vec<Arc<Stored>> {
-        self.lock().ring.iter().cloned().collect()
+        self.read().ring.iter().cloned().collect()
     }
 
-    /// Closes the queue: later pushes fail with [`Closed`], subscribers end after the backlog.
+    /// Closes the queue: later pushes fail with [`Closed`], subscribers end after what is
+    /// retained.
     pub fn close(&self) {
-        self.lock().tx = None;
+        self.write().closed = true;
+        self.pushed.send_modify(|_| {});
     }
 
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
-        self.lock().tx.is_none()
+        self.read().closed
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // The lock guards plain data; a panic while holding it cannot leave it half-written.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    // The lock guards plain data; a panic while holding it cannot leave it half-written.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -203,9 +288,15 @@ mod tests {
         A2aEvent::new(EventKind::Status, Some("t".into()), Map::new())
     }
 
+    fn all(c: &mut Cursor) -> (Vec<u64>, Read) {
+        let mut out = Vec::new();
+        let r = c.read(&mut out, usize::MAX);
+        (out.iter().map(|s| s.seq).collect(), r)
+    }
+
     #[test]
     fn ids_increase_and_replay_is_bounded() {
-        let q = EventQueue::new(2, 8);
+        let q = EventQueue::new(2);
         for _ in 0..3 {
             q.push(ev()).unwrap();
         }
@@ -219,29 +310,29 @@ mod tests {
 
     #[test]
     fn resume_after_id_and_gap_for_unknown() {
-        let q = EventQueue::new(10, 8);
+        let q = Arc::new(EventQueue::new(10));
         for _ in 0..3 {
             q.push(ev()).unwrap();
         }
-        let s = q.subscribe(Some("2")).unwrap();
+        let mut s = q.subscribe(Some("2")).unwrap();
         assert!(!s.gap);
-        assert_eq!(s.backlog.len(), 1);
-        let s = q.subscribe(Some("999")).unwrap();
+        assert_eq!(all(&mut s.cursor).0, [3]);
+        let mut s = q.subscribe(Some("999")).unwrap();
         assert!(s.gap);
-        assert_eq!(s.backlog.len(), 3);
+        assert_eq!(all(&mut s.cursor).0, [1, 2, 3]);
     }
 
     #[test]
     fn resuming_before_the_first_event_is_no_gap() {
-        let q = EventQueue::new(10, 8);
+        let q = Arc::new(EventQueue::new(10));
         assert!(!q.subscribe(Some("0")).unwrap().gap, "nothing pushed yet");
         for _ in 0..3 {
             q.push(ev()).unwrap();
         }
-        let s = q.subscribe(Some("0")).unwrap();
+        let mut s = q.subscribe(Some("0")).unwrap();
         assert!(!s.gap);
-        assert_eq!(s.backlog.len(), 3);
-        let q = EventQueue::new(2, 8);
+        assert_eq!(all(&mut s.cursor).0, [1, 2, 3]);
+        let q = Arc::new(EventQueue::new(2));
         for _ in 0..3 {
             q.push(ev()).unwrap();
         }
@@ -253,15 +344,36 @@ mod tests {
     }
 
     #[test]
+    fn a_cursor_reads_in_order_and_lags_only_when_its_events_left_the_log() {
+        let q = Arc::new(EventQueue::new(4));
+        let mut fast = q.subscribe_live().unwrap().cursor;
+        let mut slow = q.subscribe_live().unwrap().cursor;
+        for _ in 0..3 {
+            q.push(ev()).unwrap();
+        }
+        let mut out = Vec::new();
+        assert_eq!(fast.read(&mut out, 2), Read::Events(2));
+        assert_eq!(all(&mut fast), (vec![3], Read::Events(1)));
+        assert_eq!(all(&mut fast).1, Read::Empty);
+        for _ in 0..3 {
+            q.push(ev()).unwrap();
+        }
+        assert_eq!(all(&mut fast), (vec![4, 5, 6], Read::Events(3)));
+        assert_eq!(all(&mut slow).1, Read::Lagged(2), "1 and 2 left a log of 4");
+        q.close();
+        assert_eq!(all(&mut fast).1, Read::Closed);
+    }
+
+    #[test]
     fn push_after_close_is_an_error_not_a_panic() {
-        let q = EventQueue::new(4, 4);
+        let q = EventQueue::new(4);
         q.close();
         assert_eq!(q.push(ev()).unwrap_err(), Closed);
     }
 
     #[test]
     fn subscribers_are_bounded() {
-        let q = EventQueue::new(4, 4).with_max_subscribers(2);
+        let q = Arc::new(EventQueue::new(4).with_max_subscribers(2));
         let a = q.subscribe(None).unwrap();
         let _b = q.subscribe_live().unwrap();
         assert_eq!(q.subscribe(None).unwrap_err(), TooManySubscribers(2));
@@ -273,12 +385,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn live_events_follow_the_backlog() {
-        let q = EventQueue::new(4, 4);
-        q.push(ev()).unwrap();
-        let mut s = q.subscribe(None).unwrap();
-        q.push(ev()).unwrap();
-        assert_eq!(s.backlog[0].seq, 1);
-        assert_eq!(s.live.recv().await.unwrap().seq, 2);
+    async fn a_waiting_cursor_wakes_for_a_push_and_for_close() {
+        let q = Arc::new(EventQueue::new(4));
+        let mut c = q.subscribe(None).unwrap().cursor;
+        assert_eq!(all(&mut c).1, Read::Empty);
+        let q2 = q.clone();
+        tokio::spawn(async move { q2.push(ev()).unwrap() });
+        tokio::time::timeout(std::time::Duration::from_secs(5), c.changed())
+            .await
+            .unwrap();
+        assert_eq!(all(&mut c), (vec![1], Read::Events(1)));
+        q.close();
+        tokio::time::timeout(std::time::Duration::from_secs(5), c.changed())
+            .await
+            .unwrap();
+        assert_eq!(all(&mut c).1, Read::Closed);
     }
 }

@@ -41,7 +41,7 @@ fn event_without_plan(w: &mut World, kind: String) {
 /// stored frame.
 #[when("I format the event as SSE")]
 fn format_sse(w: &mut World) {
-    let queue = EventQueue::new(8, 8);
+    let queue = EventQueue::new(8);
     let stored = queue.push(w.event.clone().unwrap()).expect("an open queue");
     w.sse = Some(String::from_utf8(stored.frame().to_vec()).unwrap());
 }
@@ -69,7 +69,7 @@ fn keepalive_starts(w: &mut World, prefix: String) {
 
 #[given("an A2aEventQueue for SSE testing")]
 fn queue(w: &mut World) {
-    w.queue = Some(Arc::new(EventQueue::new(64, 64)));
+    w.queue = Some(Arc::new(EventQueue::new(64)));
 }
 
 /// The legacy server's event bus as the gateway sees it: NDJSON records arriving on a byte stream.
