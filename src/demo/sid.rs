@@ -10,7 +10,7 @@
 //!
 //! A `user_turn`'s text picks the script by the first of these words it contains: `tool` (a MANUAL bash call behind a prompt), `fail` (a
 //! provider error that still ends `ok: true`), `think`, `slow` (deltas 50 ms apart), `crash`
-//! (exit 3 mid-turn), `hang` (never finish), `flood N [PER_SECOND [BYTES]]` (N deltas, pre-formatted, optionally paced and sized), anything else a
+//! (exit 3 mid-turn), `hang` (never finish), `garble` (a line that is not UTF-8 and one of protocol 4 before a plain answer), `flood N [PER_SECOND [BYTES]]` (N deltas, pre-formatted, optionally paced and sized), anything else a
 //! plain answer; `tool` with `external` also prints `tool_output` under sid's own request id. Like sid, it does not read stdin during a stdio turn except to answer a prompt,
 //! answers `busy` meanwhile, and exits 0 on EOF.
 
@@ -76,20 +76,25 @@ impl Sid {
     }
 
     fn write_line(&mut self, line: &str) {
+        self.write_bytes(line.as_bytes());
+    }
+
+    /// Writes one line as given, valid UTF-8 or not (the `garble` script's noise).
+    fn write_bytes(&mut self, line: &[u8]) {
         match &mut self.sink {
             Sink::Stdout(out) => {
                 let mut out = out.lock();
-                let _ = out.write_all(line.as_bytes());
+                let _ = out.write_all(line);
                 let _ = out.write_all(b"\n");
                 let _ = out.flush();
             }
             Sink::Listen { client, history } => {
                 // History and the live client change together, so a new client sees each line once.
                 let mut history = history.lock().unwrap();
-                history.push(line.to_owned());
+                history.push(String::from_utf8_lossy(line).into_owned());
                 let mut client = client.lock().unwrap();
                 if let Some(c) = client.as_mut() {
-                    if c.write_all(format!("{line}\n").as_bytes())
+                    if c.write_all(&[line, b"\n"].concat())
                         .and_then(|_| c.flush())
                         .is_err()
                     {
@@ -366,10 +371,12 @@ impl Sid {
     fn turn(&mut self, rid: &str, text: &str) -> Turn {
         self.event(rid, "agent_start", Some("build"), 0, json!({}));
         let mut words = text.split_whitespace();
-        let script = ["flood", "crash", "hang", "slow", "fail", "think", "tool"]
-            .into_iter()
-            .find(|k| text.contains(k))
-            .unwrap_or("plain");
+        let script = [
+            "flood", "crash", "hang", "slow", "fail", "think", "tool", "garble",
+        ]
+        .into_iter()
+        .find(|k| text.contains(k))
+        .unwrap_or("plain");
         if script == "flood" {
             words.find(|w| *w == "flood");
         }
@@ -405,6 +412,19 @@ impl Sid {
                         return Turn::Done;
                     }
                     self.delta(rid, &format!("chunk {i} "));
+                }
+                self.finish(rid, "EndTurn");
+            }
+            "garble" => {
+                // Two lines a gateway must count and skip: not UTF-8, and not protocol 5.
+                self.write_bytes(b"\xff\xfe not UTF-8 \xc3\x28");
+                let v4 = format!(
+                    r#"{{"type":"event","protocol_version":4,"sequence":{},"request_id":"{rid}","event":"assistant_text_delta","label":"build","depth":0,"text":"v4"}}"#,
+                    self.seq + 1
+                );
+                self.write_line(&v4);
+                for t in ["Hello", " from the", " mock model."] {
+                    self.delta(rid, t);
                 }
                 self.finish(rid, "EndTurn");
             }

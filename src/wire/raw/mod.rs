@@ -152,6 +152,19 @@ impl ServerMessage {
         }
     }
 
+    /// The message's `protocol_version`.
+    pub fn protocol_version(&self) -> u32 {
+        match self {
+            ServerMessage::Hello(m) => m.protocol_version,
+            ServerMessage::ReplayComplete(m) => m.protocol_version,
+            ServerMessage::Request(m) => m.protocol_version,
+            ServerMessage::Event(m) => m.protocol_version,
+            ServerMessage::Prompt(m) => m.protocol_version,
+            ServerMessage::PromptAck(m) => m.protocol_version,
+            ServerMessage::Result(m) => m.protocol_version,
+        }
+    }
+
     /// The same message with `sequence` replaced.
     pub fn with_sequence(mut self, sequence: u64) -> Self {
         let slot = match &mut self {

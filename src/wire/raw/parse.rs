@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::de::Error as _;
 use serde::Deserialize;
 
-use super::{Event, EventLine, ServerMessage};
+use super::{Event, EventLine, ServerMessage, PROTOCOL_VERSION};
 
 /// Every field an event line can carry; which are required depends on `event`.
 #[derive(Deserialize)]
@@ -44,8 +44,18 @@ fn need<T>(v: Option<T>, field: &'static str) -> Result<T, serde_json::Error> {
 }
 
 impl ServerMessage {
-    /// Reads one line sid printed.
+    /// Reads one line sid printed; a line of another protocol version is refused.
     pub fn parse(line: &str) -> Result<ServerMessage, serde_json::Error> {
+        let msg = Self::parse_any_version(line)?;
+        match msg.protocol_version() {
+            PROTOCOL_VERSION => Ok(msg),
+            v => Err(serde_json::Error::custom(format_args!(
+                "protocol_version {v}, not {PROTOCOL_VERSION}"
+            ))),
+        }
+    }
+
+    fn parse_any_version(line: &str) -> Result<ServerMessage, serde_json::Error> {
         // Anything but a well-formed event line is the derived parser's to judge.
         let f = match serde_json::from_str::<Flat<'_>>(line) {
             Ok(f) if f.kind.as_deref() == Some("event") => f,
@@ -183,6 +193,25 @@ mod tests {
                 "the derived parser accepts {line}"
             );
             assert!(ServerMessage::parse(line).is_err(), "{line}");
+        }
+    }
+
+    #[test]
+    fn refuses_lines_of_another_protocol_version() {
+        for line in [
+            r#"{"type":"event","protocol_version":4,"sequence":1,"request_id":"r","event":"assistant_text_delta","label":null,"depth":0,"text":"t"}"#,
+            r#"{"type":"result","protocol_version":6,"sequence":2,"request_id":"r","ok":true}"#,
+        ] {
+            assert!(ServerMessage::parse(line).is_err(), "{line}");
+            assert!(
+                ServerMessage::parse(
+                    &line
+                        .replace(r#""protocol_version":4"#, r#""protocol_version":5"#)
+                        .replace(r#""protocol_version":6"#, r#""protocol_version":5"#)
+                )
+                .is_ok(),
+                "{line} as protocol 5"
+            );
         }
     }
 }
