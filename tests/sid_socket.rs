@@ -201,3 +201,48 @@ async fn a_restarted_sid_fails_the_open_task_and_serves_the_next() {
     let old = gw.call("tasks/get", json!({"id": task_id})).await;
     assert_eq!(old["result"]["status"]["state"], "failed", "{old}");
 }
+
+#[tokio::test]
+async fn an_open_task_fails_once_the_socket_stays_down_past_the_reconnect_grace() {
+    let mut sid = listening_sid();
+    let spec = format!("unix://{}", sid.path);
+    let gw = gateway()
+        .with(move |c| {
+            c.sid.enabled = true;
+            c.sid.connect = spec;
+            c.sid.keepalive_ms = 200;
+            c.sid.reconnect_grace_ms = 700;
+        })
+        .start()
+        .await;
+    send_when_up(&gw, text_message("hello")).await;
+    let r = gw.call("message/send", text_message("use a tool")).await;
+    assert_eq!(r["result"]["status"]["state"], "input-required", "{r}");
+    let task_id = r["result"]["id"].as_str().unwrap().to_owned();
+    let mut stream = gw.sse_get(&format!("/tasks/{task_id}/events"), None).await;
+    // sid goes away and does not come back.
+    let _ = sid.child.kill();
+    let _ = sid.child.wait();
+    let down = std::time::Instant::now();
+    let state = |r: &Value| r["result"]["status"]["state"].as_str().unwrap().to_owned();
+    // Within the grace the task waits for sid to come back.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = gw.call("tasks/get", json!({"id": task_id})).await;
+    assert_eq!(state(&waiting), "input-required", "{waiting}");
+    // Past it, the task fails, and its stream ends with that final update.
+    let events = stream.until_final(T).await;
+    let failed_after = down.elapsed();
+    let last = events.last().unwrap();
+    assert_eq!(last.data["params"]["state"], "failed", "{last:?}");
+    assert_eq!(last.data["params"]["final"], true);
+    assert!(
+        failed_after >= Duration::from_millis(700),
+        "failed after {failed_after:?}, inside the grace"
+    );
+    assert!(failed_after < Duration::from_secs(5), "{failed_after:?}");
+    let got = gw.call("tasks/get", json!({"id": task_id})).await;
+    assert_eq!(state(&got), "failed", "{got}");
+    // And a call meanwhile is told sid is unreachable.
+    let call = gw.call("message/send", text_message("hello")).await;
+    assert_eq!(call["error"]["code"], -32064, "{call}");
+}
