@@ -242,6 +242,10 @@ async fn an_open_task_fails_once_the_socket_stays_down_past_the_reconnect_grace(
     assert!(failed_after < Duration::from_secs(5), "{failed_after:?}");
     let got = gw.call("tasks/get", json!({"id": task_id})).await;
     assert_eq!(state(&got), "failed", "{got}");
+    assert_eq!(
+        got["result"]["metadata"]["error"],
+        json!({"code": "sid_gone", "message": "the sid socket dropped and did not come back in time"})
+    );
     // And a call meanwhile is told sid is unreachable.
     let call = gw.call("message/send", text_message("hello")).await;
     assert_eq!(call["error"]["code"], -32064, "{call}");
