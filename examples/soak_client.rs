@@ -444,6 +444,7 @@ enum Phase {
 #[derive(Default)]
 struct SubState {
     last: Option<u64>,
+    first: Option<u64>,
     events: u64,
     connects: u64,
     resumes: u64,
@@ -533,6 +534,7 @@ fn on_frame(sub: &Sub, frame: &str, seen: &Seen, problems: &Problems) {
         }
     }
     st.last = Some(id);
+    st.first.get_or_insert(id);
     drop(st);
     let h = data_hash(&data);
     let mut seen = seen.lock().unwrap();
@@ -728,7 +730,7 @@ fn metric_sum(text: &str, name: &str, must: &[&str]) -> f64 {
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
         .filter(|l| must.iter().all(|m| l.contains(m)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .fold(0.0, |a, b| a + b)
 }
 
 #[tokio::main]
@@ -934,6 +936,12 @@ async fn main() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut targets = vec![0u64; stream_urls.len()];
+    let mut firsts = vec![u64::MAX; stream_urls.len()];
+    for s in &subs {
+        if let Some(f) = s.state.lock().unwrap().first {
+            firsts[s.stream] = firsts[s.stream].min(f);
+        }
+    }
     for s in &subs {
         if let Some(l) = s.state.lock().unwrap().last {
             targets[s.stream] = targets[s.stream].max(l);
@@ -1023,9 +1031,14 @@ async fn main() {
         behind.len()
     );
     println!(
-        "             last ids: /events {}, contexts {:?}",
+        "             ids seen: /events {}..{}, contexts {:?}",
+        firsts[0],
         targets[0],
-        &targets[1..]
+        firsts[1..]
+            .iter()
+            .zip(&targets[1..])
+            .map(|(f, l)| format!("{f}..{l}"))
+            .collect::<Vec<_>>()
     );
 
     let cut = metric_sum(&metrics_text, "wiregate_sse_subscribers_cut_total", &[]);
