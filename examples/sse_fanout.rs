@@ -57,9 +57,9 @@ fn start_gateway(port: u16) -> Gateway {
             "WIREGATE_SID__COMMAND",
             format!("[\"{}\",\"--raw\"]", fake.display()),
         )
-        .env("WIREGATE_SID__SUBSCRIBER_BUFFER", "65536")
-        .env("WIREGATE_SID__REPLAY_EVENTS", "1024")
-        // Room above the 10 000 idle subscribers for the stream a turn's own call holds open.
+        // Shipped defaults (a replay log of 4 096 events each subscriber reads through its
+        // cursor) but for one: room above the 10 000 idle subscribers for the stream a turn's
+        // own call holds open.
         .env("WIREGATE_SID__MAX_SUBSCRIBERS", "20000")
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())

@@ -138,6 +138,9 @@ pub struct Sid {
     pub subscriber_buffer: Option<usize>,
     /// Most SSE subscribers per context (503 beyond).
     pub max_subscribers: usize,
+    /// How long sid's output waits for a subscriber that still needs the oldest events of a
+    /// full replay log; one that reads nothing that long is overrun and cut off.
+    pub lag_grace_ms: u64,
     /// Interval of SSE keepalive comments.
     pub keepalive_ms: u64,
     /// Raw ops callable as `_sid/<op>`.
@@ -163,6 +166,7 @@ impl Default for Sid {
             replay_events: 4096,
             subscriber_buffer: None,
             max_subscribers: 10_000,
+            lag_grace_ms: 500,
             keepalive_ms: 15_000,
             // Every plain op, less the ones that touch this host's files or stop the agent.
             allow_ops: SID_OPS

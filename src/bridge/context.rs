@@ -93,6 +93,8 @@ pub struct Context {
     up: watch::Sender<bool>,
     /// `sid.max_queued_requests`: lines queued for sid, and requests awaiting a result.
     max_queued: usize,
+    /// `sid.lag_grace_ms`: how long sid's output waits for a subscriber that lags.
+    lag_grace: Duration,
 }
 
 impl Context {
@@ -103,6 +105,7 @@ impl Context {
         replay: usize,
         max_subscribers: usize,
         max_queued: usize,
+        lag_grace: Duration,
     ) -> Arc<Self> {
         Arc::new(Context {
             id,
@@ -124,6 +127,7 @@ impl Context {
             changed: watch::channel(0).0,
             up: watch::channel(false).0,
             max_queued: max_queued.max(1),
+            lag_grace,
         })
     }
 
@@ -475,7 +479,11 @@ impl Context {
                         let _ = child.start_kill();
                         killed.set(kill.notified());
                     }
-                    read = stdout.read_until(b'\n', &mut line) => match read {
+                    // sid waits (its pipe fills) while a subscriber catches up; see `room`.
+                    read = async {
+                        ctx.queue.room(ctx.lag_grace).await;
+                        stdout.read_until(b'\n', &mut line).await
+                    } => match read {
                         Ok(n) if n > 0 => {
                             ctx.on_bytes(&line);
                         }
@@ -513,7 +521,10 @@ impl Context {
                         let mut tx = Some(tx);
                         let mut read = BufReader::with_capacity(64 * 1024, read);
                         let mut line = Vec::new();
-                        while read.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0) {
+                        while {
+                            ctx.queue.room(ctx.lag_grace).await;
+                            read.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0)
+                        } {
                             // sid replays its history first; requests go out only once it is live.
                             let marker = ctx.on_bytes(&line);
                             line.clear();
@@ -585,6 +596,7 @@ mod tests {
             8,
             8,
             max_queued,
+            Duration::from_millis(100),
         );
         let (tx, rx) = mpsc::channel(max_queued);
         ctx.on_up(tx, None);

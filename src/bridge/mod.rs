@@ -182,6 +182,7 @@ impl Bridge {
                 cfg.replay_events,
                 cfg.max_subscribers,
                 cfg.max_queued_requests,
+                Duration::from_millis(cfg.lag_grace_ms),
             );
             ctx.spawn_socket(
                 cfg.connect.clone(),
@@ -441,6 +442,7 @@ impl Bridge {
             self.cfg.replay_events,
             self.cfg.max_subscribers,
             self.cfg.max_queued_requests,
+            Duration::from_millis(self.cfg.lag_grace_ms),
         );
         ctx.spawn_child(&self.cfg.command, None).map_err(|e| {
             GatewayError::SidUnavailable(format!("cannot start {:?}: {e}", self.cfg.command))

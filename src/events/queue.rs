@@ -1,18 +1,25 @@
 //! A bounded, closable event log that any number of subscribers read through cursors.
 //!
 //! The queue keeps the last `replay` events; a subscriber is a position in that log, not a
-//! private queue. Pushing never waits for a subscriber, a subscriber's memory does not grow with
-//! its lag, and it falls behind only when events it still needs have left the log (it learns it
-//! lagged and resumes with `Last-Event-ID`, getting a `gap`). So one slow reader never slows the
-//! producer or the others, and a fast reader receives every event. Each frame is encoded once
+//! private queue, so its memory does not grow with its lag. It falls behind only when events it
+//! still needs have left the log (it learns it lagged and resumes with `Last-Event-ID`, getting
+//! a `gap`).
+//!
+//! Pushing never waits. A producer that can be paced (sid's stdout, which sid writes as fast as
+//! the gateway reads it) first asks for [`room`](EventQueue::room): with the log full and a live
+//! reader still needing its oldest events, it waits until that reader moves on, or for at most
+//! `lag_grace`, after which the reader is overrun and cut off. So a reader that keeps
+//! reading receives every event even when the producer is momentarily faster, and one that
+//! stops reading holds the others back at most once, for `lag_grace`. Each frame is encoded once
 //! and shared.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::A2aEvent;
 
@@ -73,6 +80,8 @@ pub enum Read {
 pub struct Cursor {
     queue: Arc<EventQueue>,
     next: u64,
+    /// `next`, where a producer waiting for room can see it.
+    shared: Arc<AtomicU64>,
     pushed: watch::Receiver<u64>,
 }
 
@@ -102,7 +111,12 @@ impl Cursor {
         }
         let n = (inner.ring.len() - start).min(max);
         out.extend(inner.ring.range(start..start + n).cloned());
+        drop(inner);
         self.next += n as u64;
+        self.shared.store(self.next, Ordering::Release);
+        if self.queue.producer_waits.load(Ordering::Acquire) {
+            self.queue.advanced.notify_one();
+        }
         Read::Events(n)
     }
 
@@ -121,6 +135,10 @@ impl Cursor {
 impl Drop for Cursor {
     fn drop(&mut self) {
         self.queue.subscribers.fetch_sub(1, Ordering::AcqRel);
+        // A reader leaving may be the one a producer waits for.
+        if self.queue.producer_waits.load(Ordering::Acquire) {
+            self.queue.advanced.notify_one();
+        }
     }
 }
 
@@ -155,6 +173,14 @@ pub struct EventQueue {
     replay: usize,
     max_subscribers: usize,
     subscribers: AtomicUsize,
+    /// Every cursor's position (dropped cursors leave dead entries, swept on the next scan).
+    positions: Mutex<Vec<Weak<AtomicU64>>>,
+    /// A lower bound of every live cursor's position: events before it are needed by nobody,
+    /// so most pushes into a full log need no scan of the cursors.
+    needed_from: AtomicU64,
+    /// Set while a producer waits in [`room`](Self::room); cursors then wake it as they read.
+    producer_waits: AtomicBool,
+    advanced: Notify,
 }
 
 impl EventQueue {
@@ -170,7 +196,69 @@ impl EventQueue {
             replay: replay.max(1),
             max_subscribers: usize::MAX,
             subscribers: AtomicUsize::new(0),
+            positions: Mutex::new(Vec::new()),
+            needed_from: AtomicU64::new(0),
+            producer_waits: AtomicBool::new(false),
+            advanced: Notify::new(),
         }
+    }
+
+    /// Most events one pushed line may bring: room is made for this many at once.
+    const HEADROOM: u64 = 8;
+
+    /// Waits until the next few pushes overrun no live reader, or for at most `lag_grace`:
+    /// see the module docs. Returns at once while the log has room or nobody lags.
+    pub async fn room(&self, lag_grace: Duration) {
+        if self.fits() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + lag_grace;
+        loop {
+            let woken = self.advanced.notified();
+            let mut woken = std::pin::pin!(woken);
+            woken.as_mut().enable();
+            self.producer_waits.store(true, Ordering::Release);
+            if self.fits() {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                tracing::debug!("a subscriber stopped reading; overrunning it");
+                break;
+            }
+        }
+        self.producer_waits.store(false, Ordering::Release);
+    }
+
+    /// Whether `HEADROOM` more pushes evict only events no live reader needs.
+    fn fits(&self) -> bool {
+        let (oldest, full) = {
+            let inner = self.read();
+            let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
+            let free = self.replay - inner.ring.len();
+            (oldest, free as u64 >= Self::HEADROOM)
+        };
+        // Evicted next: `oldest .. oldest + HEADROOM`, minus the free slots.
+        if full || self.needed_from.load(Ordering::Acquire) >= oldest + Self::HEADROOM {
+            return true;
+        }
+        // Readers already overrun (behind `oldest`) are cut off when they read: not waited for.
+        let slowest = {
+            let mut positions = self.positions.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slowest = u64::MAX;
+            positions.retain(|p| match p.upgrade() {
+                Some(p) => {
+                    let at = p.load(Ordering::Acquire);
+                    if at >= oldest {
+                        slowest = slowest.min(at);
+                    }
+                    true
+                }
+                None => false,
+            });
+            slowest
+        };
+        self.needed_from.store(slowest, Ordering::Release);
+        slowest >= oldest + Self::HEADROOM
     }
 
     /// Limits live subscribers; more are refused with [`TooManySubscribers`].
@@ -186,9 +274,19 @@ impl EventQueue {
             self.subscribers.fetch_sub(1, Ordering::AcqRel);
             return Err(TooManySubscribers(self.max_subscribers));
         }
+        let shared = Arc::new(AtomicU64::new(next));
+        let mut positions = self.positions.lock().unwrap_or_else(|e| e.into_inner());
+        // Subscribers come and go: sweep the dead entries before they outnumber the living.
+        if positions.len() > 2 * taken + 16 {
+            positions.retain(|p| p.strong_count() > 0);
+        }
+        positions.push(Arc::downgrade(&shared));
+        drop(positions);
+        self.needed_from.fetch_min(next, Ordering::AcqRel);
         Ok(Cursor {
             queue: self.clone(),
             next,
+            shared,
             pushed: self.pushed.subscribe(),
         })
     }
@@ -362,6 +460,52 @@ mod tests {
         assert_eq!(all(&mut slow).1, Read::Lagged(2), "1 and 2 left a log of 4");
         q.close();
         assert_eq!(all(&mut fast).1, Read::Closed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_log_waits_for_a_reader_that_reads_and_overruns_one_that_does_not() {
+        let grace = std::time::Duration::from_secs(1);
+        let q = Arc::new(EventQueue::new(16));
+        let mut reader = q.subscribe_live().unwrap().cursor;
+        for _ in 0..16 {
+            q.room(grace).await;
+            q.push(ev()).unwrap();
+        }
+        // Full, and the reader needs every event: the producer waits until it reads.
+        let started = tokio::time::Instant::now();
+        let producer = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                q.room(grace).await;
+                q.push(ev()).unwrap();
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(!producer.is_finished(), "waits while the reader lags");
+        assert_eq!(all(&mut reader).1, Read::Events(16));
+        producer.await.unwrap();
+        assert!(
+            started.elapsed() < grace,
+            "released by the read, not the grace"
+        );
+        assert_eq!(all(&mut reader), (vec![17], Read::Events(1)));
+        // A reader that stops reading holds the producer back once, for the grace.
+        let _stalled = q.subscribe_live().unwrap().cursor;
+        for _ in 0..16 {
+            q.push(ev()).unwrap();
+        }
+        let started = tokio::time::Instant::now();
+        q.room(grace).await;
+        assert!(started.elapsed() >= grace);
+        for _ in 0..16 {
+            q.push(ev()).unwrap();
+        }
+        let started = tokio::time::Instant::now();
+        q.room(grace).await;
+        assert!(
+            started.elapsed() < grace,
+            "an overrun reader is not waited for again"
+        );
     }
 
     #[test]
