@@ -218,8 +218,10 @@ impl Chunked {
             match self.phase {
                 Phase::Size => {
                     let Some(eol) = memchr::memmem::find(rest, b"\r\n") else {
-                        return too_long(rest.len()).map(|()| false);
+                        return too_long(partial_line_len(rest)).map(|()| false);
                     };
+                    // Bounded whether the line arrived whole or in pieces.
+                    too_long(eol)?;
                     let size = chunk_size(&rest[..eol])?;
                     self.pos += eol + 2;
                     if size == 0 {
@@ -253,7 +255,7 @@ impl Chunked {
                 }
                 Phase::Trailers(seen) => {
                     let Some(eol) = memchr::memmem::find(rest, b"\r\n") else {
-                        return too_long(seen + rest.len()).map(|()| false);
+                        return too_long(seen + partial_line_len(rest)).map(|()| false);
                     };
                     self.pos += eol + 2;
                     if eol == 0 {
@@ -265,6 +267,12 @@ impl Chunked {
             }
         }
     }
+}
+
+/// The least length the line at the front of `rest` will have, its CRLF not arrived yet: a
+/// trailing CR may be the first half of it.
+fn partial_line_len(rest: &[u8]) -> usize {
+    rest.len() - usize::from(rest.last() == Some(&b'\r'))
 }
 
 fn too_long(n: usize) -> Result<(), Error> {
