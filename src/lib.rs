@@ -37,6 +37,7 @@ pub mod reply;
 pub mod router;
 pub mod rpc;
 pub mod server;
+pub mod sse_conn;
 pub mod stream;
 pub mod telemetry;
 pub mod wire;

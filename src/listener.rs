@@ -60,6 +60,17 @@ pub enum Protocol {
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Conn {
+    /// The bytes read ahead and the socket, for a caller that reads on before hyper does.
+    pub fn parts_mut(&mut self) -> (&mut Bytes, &mut TcpStream) {
+        (&mut self.prefix, &mut self.io)
+    }
+
+    /// The socket, once nothing was read ahead or what was is no longer needed; the permit goes
+    /// with it, held until the returned guard is dropped.
+    pub fn into_stream(self) -> (TcpStream, OwnedSemaphorePermit) {
+        (self.io, self._permit)
+    }
+
     /// Reads until the first bytes tell HTTP/2's preface from anything else, within `deadline`;
     /// `None` when the peer stays silent that long or closes first. The bytes are kept and read
     /// again by whoever serves the connection.

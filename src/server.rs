@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::reply::{Reply, ReplyBody};
 use crate::rpc::{Gateway, Meta};
+use crate::sse_conn;
 use crate::stream as sse_stream;
 use crate::telemetry;
 use crate::wire::dialect::{self, Inbound};
@@ -195,9 +196,31 @@ async fn serve_conn(
         s = conn.sniff(timeout) => s,
         _ = stopped.wait_for(|s| *s) => None,
     };
-    let Some((conn, proto)) = sniffed else {
+    let Some((mut conn, proto)) = sniffed else {
         return;
     };
+    // An event stream on HTTP/1 is served off hyper, for its memory (see `sse_conn`).
+    if proto == Protocol::Http1 {
+        let (prefix, io) = conn.parts_mut();
+        if sse_conn::may_be_get(prefix) {
+            let first = std::mem::take(prefix);
+            let read = match sse_conn::read_get(io, first, timeout).await {
+                sse_conn::Head::Gone => return,
+                sse_conn::Head::Other(read) => read,
+                sse_conn::Head::Get(get, read) => {
+                    match stream_route(&front.state, &get.uri, &get.headers) {
+                        Some(resp) => {
+                            let (io, _permit) = conn.into_stream();
+                            sse_conn::write(io, &get, resp).await;
+                            return;
+                        }
+                        None => read,
+                    }
+                }
+            };
+            *conn.parts_mut().0 = read;
+        }
+    }
     let activity = (proto == Protocol::Http2).then(|| Arc::new(Activity::new()));
     let front = front.tracking(activity.clone());
     let conn = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), front);
@@ -499,12 +522,17 @@ async fn domain_events(
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Response {
+    domain_stream(&state, q.task_id, &headers)
+}
+
+/// `GET /events`: the domain-event feed as SSE, filtered to one task when asked.
+fn domain_stream(state: &AppState, task: Option<String>, headers: &HeaderMap) -> Response {
     let Some(feed) = state.gateway.feed() else {
         return not_configured("no event feed is configured (events.source)");
     };
-    let sub = feed.queue().subscribe(header_str(&headers, &LAST_EVENT_ID));
+    let sub = feed.queue().subscribe(header_str(headers, &LAST_EVENT_ID));
     let filter = sse_stream::Filter {
-        task: q.task_id,
+        task,
         ..Default::default()
     };
     match sub {
@@ -517,6 +545,40 @@ async fn domain_events(
         )),
         Err(e) => sse_error(e.into()),
     }
+}
+
+/// The answer of an event-stream route (`/events`, `/tasks/{id}/events`,
+/// `/contexts/{id}/events`) to a `GET` of `uri`, for [`sse_conn`]; `None` for any other target,
+/// or one the router would read differently (a percent-encoded id, a query it would refuse).
+fn stream_route(state: &AppState, uri: &axum::http::Uri, headers: &HeaderMap) -> Option<Response> {
+    let path = uri.path();
+    if path == "/events" {
+        let Query(q) = Query::<EventsQuery>::try_from_uri(uri).ok()?;
+        return Some(domain_stream(state, q.task_id, headers));
+    }
+    let plain = |id: &str| !id.is_empty() && !id.contains(['/', '%']);
+    if let Some(id) = path
+        .strip_prefix("/tasks/")
+        .and_then(|r| r.strip_suffix("/events"))
+        .filter(|id| plain(id))
+    {
+        return Some(bridge_stream(
+            state,
+            headers,
+            GatewayError::TaskNotFound(id.to_owned()),
+            |b, last| b.task_stream(id, last, false),
+        ));
+    }
+    let id = path
+        .strip_prefix("/contexts/")
+        .and_then(|r| r.strip_suffix("/events"))
+        .filter(|id| plain(id))?;
+    Some(bridge_stream(
+        state,
+        headers,
+        GatewayError::ContextNotFound(id.to_owned()),
+        |b, last| b.context_stream(id, last),
+    ))
 }
 
 /// 404 for a route whose feature is not configured, saying which setting turns it on.

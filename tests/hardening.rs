@@ -423,3 +423,58 @@ command = [{:?}, "--raw", "--tag", "hard-term"]
     assert!(status.success(), "{status}");
     call.abort();
 }
+
+#[tokio::test]
+async fn streams_on_http_1_0_are_close_delimited_and_end_after_the_final_event() {
+    let gw = gateway().sid("hard-h10").start().await;
+    let task = gw.call("message/send", text_message("hi")).await;
+    let task = task["result"]["id"].as_str().unwrap().to_owned();
+    let req = format!("GET /tasks/{task}/events HTTP/1.0\r\n\r\n");
+    let answer = raw_exchange(gw.addr, req.as_bytes(), T).await;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.0 200 OK"), "{head}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    assert!(!head.contains("transfer-encoding"), "{head}");
+    assert!(body.starts_with("retry:"), "{body}");
+    let last = body.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(last.contains(r#""final":true"#), "{last}");
+    // The same stream over HTTP/1.1 is chunked and ends with the last chunk.
+    let req = format!("GET /tasks/{task}/events HTTP/1.1\r\nhost: x\r\n\r\n");
+    let answer = raw_exchange(gw.addr, req.as_bytes(), T).await;
+    assert!(answer.contains("transfer-encoding: chunked"), "{answer}");
+    assert!(answer.ends_with("0\r\n\r\n"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_subscriber_that_hangs_up_frees_its_place() {
+    let gw = gateway()
+        .sid("hard-leave")
+        .with(|c| c.sid.max_subscribers = 1)
+        .start()
+        .await;
+    let r = gw.call("message/send", text_message("hi")).await;
+    let ctx = r["result"]["contextId"].as_str().unwrap().to_owned();
+    let req = format!("GET /contexts/{ctx}/events HTTP/1.1\r\nhost: x\r\n\r\n");
+    let mut first = TcpStream::connect(gw.addr).await.unwrap();
+    first.write_all(req.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    first.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let refused = raw_exchange(gw.addr, req.as_bytes(), T).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    drop(first);
+    let started = Instant::now();
+    loop {
+        let mut again = TcpStream::connect(gw.addr).await.unwrap();
+        again.write_all(req.as_bytes()).await.unwrap();
+        again.read_exact(&mut head).await.unwrap();
+        if &head == b"HTTP/1.1 200" {
+            break;
+        }
+        assert!(started.elapsed() < T, "the place was never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A target the stream writer does not take (a percent-encoded id) is still routed.
+    let a = gw.get("/tasks/%6E%6F/events").await;
+    assert_eq!(a.status, 404, "{}", a.text);
+}

@@ -1,0 +1,265 @@
+//! Event-stream GETs on HTTP/1 served straight on the socket, without a hyper connection.
+//!
+//! A gateway's long-lived connections are its SSE subscribers, and most of them sit idle between
+//! events. hyper keeps about 24 KB of buffers per HTTP/1 connection for its whole life (a read
+//! buffer it grows to 16 KB while watching for the client's close, an 8 KB head buffer), which
+//! made 10 000 idle subscribers cost 210 MB. A stream needs none of it once its head is read: this
+//! module reads the head into a buffer it frees, and writes the stream's chunks as they come.
+//!
+//! It takes only what it fully understands: a `GET` with no body, no `Upgrade` or `Expect`, HTTP
+//! 1.0 or 1.1, whose target the caller's router recognises as a stream. Anything else is handed
+//! back, bytes and all, to hyper. The connection closes when the stream ends (`Connection:
+//! close`), so no second request shares it.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Largest request head read here; a larger one goes to hyper (which answers it).
+const MAX_HEAD: usize = 8 * 1024;
+/// Most header lines parsed here; more go to hyper.
+const MAX_HEADERS: usize = 32;
+
+/// A request this module may serve: a body-less `GET`.
+#[derive(Debug)]
+pub struct Get {
+    /// The request target.
+    pub uri: Uri,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// HTTP/1.0 (no chunked encoding: the stream is delimited by the close).
+    http10: bool,
+}
+
+/// Whether a connection's first bytes may start a `GET` (cheap: the `POST /rpc` path is one
+/// byte compare away from unaffected).
+pub fn may_be_get(first: &[u8]) -> bool {
+    b"GET /".starts_with(&first[..first.len().min(5)])
+}
+
+/// What [`read_get`] found.
+#[derive(Debug)]
+pub enum Head {
+    /// A request this module may serve, and everything read.
+    Get(Get, Bytes),
+    /// Something else, for hyper: everything read.
+    Other(Bytes),
+    /// The peer closed, or did not finish its head within the deadline: close the connection.
+    Gone,
+}
+
+/// Reads a request head after `prefix` within `deadline` (the header read timeout, as hyper
+/// would apply it).
+pub async fn read_get(io: &mut TcpStream, prefix: Bytes, deadline: Duration) -> Head {
+    let mut buf = BytesMut::from(&prefix[..]);
+    let read = async {
+        loop {
+            if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
+                return Some(Some(end + 4));
+            }
+            if buf.len() >= MAX_HEAD {
+                return Some(None);
+            }
+            buf.reserve(1024);
+            match io.read_buf(&mut buf).await {
+                Ok(n) if n > 0 => {}
+                _ => return None,
+            }
+        }
+    };
+    let end = match tokio::time::timeout(deadline, read).await {
+        Ok(Some(Some(end))) => end,
+        // Too large for here: hyper reads on and answers it.
+        Ok(Some(None)) => return Head::Other(buf.freeze()),
+        Ok(None) | Err(_) => return Head::Gone,
+    };
+    // Pipelined bytes after a stream's head have no meaning: hyper serves those connections.
+    match (end == buf.len()).then(|| parse(&buf[..end])).flatten() {
+        Some(get) => Head::Get(get, buf.freeze()),
+        None => Head::Other(buf.freeze()),
+    }
+}
+
+/// The head as a body-less GET, or `None` for anything hyper should handle.
+fn parse(head: &[u8]) -> Option<Get> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    if !req.parse(head).ok()?.is_complete() || req.method? != "GET" {
+        return None;
+    }
+    let http10 = req.version? == 0;
+    let uri: Uri = req.path?.parse().ok()?;
+    uri.path().starts_with('/').then_some(())?;
+    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
+        let body_or_switch = matches!(
+            name.as_str(),
+            "content-length" | "transfer-encoding" | "upgrade" | "expect"
+        );
+        if body_or_switch {
+            return None;
+        }
+        headers.append(name, HeaderValue::from_bytes(h.value).ok()?);
+    }
+    Some(Get {
+        uri,
+        headers,
+        http10,
+    })
+}
+
+/// Writes `resp` and its body on `io`, then closes. A stream ends when its body does, or when
+/// the client closes its side (watched meanwhile, so a subscriber that left frees its place).
+pub async fn write(mut io: TcpStream, get: &Get, resp: Response) {
+    let (parts, body) = resp.into_parts();
+    let known = body_len(&body);
+    let chunked = known.is_none() && !get.http10;
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(if get.http10 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    });
+    head.extend_from_slice(parts.status.as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    head.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"date: ");
+    head.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
+    head.extend_from_slice(b"\r\nconnection: close\r\n");
+    match known {
+        Some(n) => head.extend_from_slice(format!("content-length: {n}\r\n").as_bytes()),
+        None if chunked => head.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        None => {}
+    }
+    head.extend_from_slice(b"\r\n");
+    if io.write_all(&head).await.is_err() {
+        return;
+    }
+    drop(head);
+    let (mut rd, mut wr) = io.into_split();
+    let mut body = std::pin::pin!(body);
+    let mut sink = [0u8; 64];
+    loop {
+        let frame = tokio::select! {
+            f = body.frame() => f,
+            // The client's side: bytes after the head are ignored; its close ends the stream.
+            n = rd.read(&mut sink) => match n {
+                Ok(n) if n > 0 => continue,
+                _ => return,
+            },
+        };
+        let Some(Ok(frame)) = frame else {
+            break;
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if data.is_empty() {
+            continue;
+        }
+        let written = if chunked {
+            let size = format!("{:x}\r\n", data.len());
+            write_all3(&mut wr, size.as_bytes(), &data, b"\r\n").await
+        } else {
+            wr.write_all(&data).await
+        };
+        if written.is_err() {
+            return;
+        }
+    }
+    if chunked {
+        let _ = wr.write_all(b"0\r\n\r\n").await;
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// The body's length when it is all known up front (a JSON answer, not a stream).
+fn body_len(body: &Body) -> Option<u64> {
+    use hyper::body::Body as _;
+    body.size_hint().exact()
+}
+
+/// Writes three slices with as few syscalls as the socket allows.
+async fn write_all3(
+    w: &mut tokio::net::tcp::OwnedWriteHalf,
+    a: &[u8],
+    b: &[u8],
+    c: &[u8],
+) -> std::io::Result<()> {
+    let mut parts = [a, b, c];
+    let mut i = 0;
+    while i < parts.len() {
+        let slices = [
+            std::io::IoSlice::new(parts[i]),
+            std::io::IoSlice::new(parts.get(i + 1).copied().unwrap_or(&[])),
+            std::io::IoSlice::new(parts.get(i + 2).copied().unwrap_or(&[])),
+        ];
+        let mut n = w.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while i < parts.len() && n >= parts[i].len() {
+            n -= parts[i].len();
+            i += 1;
+        }
+        if i < parts.len() {
+            parts[i] = &parts[i][n..];
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_gets_are_taken() {
+        let ok =
+            parse(b"GET /events?taskId=a HTTP/1.1\r\nhost: x\r\nlast-event-id: 3\r\n\r\n").unwrap();
+        assert_eq!(ok.uri.path(), "/events");
+        assert_eq!(ok.headers["last-event-id"], "3");
+        assert!(!ok.http10);
+        assert!(parse(b"GET /events HTTP/1.0\r\n\r\n").unwrap().http10);
+        // The absolute form, which a server must accept (RFC 9112 §3.2.2).
+        let abs = parse(b"GET http://x/events HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!(abs.uri.path(), "/events");
+        for refused in [
+            &b"POST /events HTTP/1.1\r\n\r\n"[..],
+            b"GET /events HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
+            b"GET /events HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n",
+            b"GET /events HTTP/1.1\r\nupgrade: websocket\r\n\r\n",
+            b"GET /events HTTP/1.1\r\nexpect: 100-continue\r\n\r\n",
+            b"GET * HTTP/1.1\r\n\r\n",
+            b"GET /events HTTP/1.1\r\nbad header\r\n\r\n",
+        ] {
+            assert!(
+                parse(refused).is_none(),
+                "{}",
+                String::from_utf8_lossy(refused)
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_bytes_tell_a_get_cheaply() {
+        assert!(may_be_get(b"GET /x"));
+        assert!(may_be_get(b"GE"));
+        assert!(!may_be_get(b"POST /rpc"));
+        assert!(!may_be_get(b"GET  /"));
+    }
+}
