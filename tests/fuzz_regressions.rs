@@ -1,0 +1,430 @@
+//! What the fuzz targets (`fuzz/`, see `fuzz/README.md`) found, and a few nasty inputs from their
+//! corpora, fed through the same public entry points, so CI exercises those entry points without
+//! running a fuzzer. Each test asserts the proper answer (an error, not a panic).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use bytes::Bytes;
+use futures::executor::block_on;
+use wiregate::events::domain::{Bridge, EventMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
+use wiregate::events::EventQueue;
+use wiregate::feed::{Reader, RecentIds};
+use wiregate::proxy::h1::{parse_head, Chunked, Error, Framing};
+use wiregate::wire::dialect::{parse, parse_bounded, Inbound, Message};
+use wiregate::wire::jsonrpc::{code, parse_responses, Id, Response};
+use wiregate::wire::legacy::{self, LegacyBody, LegacyResponse};
+use wiregate::wire::raw::ServerMessage;
+use wiregate::wire::translate::{
+    legacy_to_request, request_to_legacy, response_to_jsonrpc, response_to_legacy, ErrorTable,
+};
+
+// ---- h1_answer: the upstream answer reader -------------------------------------------------
+
+/// Decodes a chunked body that arrives in reads ending at `cuts` (the last one the whole input).
+fn chunked(wire: &[u8], cuts: &[usize], limit: usize) -> Result<Option<Vec<u8>>, Error> {
+    let mut c = Chunked::default();
+    for &end in cuts {
+        if c.advance(&wire[..end], limit, StatusCode::OK)? {
+            assert!(c.pos <= end);
+            return Ok(Some(c.body));
+        }
+    }
+    Ok(None)
+}
+
+/// Found by `h1_answer`: a chunk-size line over the 4 KiB bound was refused when it arrived in
+/// pieces and accepted (or refused as too large) when it arrived in one read.
+#[test]
+fn a_long_chunk_size_line_is_refused_however_it_arrives() {
+    let wire = format!("1;{}\r\nx\r\n0\r\n\r\n", "e".repeat(4178));
+    let wire = wire.as_bytes();
+    for limit in [0, 1 << 20] {
+        for cuts in [
+            vec![wire.len()],
+            vec![100, 4097, wire.len()],
+            vec![4181, wire.len()],
+        ] {
+            assert!(
+                matches!(chunked(wire, &cuts, limit), Err(Error::Malformed(_))),
+                "limit {limit}, cuts {cuts:?}"
+            );
+        }
+    }
+}
+
+/// A trailer section of exactly the bound is accepted, even when a read ends between its CR and
+/// its LF; one byte more is refused either way.
+#[test]
+fn the_trailer_bound_counts_no_pending_cr() {
+    for (len, ok) in [(4096, true), (4097, false)] {
+        let trailer = format!("t: {}", "v".repeat(len - 3));
+        let wire = format!("1\r\nx\r\n0\r\n{trailer}\r\n\r\nNEXT");
+        let wire = wire.as_bytes();
+        let cr = wire.len() - "\n\r\nNEXT".len();
+        for cuts in [
+            vec![wire.len()],
+            vec![cr, wire.len()],
+            vec![cr - 1, wire.len()],
+        ] {
+            let got = chunked(wire, &cuts, 1 << 20);
+            match ok {
+                true => assert_eq!(got.unwrap().as_deref(), Some(&b"x"[..]), "{cuts:?}"),
+                false => assert!(matches!(got, Err(Error::Malformed(_))), "{cuts:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn nasty_chunked_bodies_are_errors() {
+    for bad in [
+        &b"-1\r\n"[..],
+        b"0x10\r\n",
+        b"+5\r\n",
+        b" \r\n",
+        b"1\r\nab\r\n",
+        b"1\r\nx\n0\r\n\r\n",
+        b"\x00\r\n",
+        b"10000000000000000\r\n",
+    ] {
+        let cuts: Vec<usize> = (1..=bad.len()).collect();
+        assert!(
+            matches!(chunked(bad, &cuts, 1 << 20), Err(Error::Malformed(_))),
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    // A size over the limit is refused before any of its bytes arrive.
+    assert!(matches!(
+        chunked(b"fffffffffffffff\r\n", &[17], 1 << 20),
+        Err(Error::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn nasty_answer_heads() {
+    // Every prefix of a good head is incomplete, never an error; the head alone parses the same.
+    let good = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n{}";
+    let p = parse_head(good).unwrap().expect("complete");
+    assert_eq!(
+        (p.status, p.framing, p.keep_alive),
+        (StatusCode::OK, Framing::Length(2), true)
+    );
+    assert_eq!(p.len, good.len() - 2);
+    for end in 0..p.len {
+        assert!(
+            matches!(parse_head(&good[..end]), Ok(None)),
+            "prefix of {end}"
+        );
+    }
+    // Bare LF line ends are read; a close-delimited body is never kept alive.
+    let lf = parse_head(b"HTTP/1.1 502 Bad\nX: y\n\nrest")
+        .unwrap()
+        .unwrap();
+    assert_eq!((lf.framing, lf.keep_alive), (Framing::Close, false));
+    assert_eq!(lf.len, b"HTTP/1.1 502 Bad\nX: y\n\n".len());
+    // No body for 1xx, 204 and 304, whatever their headers say.
+    for status in ["100", "204", "304"] {
+        let h = format!("HTTP/1.1 {status} X\r\ntransfer-encoding: chunked\r\n\r\n");
+        assert_eq!(
+            parse_head(h.as_bytes()).unwrap().unwrap().framing,
+            Framing::Empty
+        );
+    }
+    for bad in [
+        &b"HTTP/1.1 200 OK\r\ncontent-length: +1\r\n\r\n"[..],
+        b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999999\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 1,1\r\n\r\n",
+        b"HTTP/1.1 099 Low\r\n\r\n",
+        b"HTTP/1.1 1000 High\r\n\r\n",
+        b"HTTP/2 200 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nbad header\r\n\r\n",
+    ] {
+        assert!(
+            matches!(parse_head(bad), Err(Error::Malformed(_))),
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    assert!(!matches!(parse_head(b"\r\n\r\n"), Ok(Some(_))));
+    let many = format!("HTTP/1.1 200 OK\r\n{}\r\n", "a: b\r\n".repeat(65));
+    assert!(matches!(
+        parse_head(many.as_bytes()),
+        Err(Error::Malformed(_))
+    ));
+}
+
+// ---- dialect_parse: telling the dialects apart ----------------------------------------------
+
+fn error_code(r: Result<Inbound, Response>) -> i64 {
+    let resp = r.expect_err("refused whole");
+    assert_eq!(resp.id, Id::Null);
+    resp.error_object().expect("an error").code
+}
+
+#[test]
+fn nasty_bodies_are_refused_whole() {
+    for (body, want) in [
+        (
+            &b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"id\":1}"[..],
+            code::PARSE_ERROR,
+        ),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"\xc3\",\"id\":1}",
+            code::PARSE_ERROR,
+        ),
+        (b"", code::PARSE_ERROR),
+        (b"   ", code::PARSE_ERROR),
+        (b"[", code::PARSE_ERROR),
+        (b"[]", code::INVALID_REQUEST),
+        (b" [ ] ", code::INVALID_REQUEST),
+        (b"null", code::INVALID_REQUEST),
+        (b"\"operation\"", code::INVALID_REQUEST),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"m\"} x",
+            code::PARSE_ERROR,
+        ),
+        (
+            b"{\"method\":\"a\",\"method\":\"b\",\"jsonrpc\":\"2.0\"}",
+            code::INVALID_REQUEST,
+        ),
+    ] {
+        assert_eq!(
+            error_code(parse(body)),
+            want,
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    // Nesting far past serde_json's recursion limit (128): refused where a tree is built, kept
+    // raw (never recursed into) where it is not; never a stack overflow.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let Ok(Inbound::JsonRpc(Message::Batch(b))) = parse(deep.as_bytes()) else {
+        panic!("a batch of one raw member")
+    };
+    assert!(b.len() == 1 && b[0].is_err());
+    let deep = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    let Ok(Inbound::JsonRpc(Message::Single(Err(e)))) = parse(deep.as_bytes()) else {
+        panic!("an unknown member is skipped, however deep")
+    };
+    assert_eq!(e.error_object().unwrap().code, code::INVALID_REQUEST);
+    let deep = format!(
+        "{{\"a2a_version\":\"1.0\",\"operation\":\"o\",\"auth\":{{\"a\":{}{}}}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    assert!(matches!(
+        parse(deep.as_bytes()),
+        Ok(Inbound::Legacy(Err(_)))
+    ));
+}
+
+#[test]
+fn an_operation_member_makes_a_legacy_envelope_whatever_it_holds() {
+    for body in [
+        &br#"{"operation":null}"#[..],
+        br#"{"operation":""}"#,
+        br#"{"jsonrpc":"2.0","method":"m","id":1,"operation":7}"#,
+        br#"{"a2a_version":"1.0","request_id":{},"operation":"x"}"#,
+        br#"{"a2a_version":"1.0","operation":"x","params":[]}"#,
+        br#"{"a2a_version":"1.0","operation":"x","auth":"Bearer t"}"#,
+    ] {
+        let Ok(Inbound::Legacy(Err(fault))) = parse(body) else {
+            panic!("{} is not a legacy fault", String::from_utf8_lossy(body))
+        };
+        assert!(!fault.request_id.is_empty());
+        assert!([
+            legacy::code::VALIDATION_ERROR,
+            legacy::code::VERSION_MISMATCH
+        ]
+        .contains(&fault.error.code.as_str()));
+    }
+}
+
+#[test]
+fn batch_members_are_judged_one_by_one_and_bounded() {
+    let body =
+        br#"[1, {}, [], {"jsonrpc":"2.0","method":"m","id":[]}, {"jsonrpc":"2.0","method":"m"}]"#;
+    let Ok(Inbound::JsonRpc(Message::Batch(b))) = parse(body) else {
+        panic!("a batch")
+    };
+    assert_eq!(b.len(), 5);
+    assert!(b[..4]
+        .iter()
+        .all(|e| e.as_ref().is_err_and(|r| r.error_object().unwrap().code
+            == code::INVALID_REQUEST
+            && r.id == Id::Null)));
+    assert!(b[4].as_ref().is_ok_and(|r| r.is_notification()));
+    assert_eq!(error_code(parse_bounded(body, 4)), code::INVALID_REQUEST);
+    assert!(
+        matches!(parse_bounded(body, 5), Ok(Inbound::JsonRpc(Message::Batch(b))) if b.len() == 5)
+    );
+}
+
+// ---- translate: both ways, ids kept ----------------------------------------------------------
+
+#[test]
+fn ids_keep_their_text_through_the_legacy_round_trip() {
+    let table = ErrorTable::default();
+    for id in [
+        "1.50",
+        "-0",
+        "1e2",
+        "123456789012345678901234567890",
+        "\"a b\"",
+        "null",
+    ] {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m","params":{{"a":1}}}}"#);
+        let Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) = parse(body.as_bytes()) else {
+            panic!("{body}")
+        };
+        let caller = req.id.clone().expect("a call");
+        let request_id = caller.as_text().unwrap_or_else(|| "generated".into());
+        let legacy = request_to_legacy(req, request_id.clone(), None).unwrap();
+        let Ok(Inbound::Legacy(Ok(read))) = parse(&legacy.to_vec()) else {
+            panic!("the envelope reads back")
+        };
+        assert_eq!(read.request_id, request_id);
+        let (back, _) = legacy_to_request(read, caller.clone());
+        assert_eq!(back.id.as_ref(), Some(&caller));
+        // The answer goes back under the caller's id, whatever the upstream echoed.
+        let answer: LegacyResponse = serde_json::from_str(
+            r#"{"request_id":"someone else","status":"success","data":{"ok":true}}"#,
+        )
+        .unwrap();
+        let wire = response_to_jsonrpc(answer, caller.clone(), &table).to_vec();
+        let text = String::from_utf8(wire.clone()).unwrap();
+        assert!(text.ends_with(&format!(",\"id\":{id}}}")), "{text}");
+        assert_eq!(parse_responses(&wire).unwrap()[0].id, caller);
+    }
+}
+
+#[test]
+fn positional_params_are_refused_and_legacy_errors_survive() {
+    let Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) =
+        parse(br#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1,2]}"#)
+    else {
+        panic!()
+    };
+    assert_eq!(
+        request_to_legacy(req, "1".into(), None).unwrap_err().code,
+        code::INVALID_PARAMS
+    );
+    let table = ErrorTable::default();
+    for answer in [
+        r#"{"status":"error","error":{"code":"","message":""}}"#,
+        r#"{"status":"error","error":{"code":"NOT_FOUND","message":"\u0000","details":null}}"#,
+        r#"{"status":"error","error":{"code":"QUOTA","message":"m","details":{"legacyCode":1}}}"#,
+        r#"{"status":"error","error":{"code":"X","message":"m","details":[{"details":{}}]}}"#,
+    ] {
+        let resp: LegacyResponse = serde_json::from_str(answer).unwrap();
+        let LegacyBody::Error(original) = resp.body.clone() else {
+            panic!()
+        };
+        let rpc = response_to_jsonrpc(resp, Id::Null, &table);
+        let read = parse_responses(&rpc.to_vec()).unwrap().remove(0);
+        let LegacyBody::Error(back) = response_to_legacy(read, "r".into(), &table).body else {
+            panic!("became a success")
+        };
+        assert_eq!(back, original, "{answer}");
+    }
+}
+
+// ---- sid_line: one line sid printed -----------------------------------------------------------
+
+#[test]
+fn the_fast_and_derived_sid_parsers_agree_on_nasty_lines() {
+    for line in [
+        r#"{"type":"event","protocol_version":5,"request_id":"r","event":"agent\u005fstart","label":null,"depth":0}"#,
+        r#"{"type":"event","protocol_version":5,"request_id":"r","event":"tool_output","depth":"x","tool_name":"t","tool_use_id":"u","stream":"stdout"}"#,
+        r#"{"type":"event","type":"event","protocol_version":5,"request_id":"r","event":"info","depth":0,"message":"m"}"#,
+        r#"{"type":"event","protocol_version":5,"request_id":"r","event":"info","depth":0,"message":"m","event":"error"}"#,
+        r#"{"type":"event","protocol_version":5,"sequence":null,"request_id":"r","event":"agent_start","depth":0}"#,
+        r#"{"type":"event","protocol_version":5,"request_id":"r","event":"agent_start","depth":-1}"#,
+        r#"{"type":"event","protocol_version":4294967296,"request_id":"r","event":"agent_start","depth":0}"#,
+        r#"{"type":"result","protocol_version":5,"request_id":"r","ok":true,"data":[1e400]}"#,
+        r#"{"type":"prompt"}"#,
+        "\u{feff}{}",
+        "",
+        "[]",
+    ] {
+        let fast = ServerMessage::parse(line);
+        let derived = serde_json::from_str::<ServerMessage>(line);
+        match (&fast, &derived) {
+            (Ok(f), Ok(d)) => assert_eq!(f, d, "{line}"),
+            (Err(_), Err(_)) => {}
+            _ => panic!("{line}: fast {fast:?}, derived {derived:?}"),
+        }
+    }
+}
+
+// ---- event_feed: the domain-event feed reader -----------------------------------------------
+
+/// Reads `body`, cut into pieces at `cuts`, through the feed reader; the frames it queued.
+fn feed(body: &[u8], cuts: &[usize], sse: bool) -> Vec<Bytes> {
+    let queue = Arc::new(EventQueue::new(64));
+    let map = EventMap::new(&DEFAULT_STATUS, &DEFAULT_ARTIFACT, Unmapped::Status);
+    let mut reader = Reader {
+        bridge: Bridge::new(map, queue.clone()),
+        last_id: None,
+        seen: RecentIds::new(64),
+    };
+    let mut at = 0;
+    let pieces: Vec<Result<Bytes, Infallible>> = cuts
+        .iter()
+        .chain([&body.len()])
+        .map(|&c| {
+            let piece = Bytes::copy_from_slice(&body[at..c]);
+            at = c;
+            Ok(piece)
+        })
+        .collect();
+    block_on(reader.consume(futures::stream::iter(pieces), sse));
+    queue.snapshot().iter().map(|s| s.frame().clone()).collect()
+}
+
+#[test]
+fn nasty_feed_bodies_queue_the_same_frames_however_they_arrive() {
+    let sse = "id: 1\r\ndata: {\"event_type\":\"plan.created\",\r\ndata: \"plan_id\":\"P\u{e9}\"}\r\n\r\n\
+               : comment\rid: 2\rdata:{\"event_type\":\"x\",\"data\":{\"t\":\"a\\r\\nid: 9\"}}\r\r\
+               data: {\"event_id\":\"3\\n4\",\"event_type\":\"y\"}\n\ndata: unterminated";
+    let whole = feed(sse.as_bytes(), &[], true);
+    assert_eq!(whole.len(), 3, "{whole:?}");
+    for f in &whole {
+        let text = std::str::from_utf8(f).unwrap();
+        assert!(!text.contains('\r') && text.ends_with("\n\n"), "{text:?}");
+        assert_eq!(
+            text.matches('\n').count(),
+            4,
+            "event, id, data and a blank line: {text:?}"
+        );
+    }
+    // Split everywhere, the CRLFs and the two-byte é included.
+    let cuts: Vec<usize> = (1..sse.len()).collect();
+    assert_eq!(feed(sse.as_bytes(), &cuts, true), whole);
+
+    let ndjson = b"{\"event_type\":\"a\"}\r\n\xff\xfe\n{\"event_id\":1,\"event_type\":\"b\"}\n\
+                   {\"event_id\":1.0,\"event_type\":\"c\"}\n{\"event_id\":\"1\",\"event_type\":\"d\"}\n\
+                   {\"event_type\":\"e\",\"data\":[]}\n  \n{\"event_type\":\"f\"}";
+    let whole = feed(ndjson, &[], false);
+    assert_eq!(
+        whole.len(),
+        3,
+        "a, b, c (1.0 is not 1); d repeats 1; e is malformed; f unended"
+    );
+    let cuts: Vec<usize> = (1..ndjson.len()).step_by(3).collect();
+    assert_eq!(feed(ndjson, &cuts, false), whole);
+}
+
+/// Found by `event_feed`: eventsource-stream 0.2.3 panics on an SSE body that starts with a UTF-8
+/// BOM (`&string[1..]` on a three-byte character; jpopesculian/eventsource-stream#10), which
+/// would end the feed reader's task for good. Ignored until the reader strips the BOM itself.
+#[test]
+#[ignore = "eventsource-stream 0.2.3 panics on a leading BOM; the fix belongs in feed.rs"]
+fn an_sse_feed_may_start_with_a_bom() {
+    let body = "\u{feff}data: {\"event_type\":\"plan.created\"}\n\n";
+    assert_eq!(feed(body.as_bytes(), &[], true).len(), 1);
+    assert_eq!(feed(body.as_bytes(), &[1, 2], true).len(), 1);
+}
