@@ -112,7 +112,11 @@ fn parse_batch(body: &str, max: usize) -> Result<Vec<Entry>, Response> {
     Ok(members
         .into_iter()
         .map(|m| match first_byte(m.get().as_bytes()) {
-            Some(b'{') => read_probe(m.get()).and_then(Probe::into_jsonrpc),
+            // The batch was read as JSON, so a member that cannot be decoded (a lone surrogate in
+            // a member name, a number out of range) is an invalid request, not a parse error.
+            Some(b'{') => serde_json::from_str::<Probe<'_>>(m.get())
+                .map_err(|e| invalid(Id::Null, e))
+                .and_then(Probe::into_jsonrpc),
             _ => Err(Response::error(
                 Id::Null,
                 ErrorObject::invalid_request("a batch member must be an object"),
