@@ -263,6 +263,29 @@ fn batch_members_are_judged_one_by_one_and_bounded() {
     );
 }
 
+/// Found by `dialect_parse`: a batch member that is JSON yet cannot be decoded (a lone surrogate
+/// escape in a member name, a number out of range) was answered -32700 inside an accepted batch;
+/// a member's error is -32600, the body as a whole having been read.
+#[test]
+fn an_undecodable_batch_member_is_an_invalid_request() {
+    let body = br#"[{"i\udBBBsion":"3.0","method":"b"},{"jsonrpc":"2.0","method":1e400,"id":1},{"jsonrpc":"2.0","method":"m","id":2}]"#;
+    let Ok(Inbound::JsonRpc(Message::Batch(b))) = parse(body) else {
+        panic!("the batch is read")
+    };
+    assert_eq!(b.len(), 3);
+    for member in &b[..2] {
+        let e = member.as_ref().expect_err("refused");
+        assert_eq!(e.id, Id::Null);
+        assert_eq!(e.error_object().unwrap().code, code::INVALID_REQUEST);
+    }
+    assert!(b[2].is_ok());
+    // Alone, the same text is a body that cannot be read: -32700.
+    assert_eq!(
+        error_code(parse(br#"{"i\udBBBsion":"3.0","method":"b"}"#)),
+        code::PARSE_ERROR
+    );
+}
+
 // ---- translate: both ways, ids kept ----------------------------------------------------------
 
 #[test]
