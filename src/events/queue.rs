@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 
 use super::A2aEvent;
 
@@ -82,14 +82,16 @@ pub struct Cursor {
     next: u64,
     /// `next`, where a producer waiting for room can see it.
     shared: Arc<AtomicU64>,
-    pushed: watch::Receiver<u64>,
 }
 
 impl Cursor {
     /// Appends up to `max` events from the cursor on to `out` and moves past them.
+    ///
+    /// Events a previous read returned count as still needed until this call: the caller has
+    /// dropped them by now, so a producer waiting for room frees them itself, on its own thread,
+    /// rather than leaving the reader to free what another thread allocated.
     pub fn read(&mut self, out: &mut Vec<Arc<Stored>>, max: usize) -> Read {
-        // Seen before reading: a push after this line makes `changed` resolve at once.
-        self.pushed.borrow_and_update();
+        self.release();
         let inner = self.queue.read();
         let Some(first) = inner.ring.front().map(|s| s.seq) else {
             return if inner.closed {
@@ -113,17 +115,32 @@ impl Cursor {
         out.extend(inner.ring.range(start..start + n).cloned());
         drop(inner);
         self.next += n as u64;
-        self.shared.store(self.next, Ordering::Release);
-        if self.queue.producer_waits.load(Ordering::Acquire) {
-            self.queue.advanced.notify_one();
-        }
         Read::Events(n)
     }
 
-    /// Resolves when an event was pushed (or the queue closed) since the last [`read`](Self::read).
+    /// Says that every event before the cursor is done with.
+    fn release(&self) {
+        if self.shared.swap(self.next, Ordering::AcqRel) != self.next
+            && self.queue.producer_waits.load(Ordering::Acquire)
+        {
+            self.queue.advanced.notify_one();
+        }
+    }
+
+    /// Resolves once the log holds an event past the cursor, or the queue is closed.
     pub async fn changed(&mut self) {
-        // An error means the queue itself is gone: as good as closed, which `read` then says.
-        let _ = self.pushed.changed().await;
+        self.release();
+        let q = &self.queue;
+        let woken = q.pushed.notified();
+        let mut woken = std::pin::pin!(woken);
+        // Registered before looking: a push after the look wakes it (see `EventQueue::push`).
+        woken.as_mut().enable();
+        q.waiting.fetch_add(1, Ordering::SeqCst);
+        let ready = q.last_seq.load(Ordering::SeqCst) >= self.next || q.read().closed;
+        if !ready {
+            woken.await;
+        }
+        q.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// How many events are in the log past the cursor.
@@ -168,8 +185,12 @@ impl Inner {
 #[derive(Debug)]
 pub struct EventQueue {
     inner: RwLock<Inner>,
-    /// The last pushed sequence, bumped on close too: what cursors wait on.
-    pushed: watch::Sender<u64>,
+    /// The last pushed sequence, read by cursors about to wait without taking the lock.
+    last_seq: AtomicU64,
+    /// Cursors waiting in [`Cursor::changed`], and what wakes them: a push into a log nobody
+    /// waits on costs two atomics, not a notification.
+    waiting: AtomicUsize,
+    pushed: Notify,
     replay: usize,
     max_subscribers: usize,
     subscribers: AtomicUsize,
@@ -192,7 +213,9 @@ impl EventQueue {
                 ring: VecDeque::with_capacity(replay.min(4096)),
                 closed: false,
             }),
-            pushed: watch::channel(0).0,
+            last_seq: AtomicU64::new(0),
+            waiting: AtomicUsize::new(0),
+            pushed: Notify::new(),
             replay: replay.max(1),
             max_subscribers: usize::MAX,
             subscribers: AtomicUsize::new(0),
@@ -287,7 +310,6 @@ impl EventQueue {
             queue: self.clone(),
             next,
             shared,
-            pushed: self.pushed.subscribe(),
         })
     }
 
@@ -314,7 +336,12 @@ impl EventQueue {
             inner.ring.push_back(stored.clone());
             stored
         };
-        self.pushed.send_replace(stored.seq);
+        // Dekker with `Cursor::changed`: it counts itself waiting, then reads `last_seq`; this
+        // stores `last_seq`, then reads the count. One of the two sees the other.
+        self.last_seq.store(stored.seq, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.pushed.notify_waiters();
+        }
         Ok(stored)
     }
 
@@ -358,7 +385,7 @@ impl EventQueue {
     /// retained.
     pub fn close(&self) {
         self.write().closed = true;
-        self.pushed.send_modify(|_| {});
+        self.pushed.notify_waiters();
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -483,6 +510,10 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         assert!(!producer.is_finished(), "waits while the reader lags");
         assert_eq!(all(&mut reader).1, Read::Events(16));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(!producer.is_finished(), "read, but not yet let go of");
+        // The next read says the reader is done with the first 16.
+        assert_eq!(all(&mut reader).1, Read::Empty);
         producer.await.unwrap();
         assert!(
             started.elapsed() < grace,
