@@ -50,6 +50,8 @@ GW_PORT=${GW_PORT:-19102}
 DROP_EVERY=${DROP_EVERY:-60}
 RATE=${RATE:-200}
 SUBSCRIBERS=${SUBSCRIBERS:-100}
+# 0: /metrics is read only at the end, as by a gateway nobody scrapes; N: every N s, as Prometheus.
+SCRAPE_SECS=${SCRAPE_SECS:-0}
 
 if [ -z "${SOAK_NO_BUILD:-}" ]; then
   cargo build --release --examples --bins
@@ -111,12 +113,12 @@ TOML
 RUST_LOG=info NO_COLOR=1 "$work/wiregate" --config "$work/gateway.toml" >"$work/gateway.log" 2>&1 &
 gw_pid=$!
 
-echo "soak: ${MINUTES} min (warm-up ${WARMUP} s), gateway pid $gw_pid on 127.0.0.1:$GW_PORT, commit $commit ($dirty changed files in src/ and the manifest), feed dropped every ${DROP_EVERY} s"
+echo "soak: ${MINUTES} min (warm-up ${WARMUP} s), gateway pid $gw_pid on 127.0.0.1:$GW_PORT, commit $commit ($dirty changed files in src/ and the manifest), feed dropped every ${DROP_EVERY} s, /metrics scraped every ${SCRAPE_SECS} s (0: only at the end)"
 client_rc=0
 # The client stops itself after SECS (plus its end phase); timeout is the backstop.
 timeout --signal=KILL $((SECS + 300)) "$work/soak_client" \
   --gateway "http://127.0.0.1:$GW_PORT" --pid "$gw_pid" --secs "$SECS" --warmup "$WARMUP" \
-  --rate "$RATE" --subscribers "$SUBSCRIBERS" --samples "$work/samples.csv" || client_rc=$?
+  --rate "$RATE" --subscribers "$SUBSCRIBERS" --samples "$work/samples.csv" --scrape-every "$SCRAPE_SECS" || client_rc=$?
 
 alive=1
 kill -0 "$gw_pid" 2>/dev/null || alive=0

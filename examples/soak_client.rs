@@ -51,6 +51,7 @@ struct Opts {
     prefill: usize,
     disconnect_mean: f64,
     samples: Option<String>,
+    scrape_every: u64,
 }
 
 fn opts() -> Opts {
@@ -66,6 +67,7 @@ fn opts() -> Opts {
         prefill: 1100,
         disconnect_mean: 20.0,
         samples: None,
+        scrape_every: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -86,6 +88,7 @@ fn opts() -> Opts {
             "--prefill" => o.prefill = num() as usize,
             "--disconnect-mean" => o.disconnect_mean = v.parse().expect("seconds"),
             "--samples" => o.samples = Some(v.clone()),
+            "--scrape-every" => o.scrape_every = num(),
             _ => panic!("unknown option {a}"),
         }
     }
@@ -855,6 +858,38 @@ async fn main() {
             ))
         })
         .collect();
+    // A Prometheus stand-in, when asked: GET /metrics every `--scrape-every` s.
+    let scrapes = Arc::new(AtomicU64::new(0));
+    let scraper = (o.scrape_every > 0).then(|| {
+        let (url, stop, scrapes) = (
+            format!("{}/metrics", o.gateway),
+            stop.clone(),
+            scrapes.clone(),
+        );
+        let (every, problems) = (Duration::from_secs(o.scrape_every), load_stats.clone());
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(every).await;
+                match client.get(&url).send().await {
+                    Ok(r) if r.status().is_success() => {
+                        let _ = r.text().await;
+                        scrapes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(r) => {
+                        problems.non_2xx.fetch_add(1, Ordering::Relaxed);
+                        problems
+                            .problems
+                            .add(format!("GET /metrics answered HTTP {}", r.status()));
+                    }
+                    Err(e) => {
+                        problems.transport.fetch_add(1, Ordering::Relaxed);
+                        problems.problems.add(format!("GET /metrics failed: {e}"));
+                    }
+                }
+            }
+        })
+    });
     let turn_tasks: Vec<_> = contexts
         .iter()
         .enumerate()
@@ -933,6 +968,9 @@ async fn main() {
     }
     for t in turn_tasks {
         let _ = t.await;
+    }
+    if let Some(t) = scraper {
+        t.abort();
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut targets = vec![0u64; stream_urls.len()];
@@ -1054,7 +1092,8 @@ async fn main() {
         &["outcome=\"ok\""],
     );
     println!(
-        "metrics:     requests {req_total} ({req_ok} ok), upstream errors {upstream_errors}, subscribers cut {cut}, feed events {feed_events}, malformed {malformed}, repeated by the feed {repeated_feed}, bad sid lines {bad_lines}"
+        "metrics:     requests {req_total} ({req_ok} ok), upstream errors {upstream_errors}, subscribers cut {cut}, feed events {feed_events}, malformed {malformed}, repeated by the feed {repeated_feed}, bad sid lines {bad_lines}; /metrics scraped {} times during the soak",
+        scrapes.load(Ordering::Relaxed)
     );
 
     // Resources after the warm-up.
