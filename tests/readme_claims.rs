@@ -214,6 +214,18 @@ async fn an_a2a_client_that_falls_behind_the_replay_log_gets_an_error_frame() {
     slow.write_all(post_request(&request).as_bytes())
         .await
         .unwrap();
+    // Read only the head and the first event (the task), so the flood has begun: a turn asked
+    // for before that would run first.
+    let mut received = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while !String::from_utf8_lossy(&received).contains("\ndata: ") {
+        let n = tokio::time::timeout(T, slow.read(&mut buf))
+            .await
+            .expect("the stream's first event")
+            .unwrap();
+        assert!(n > 0, "connection closed before the first event");
+        received.extend_from_slice(&buf[..n]);
+    }
     // The flood is over when the context takes the next turn.
     let started = Instant::now();
     loop {
@@ -234,10 +246,8 @@ async fn an_a2a_client_that_falls_behind_the_replay_log_gets_an_error_frame() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Now read what the slow client was sent: the stream ends with the error frame.
-    let mut received = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
     while !received.ends_with(b"0\r\n\r\n") {
-        let n = tokio::time::timeout(T, slow.read(&mut buf))
+        let n = tokio::time::timeout(Duration::from_secs(30), slow.read(&mut buf))
             .await
             .expect("the cut stream ends")
             .unwrap();
