@@ -282,7 +282,7 @@ async fn a_batch_over_the_limit_is_refused_before_its_members_are_answered() {
         .start()
         .await;
     // Members that are each invalid: answered one by one they would make 11 errors.
-    let body = format!("[{}]", vec!["{}"; 11].join(","));
+    let body = format!("[{}]", ["{}"; 11].join(","));
     let a = gw.post("application/json", body.into_bytes(), &[]).await;
     assert_eq!(a.status, 400);
     let v = a.json();
@@ -296,7 +296,7 @@ async fn a_batch_over_the_limit_is_refused_before_its_members_are_answered() {
         "{v}"
     );
     // Malformed JSON after the limit is still a parse error, not a long batch.
-    let body = format!("[{},", vec!["{}"; 11].join(","));
+    let body = format!("[{},", ["{}"; 11].join(","));
     let a = gw.post("application/json", body.into_bytes(), &[]).await;
     assert_eq!(a.json()["error"]["code"], -32700);
 }
