@@ -65,28 +65,82 @@ pub mod code {
 ///
 /// A number keeps its JSON text, not a parsed value: `123456789012345678901234567890`, `1e2`,
 /// `1.50` and `-0` go back as written, which no `f64` or `i64` could promise.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Id {
     /// `"id": null` — a call, answered with `null`.
     Null,
-    /// A number, integral or not, as its JSON text (already validated by the parser).
-    Number(Box<RawValue>),
+    /// A number, as its JSON text.
+    Number(IdNumber),
     /// A string.
     String(String),
 }
 
-impl PartialEq for Id {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Id::Null, Id::Null) => true,
-            (Id::Number(a), Id::Number(b)) => a.get() == b.get(),
-            (Id::String(a), Id::String(b)) => a == b,
-            _ => false,
+/// A numeric id's JSON text. The usual small integer is held as one, without an allocation
+/// (its text is exactly what writing it gives back); any other number as its text.
+#[derive(Clone, Debug)]
+pub struct IdNumber(NumberText);
+
+#[derive(Clone, Debug)]
+enum NumberText {
+    Int(i64),
+    Raw(Box<RawValue>),
+}
+
+impl IdNumber {
+    /// The number's JSON text, validated by the parser that read it. `None` when `text` is not
+    /// a JSON number.
+    fn from_text(text: &str) -> Option<Self> {
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        let canonical_int = !digits.is_empty()
+            && digits.len() <= 18
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'))
+            && text != "-0";
+        if canonical_int {
+            return text.parse().ok().map(|n| IdNumber(NumberText::Int(n)));
+        }
+        serde_json::from_str::<&RawValue>(text)
+            .ok()
+            .filter(|raw| matches!(raw.get().as_bytes().first(), Some(b'-' | b'0'..=b'9')))
+            .map(|raw| IdNumber(NumberText::Raw(raw.to_owned())))
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        match &self.0 {
+            NumberText::Int(n) => out.extend_from_slice(itoa::Buffer::new().format(*n).as_bytes()),
+            NumberText::Raw(r) => out.extend_from_slice(r.get().as_bytes()),
         }
     }
 }
 
-impl Eq for Id {}
+impl std::fmt::Display for IdNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            NumberText::Int(n) => write!(f, "{n}"),
+            NumberText::Raw(r) => f.write_str(r.get()),
+        }
+    }
+}
+
+impl PartialEq for IdNumber {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (NumberText::Int(a), NumberText::Int(b)) => a == b,
+            _ => self.to_string() == other.to_string(),
+        }
+    }
+}
+
+impl Eq for IdNumber {}
+
+impl Serialize for IdNumber {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            NumberText::Int(n) => s.serialize_i64(*n),
+            NumberText::Raw(r) => r.serialize(s),
+        }
+    }
+}
 
 impl Id {
     /// A fresh, unique string id.
@@ -98,7 +152,7 @@ impl Id {
     pub fn as_text(&self) -> Option<String> {
         match self {
             Id::Null => None,
-            Id::Number(n) => Some(n.get().to_owned()),
+            Id::Number(n) => Some(n.to_string()),
             Id::String(s) => Some(s.clone()),
         }
     }
@@ -111,7 +165,7 @@ impl Id {
             // Most string ids hold no escape: their text between the quotes is the string.
             b'"' if !text.contains('\\') => Some(Id::String(text[1..text.len() - 1].to_owned())),
             b'"' => serde_json::from_str(text).ok().map(Id::String),
-            b'-' | b'0'..=b'9' => RawValue::from_string(text.to_owned()).ok().map(Id::Number),
+            b'-' | b'0'..=b'9' => IdNumber::from_text(text).map(Id::Number),
             _ => None,
         }
     }
@@ -120,7 +174,7 @@ impl Id {
     pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         match self {
             Id::Null => out.extend_from_slice(b"null"),
-            Id::Number(n) => out.extend_from_slice(n.get().as_bytes()),
+            Id::Number(n) => n.write(out),
             Id::String(s) => super::write_json_str(out, s),
         }
     }
@@ -153,7 +207,7 @@ impl From<&str> for Id {
 
 impl From<i64> for Id {
     fn from(n: i64) -> Self {
-        Id::Number(RawValue::from_string(n.to_string()).expect("an integer is JSON"))
+        Id::Number(IdNumber(NumberText::Int(n)))
     }
 }
 
@@ -489,7 +543,7 @@ mod tests {
             Just(Id::Null),
             any::<i64>().prop_map(Id::from),
             "-?(0|[1-9][0-9]{0,40})(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?"
-                .prop_map(|n| Id::Number(RawValue::from_string(n).unwrap())),
+                .prop_map(|n| Id::from_raw(&RawValue::from_string(n).unwrap()).unwrap()),
             "\\PC*|[\"\\\\\u{0}-\u{1f}a]*".prop_map(Id::String),
         ]
     }
