@@ -160,12 +160,15 @@ pub fn frames<E: Encode>(
                             continue;
                         }
                     }
-                    // Caught up: let a trickle gather so one write carries it.
-                    if !timing.linger.is_zero() {
+                    // Woken by a trickle (one event): let more gather so one write carries
+                    // them. A burst is read at once.
+                    if !timing.linger.is_zero() && cursor.behind() <= 1 {
                         tokio::time::sleep(timing.linger).await;
                     }
-                    // Free what a burst grew while idle: 10 000 idle subscribers add up.
-                    batch = Vec::new();
+                    // Free what a burst grew, once idle: 10 000 idle subscribers add up.
+                    if batch.capacity() > 64 {
+                        batch = Vec::new();
+                    }
                     continue;
                 }
                 Read::Lagged(missed) => {

@@ -145,7 +145,7 @@ impl Cursor {
 
     /// How many events are in the log past the cursor.
     pub fn behind(&self) -> u64 {
-        self.queue.read().next_seq.saturating_sub(self.next)
+        (self.queue.last_seq.load(Ordering::Acquire) + 1).saturating_sub(self.next)
     }
 }
 
