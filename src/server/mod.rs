@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,17 +19,21 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::activity::Activity;
-use crate::bridge::{Bridge, Opened};
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::reply::{Reply, ReplyBody};
 use crate::rpc::{Gateway, Meta};
-use crate::sse_conn;
 use crate::stream as sse_stream;
 use crate::telemetry;
 use crate::wire::dialect::{self, Inbound};
 use crate::wire::jsonrpc::{Id, Response as RpcResponse};
 use crate::wire::legacy::LegacyResponse;
+
+mod conn;
+mod streams;
+
+use conn::accept_loop;
+use streams::{context_events, domain_events, task_events};
 
 // Header names looked up on every call, made once rather than parsed from a string each time.
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -136,118 +140,6 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
                 Either::Left(Box::pin(fut.map(move |r| {
                     r.map(|resp| resp.map(|b| Body::new(call.guard_body(b))))
                 })))
-            }
-        }
-    }
-}
-
-/// Accepts connections and serves each on its own task until `stopped`; then lets every open
-/// connection finish its calls (streams end when the bridge and feed stop).
-///
-/// Our own loop rather than `axum::serve`, for what that leaves unset: every wait on a client is
-/// timed by `header_read_timeout` (its first bytes, each request head, an idle HTTP/2
-/// connection, unanswered HTTP/2 PINGs), so a slow or silent client cannot hold a slot forever.
-async fn accept_loop(
-    mut listener: crate::listener::Bounded,
-    front: Front,
-    header_read_timeout: Duration,
-    mut stopped: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioTimer};
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(header_read_timeout))
-        .keep_alive_timeout(header_read_timeout);
-    loop {
-        let conn = tokio::select! {
-            conn = listener.accept() => conn,
-            _ = stopped.wait_for(|s| *s) => break,
-        };
-        tokio::spawn(serve_conn(
-            conn,
-            builder.clone(),
-            front.clone(),
-            header_read_timeout,
-            stopped.clone(),
-        ));
-    }
-    listener.close().await;
-    Ok(())
-}
-
-/// Serves one connection: its first bytes within `timeout`, then HTTP until it ends, it idles
-/// (HTTP/2, no call in flight for `timeout`) or the gateway stops; the last two close it
-/// gracefully (calls in flight finish).
-async fn serve_conn(
-    conn: crate::listener::Conn,
-    builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
-    front: Front,
-    timeout: Duration,
-    mut stopped: watch::Receiver<bool>,
-) {
-    use crate::listener::Protocol;
-    let sniffed = tokio::select! {
-        s = conn.sniff(timeout) => s,
-        _ = stopped.wait_for(|s| *s) => None,
-    };
-    let Some((mut conn, proto)) = sniffed else {
-        return;
-    };
-    // An event stream on HTTP/1 is served off hyper, for its memory (see `sse_conn`).
-    if proto == Protocol::Http1 {
-        let (prefix, io) = conn.parts_mut();
-        if sse_conn::may_be_get(prefix) {
-            let first = std::mem::take(prefix);
-            let read = match sse_conn::read_get(io, first, timeout).await {
-                sse_conn::Head::Gone => return,
-                sse_conn::Head::Other(read) => read,
-                sse_conn::Head::Get(get, read) => {
-                    match stream_route(&front.state, &get.uri, &get.headers) {
-                        Some(resp) => {
-                            let (io, _permit) = conn.into_stream();
-                            sse_conn::write(io, &get, resp).await;
-                            return;
-                        }
-                        None => read,
-                    }
-                }
-            };
-            *conn.parts_mut().0 = read;
-        }
-    }
-    let activity = (proto == Protocol::Http2).then(|| Arc::new(Activity::new()));
-    let front = front.tracking(activity.clone());
-    let conn = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), front);
-    let mut conn = std::pin::pin!(conn);
-    let idle = async {
-        match &activity {
-            Some(a) => a.idle_for(timeout).await,
-            None => std::future::pending().await,
-        }
-    };
-    let mut idle = std::pin::pin!(idle);
-    let mut closing = false;
-    loop {
-        tokio::select! {
-            r = conn.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "connection ended with an error");
-                }
-                return;
-            }
-            _ = &mut idle, if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
-            _ = stopped.wait_for(|s| *s), if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
             }
         }
     }
@@ -451,134 +343,6 @@ fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
     h.extend(reply.headers);
     h.insert(X_REQUEST_ID, request_id);
     resp
-}
-
-/// The sid bridge's stream routes answer only when the bridge is on, and only to a valid token.
-fn sse_error(err: GatewayError) -> Response {
-    let body = RpcResponse::error(Id::Null, err.to_jsonrpc());
-    (err.route_status(), axum::Json(body)).into_response()
-}
-
-async fn task_events(
-    State(state): State<AppState>,
-    Path(task_id): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    bridge_stream(
-        &state,
-        &headers,
-        GatewayError::TaskNotFound(task_id.clone()),
-        |b, last| b.task_stream(&task_id, last, false),
-    )
-}
-
-async fn context_events(
-    State(state): State<AppState>,
-    Path(context_id): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    bridge_stream(
-        &state,
-        &headers,
-        GatewayError::ContextNotFound(context_id.clone()),
-        |b, last| b.context_stream(&context_id, last),
-    )
-}
-
-/// Authorises, opens a bridge stream, and answers it as SSE (or the error as JSON).
-fn bridge_stream(
-    state: &AppState,
-    headers: &HeaderMap,
-    without_bridge: GatewayError,
-    open: impl FnOnce(&Bridge, Option<&str>) -> Result<Opened, GatewayError>,
-) -> Response {
-    let Some(bridge) = state.gateway.bridge() else {
-        return sse_error(without_bridge);
-    };
-    let opened = bridge
-        .authorize(header_str(headers, &header::AUTHORIZATION))
-        .and_then(|()| open(bridge, header_str(headers, &LAST_EVENT_ID)));
-    match opened {
-        Ok(o) => sse_stream::response(sse_stream::frames(
-            o.subscription,
-            o.filter,
-            bridge.timing(),
-            None,
-            sse_stream::Shared,
-        )),
-        Err(e) => sse_error(e),
-    }
-}
-
-/// `GET /events?taskId=`.
-#[derive(Debug, serde::Deserialize)]
-struct EventsQuery {
-    #[serde(rename = "taskId")]
-    task_id: Option<String>,
-}
-
-async fn domain_events(
-    State(state): State<AppState>,
-    Query(q): Query<EventsQuery>,
-    headers: HeaderMap,
-) -> Response {
-    domain_stream(&state, q.task_id, &headers)
-}
-
-/// `GET /events`: the domain-event feed as SSE, filtered to one task when asked.
-fn domain_stream(state: &AppState, task: Option<String>, headers: &HeaderMap) -> Response {
-    let Some(feed) = state.gateway.feed() else {
-        return not_configured("no event feed is configured (events.source)");
-    };
-    let sub = feed.queue().subscribe(header_str(headers, &LAST_EVENT_ID));
-    let filter = sse_stream::Filter {
-        task,
-        ..Default::default()
-    };
-    match sub {
-        Ok(sub) => sse_stream::response(sse_stream::frames(
-            sub,
-            filter,
-            state.events_timing,
-            None,
-            sse_stream::Shared,
-        )),
-        Err(e) => sse_error(e.into()),
-    }
-}
-
-/// The answer of an event-stream route (`/events`, `/tasks/{id}/events`,
-/// `/contexts/{id}/events`) to a `GET` of `uri`, for [`sse_conn`]; `None` for any other target,
-/// or one the router would read differently (a percent-encoded id, a query it would refuse).
-fn stream_route(state: &AppState, uri: &axum::http::Uri, headers: &HeaderMap) -> Option<Response> {
-    let path = uri.path();
-    if path == "/events" {
-        let Query(q) = Query::<EventsQuery>::try_from_uri(uri).ok()?;
-        return Some(domain_stream(state, q.task_id, headers));
-    }
-    let plain = |id: &str| !id.is_empty() && !id.contains(['/', '%']);
-    if let Some(id) = path
-        .strip_prefix("/tasks/")
-        .and_then(|r| r.strip_suffix("/events"))
-        .filter(|id| plain(id))
-    {
-        return Some(bridge_stream(
-            state,
-            headers,
-            GatewayError::TaskNotFound(id.to_owned()),
-            |b, last| b.task_stream(id, last, false),
-        ));
-    }
-    let id = path
-        .strip_prefix("/contexts/")
-        .and_then(|r| r.strip_suffix("/events"))
-        .filter(|id| plain(id))?;
-    Some(bridge_stream(
-        state,
-        headers,
-        GatewayError::ContextNotFound(id.to_owned()),
-        |b, last| b.context_stream(id, last),
-    ))
 }
 
 /// 404 for a route whose feature is not configured, saying which setting turns it on.

@@ -1,0 +1,144 @@
+//! The event-stream routes: a sid task's or context's updates, and the domain-event feed, as
+//! SSE; the same answers whether hyper or [`sse_conn`](crate::sse_conn) serves the connection.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+
+use super::{header_str, not_configured, AppState, LAST_EVENT_ID};
+use crate::bridge::{Bridge, Opened};
+use crate::error::GatewayError;
+use crate::stream as sse_stream;
+use crate::wire::jsonrpc::{Id, Response as RpcResponse};
+
+/// The sid bridge's stream routes answer only when the bridge is on, and only to a valid token.
+fn sse_error(err: GatewayError) -> Response {
+    let body = RpcResponse::error(Id::Null, err.to_jsonrpc());
+    (err.route_status(), axum::Json(body)).into_response()
+}
+
+pub(super) async fn task_events(
+    State(state): State<AppState>,
+    Path(task_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    bridge_stream(
+        &state,
+        &headers,
+        GatewayError::TaskNotFound(task_id.clone()),
+        |b, last| b.task_stream(&task_id, last, false),
+    )
+}
+
+pub(super) async fn context_events(
+    State(state): State<AppState>,
+    Path(context_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    bridge_stream(
+        &state,
+        &headers,
+        GatewayError::ContextNotFound(context_id.clone()),
+        |b, last| b.context_stream(&context_id, last),
+    )
+}
+
+/// Authorises, opens a bridge stream, and answers it as SSE (or the error as JSON).
+fn bridge_stream(
+    state: &AppState,
+    headers: &HeaderMap,
+    without_bridge: GatewayError,
+    open: impl FnOnce(&Bridge, Option<&str>) -> Result<Opened, GatewayError>,
+) -> Response {
+    let Some(bridge) = state.gateway.bridge() else {
+        return sse_error(without_bridge);
+    };
+    let opened = bridge
+        .authorize(header_str(headers, &header::AUTHORIZATION))
+        .and_then(|()| open(bridge, header_str(headers, &LAST_EVENT_ID)));
+    match opened {
+        Ok(o) => sse_stream::response(sse_stream::frames(
+            o.subscription,
+            o.filter,
+            bridge.timing(),
+            None,
+            sse_stream::Shared,
+        )),
+        Err(e) => sse_error(e),
+    }
+}
+
+/// `GET /events?taskId=`.
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct EventsQuery {
+    #[serde(rename = "taskId")]
+    task_id: Option<String>,
+}
+
+pub(super) async fn domain_events(
+    State(state): State<AppState>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Response {
+    domain_stream(&state, q.task_id, &headers)
+}
+
+/// `GET /events`: the domain-event feed as SSE, filtered to one task when asked.
+fn domain_stream(state: &AppState, task: Option<String>, headers: &HeaderMap) -> Response {
+    let Some(feed) = state.gateway.feed() else {
+        return not_configured("no event feed is configured (events.source)");
+    };
+    let sub = feed.queue().subscribe(header_str(headers, &LAST_EVENT_ID));
+    let filter = sse_stream::Filter {
+        task,
+        ..Default::default()
+    };
+    match sub {
+        Ok(sub) => sse_stream::response(sse_stream::frames(
+            sub,
+            filter,
+            state.events_timing,
+            None,
+            sse_stream::Shared,
+        )),
+        Err(e) => sse_error(e.into()),
+    }
+}
+
+/// The answer of an event-stream route (`/events`, `/tasks/{id}/events`,
+/// `/contexts/{id}/events`) to a `GET` of `uri`, for [`sse_conn`]; `None` for any other target,
+/// or one the router would read differently (a percent-encoded id, a query it would refuse).
+pub(super) fn stream_route(
+    state: &AppState,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    let path = uri.path();
+    if path == "/events" {
+        let Query(q) = Query::<EventsQuery>::try_from_uri(uri).ok()?;
+        return Some(domain_stream(state, q.task_id, headers));
+    }
+    let plain = |id: &str| !id.is_empty() && !id.contains(['/', '%']);
+    if let Some(id) = path
+        .strip_prefix("/tasks/")
+        .and_then(|r| r.strip_suffix("/events"))
+        .filter(|id| plain(id))
+    {
+        return Some(bridge_stream(
+            state,
+            headers,
+            GatewayError::TaskNotFound(id.to_owned()),
+            |b, last| b.task_stream(id, last, false),
+        ));
+    }
+    let id = path
+        .strip_prefix("/contexts/")
+        .and_then(|r| r.strip_suffix("/events"))
+        .filter(|id| plain(id))?;
+    Some(bridge_stream(
+        state,
+        headers,
+        GatewayError::ContextNotFound(id.to_owned()),
+        |b, last| b.context_stream(id, last),
+    ))
+}
