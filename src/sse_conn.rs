@@ -132,6 +132,13 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) {
     head.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
     head.extend_from_slice(b"\r\n");
     for (name, value) in &parts.headers {
+        // Framing and the connection's fate are this writer's to say.
+        if matches!(
+            name.as_str(),
+            "content-length" | "transfer-encoding" | "connection"
+        ) {
+            continue;
+        }
         head.extend_from_slice(name.as_str().as_bytes());
         head.extend_from_slice(b": ");
         head.extend_from_slice(value.as_bytes());
@@ -153,12 +160,17 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) {
     let (mut rd, mut wr) = io.into_split();
     let mut body = std::pin::pin!(body);
     let mut sink = [0u8; 64];
+    // An event-stream client has nothing more to say; one that keeps talking is cut off.
+    let mut said = 0usize;
     loop {
         let frame = tokio::select! {
             f = body.frame() => f,
-            // The client's side: bytes after the head are ignored; its close ends the stream.
+            // The client's side: its close ends the stream.
             n = rd.read(&mut sink) => match n {
-                Ok(n) if n > 0 => continue,
+                Ok(n) if n > 0 && said + n <= MAX_HEAD => {
+                    said += n;
+                    continue;
+                }
                 _ => return,
             },
         };
