@@ -11,7 +11,8 @@
 //! - proxied load: `--load-conns` connections sending `--rate` calls/s in all, a mix of JSON-RPC
 //!   calls, batches and legacy envelopes that the gateway translates to the legacy upstream;
 //!   every answer is checked (status 2xx, ids, results echoed back);
-//! - sid turns: `--contexts` sid contexts, each running turns back to back with short pauses
+//! - sid turns: `--contexts` sid contexts, each running turns back to back with pauses (up to
+//!   `--turn-pause` ms, 1 500 by default)
 //!   (plain, thinking and 2-second streaming turns), every answer checked to be a completed
 //!   task; before the soak each context runs `--prefill` quick turns, so the bounded per-context
 //!   state (1 024 retained tasks, the replay ring) is full before the warm-up ends and anything
@@ -50,6 +51,7 @@ struct Opts {
     load_conns: usize,
     prefill: usize,
     disconnect_mean: f64,
+    turn_pause_ms: u64,
     samples: Option<String>,
     scrape_every: u64,
 }
@@ -66,6 +68,7 @@ fn opts() -> Opts {
         load_conns: 8,
         prefill: 1100,
         disconnect_mean: 20.0,
+        turn_pause_ms: 1500,
         samples: None,
         scrape_every: 0,
     };
@@ -87,6 +90,7 @@ fn opts() -> Opts {
             "--load-conns" => o.load_conns = num().max(1) as usize,
             "--prefill" => o.prefill = num() as usize,
             "--disconnect-mean" => o.disconnect_mean = v.parse().expect("seconds"),
+            "--turn-pause" => o.turn_pause_ms = num(),
             "--samples" => o.samples = Some(v.clone()),
             "--scrape-every" => o.scrape_every = num(),
             _ => panic!("unknown option {a}"),
@@ -400,6 +404,7 @@ async fn turn_loop(
     context: String,
     stop: Arc<AtomicBool>,
     stats: Arc<TurnStats>,
+    pause_ms: u64,
 ) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -429,7 +434,12 @@ async fn turn_loop(
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(200 + rng.next() % 1300)).await;
+        // Uniform in [pause / 7.5, pause]: 200..1500 ms by default.
+        let low = pause_ms * 2 / 15;
+        tokio::time::sleep(Duration::from_millis(
+            low + rng.next() % (pause_ms - low + 1),
+        ))
+        .await;
     }
 }
 
@@ -900,6 +910,7 @@ async fn main() {
                 c.clone(),
                 stop.clone(),
                 turn_stats.clone(),
+                o.turn_pause_ms,
             ))
         })
         .collect();
