@@ -50,6 +50,8 @@ GW_PORT=${GW_PORT:-19102}
 DROP_EVERY=${DROP_EVERY:-60}
 RATE=${RATE:-200}
 SUBSCRIBERS=${SUBSCRIBERS:-100}
+# More options for examples/soak_client (see its docs), e.g. "--disconnect-mean 5 --turn-pause 500".
+SOAK_CLIENT_ARGS=${SOAK_CLIENT_ARGS:-}
 # 0: /metrics is read only at the end, as by a gateway nobody scrapes; N: every N s, as Prometheus.
 SCRAPE_SECS=${SCRAPE_SECS:-0}
 
@@ -77,6 +79,9 @@ cleanup() {
     kill -KILL "$gw_pid" 2>/dev/null
     for k in $kids; do kill -KILL "$k" 2>/dev/null; done
   fi
+  # TERM first: timeout passes it on to the client it runs.
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  sleep 0.2
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
   wait 2>/dev/null
   if [ -n "${SOAK_KEEP:-}" ]; then echo "soak: files kept in $work"; else rm -rf "$work"; fi
@@ -115,10 +120,14 @@ gw_pid=$!
 
 echo "soak: ${MINUTES} min (warm-up ${WARMUP} s), gateway pid $gw_pid on 127.0.0.1:$GW_PORT, commit $commit ($dirty changed files in src/ and the manifest), feed dropped every ${DROP_EVERY} s, /metrics scraped every ${SCRAPE_SECS} s (0: only at the end)"
 client_rc=0
-# The client stops itself after SECS (plus its end phase); timeout is the backstop.
-timeout --signal=KILL $((SECS + 300)) "$work/soak_client" \
+# The client stops itself after SECS (plus its end phase); timeout is the backstop. It runs in
+# the background so that a signal to this script is handled at once (wait is interruptible).
+timeout --kill-after=10 $((SECS + 300)) "$work/soak_client" \
   --gateway "http://127.0.0.1:$GW_PORT" --pid "$gw_pid" --secs "$SECS" --warmup "$WARMUP" \
-  --rate "$RATE" --subscribers "$SUBSCRIBERS" --samples "$work/samples.csv" --scrape-every "$SCRAPE_SECS" || client_rc=$?
+  --rate "$RATE" --subscribers "$SUBSCRIBERS" --samples "$work/samples.csv" --scrape-every "$SCRAPE_SECS" ${SOAK_CLIENT_ARGS:-} &
+client_pid=$!
+pids+=($client_pid)
+wait "$client_pid" || client_rc=$?
 
 alive=1
 kill -0 "$gw_pid" 2>/dev/null || alive=0
