@@ -207,12 +207,39 @@ pub const SID_OPS: [&str; 15] = [
     "shutdown",
 ];
 
+/// Why `path` cannot be an RPC path: it must be an absolute path of plain segments that no
+/// built-in route uses.
+fn rpc_path_problem(path: &str) -> Result<(), &'static str> {
+    let trimmed = path.trim_end_matches('/');
+    if !path.starts_with('/') || trimmed.is_empty() {
+        return Err("must be an absolute path below /, like \"/rpc\" or \"/a2a\"");
+    }
+    if !trimmed[1..].split('/').all(|seg| {
+        !seg.is_empty()
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    }) {
+        return Err("segments may hold only letters, digits and - . _ ~");
+    }
+    let built_in = ["/healthz", "/readyz", "/metrics", "/events"];
+    let reserved = ["/tasks/", "/contexts/", "/.well-known/"];
+    if built_in.contains(&trimmed) || reserved.iter().any(|r| path.starts_with(r)) {
+        return Err("is a route of the gateway's own");
+    }
+    Ok(())
+}
+
 /// `[server]`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Server {
     /// Address to listen on; loopback by default.
     pub listen: SocketAddr,
+    /// Paths that take JSON-RPC and legacy calls (`POST`), each with or without one trailing
+    /// slash: a legacy server's own URL keeps working for its clients. The agent card names the
+    /// first.
+    pub rpc_paths: Vec<String>,
     /// Largest request body accepted (HTTP 413 beyond).
     pub max_body_bytes: usize,
     /// Largest upstream answer read (-32052 beyond).
@@ -242,6 +269,7 @@ impl Default for Server {
     fn default() -> Self {
         Server {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            rpc_paths: vec!["/rpc".into()],
             max_body_bytes: 1 << 20,
             max_upstream_body_bytes: 16 << 20,
             max_batch_concurrency: 32,
@@ -400,6 +428,17 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut issues = Vec::new();
         let mut issue = |key: String, message: String| issues.push(ConfigIssue { key, message });
+        if self.server.rpc_paths.is_empty() {
+            issue(
+                "server.rpc_paths".into(),
+                "must name at least one path".into(),
+            );
+        }
+        for p in &self.server.rpc_paths {
+            if let Err(why) = rpc_path_problem(p) {
+                issue("server.rpc_paths".into(), format!("{p:?}: {why}"));
+            }
+        }
         if self.server.max_body_bytes == 0 {
             issue("server.max_body_bytes".into(), "must be positive".into());
         }

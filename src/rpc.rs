@@ -99,6 +99,12 @@ impl Gateway {
             A2a::new(
                 b.clone(),
                 config.a2a.clone(),
+                config
+                    .server
+                    .rpc_paths
+                    .first()
+                    .map_or("/rpc", |p| p.trim_end_matches('/'))
+                    .to_owned(),
                 !config.sid.bearer_tokens.is_empty(),
             )
         });

@@ -26,9 +26,10 @@ pub fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
     (!host.contains('@')).then(|| format!("http://{authority}"))
 }
 
-/// The card for a gateway reachable at `base`; `bearer` when sid requires a token.
-pub fn card(cfg: &A2aConfig, base: &str, bearer: bool) -> Value {
-    let rpc = format!("{base}/rpc");
+/// The card for a gateway reachable at `base`, taking calls on `rpc_path`; `bearer` when sid
+/// requires a token.
+pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value {
+    let rpc = format!("{base}{rpc_path}");
     let mut card = json!({
         "name": cfg.name,
         "description": cfg.description,
@@ -91,7 +92,7 @@ mod tests {
 
     #[test]
     fn one_card_names_both_versions_and_keeps_the_0_3_fields() {
-        let c = card(&A2aConfig::default(), "http://h:1", false);
+        let c = card(&A2aConfig::default(), "http://h:1", "/rpc", false);
         let ifaces = c["supportedInterfaces"].as_array().unwrap();
         let versions: Vec<_> = ifaces.iter().map(|i| &i["protocolVersion"]).collect();
         assert_eq!(versions, [&json!("1.0"), &json!("0.3")]);
@@ -101,7 +102,7 @@ mod tests {
         assert_eq!(c["url"], "http://h:1/rpc");
         assert_eq!(c["protocolVersion"], "0.3");
         assert!(c.get("securitySchemes").is_none());
-        let secured = card(&A2aConfig::default(), "http://h:1", true);
+        let secured = card(&A2aConfig::default(), "http://h:1", "/rpc", true);
         assert_eq!(
             secured["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
             "Bearer"

@@ -202,22 +202,26 @@ pub struct SpecStream {
 pub struct A2a {
     bridge: Arc<Bridge>,
     cfg: A2aConfig,
+    /// The first of `server.rpc_paths`, which the card names.
+    rpc_path: String,
     bearer: bool,
 }
 
 impl A2a {
     /// The service over `bridge`.
-    pub fn new(bridge: Arc<Bridge>, cfg: A2aConfig, bearer: bool) -> Self {
+    pub fn new(bridge: Arc<Bridge>, cfg: A2aConfig, rpc_path: String, bearer: bool) -> Self {
         A2a {
             bridge,
             cfg,
+            rpc_path,
             bearer,
         }
     }
 
     /// The card for a request that arrived with `host`.
     pub fn card(&self, host: Option<&str>) -> Option<Value> {
-        card::base_url(&self.cfg, host).map(|base| card::card(&self.cfg, &base, self.bearer))
+        card::base_url(&self.cfg, host)
+            .map(|base| card::card(&self.cfg, &base, &self.rpc_path, self.bearer))
     }
 
     /// Answers a non-streaming spec call with its `result`.

@@ -66,11 +66,37 @@ impl AppState {
     }
 }
 
-/// Every route of the HTTP contract. (`POST /rpc` is answered before routing, see [`Front`];
-/// its entry here gives the other methods on `/rpc` their 405.)
-fn routes() -> axum::Router<AppState> {
-    axum::Router::new()
-        .route("/rpc", post(rpc))
+/// The paths of `server.rpc_paths`, each matched with or without one trailing slash (A2A
+/// clients build `/rpc/` from a card's URL).
+#[derive(Clone, Debug)]
+struct RpcPaths(Arc<[Box<str>]>);
+
+impl RpcPaths {
+    fn new(paths: &[String]) -> Self {
+        RpcPaths(
+            paths
+                .iter()
+                .map(|p| p.trim_end_matches('/').into())
+                .collect(),
+        )
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        let path = path.strip_suffix('/').unwrap_or(path);
+        self.0.iter().any(|p| **p == *path)
+    }
+}
+
+/// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing, see
+/// [`Front`]; their entries here give the other methods their 405.)
+fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
+    let mut router = axum::Router::new();
+    for p in rpc_paths.0.iter() {
+        router = router
+            .route(p, post(rpc))
+            .route(&format!("{p}/"), post(rpc));
+    }
+    router
         .route("/tasks/{task_id}/events", get(task_events))
         .route("/contexts/{context_id}/events", get(context_events))
         .route("/events", get(domain_events))
@@ -89,6 +115,7 @@ fn routes() -> axum::Router<AppState> {
 struct Front {
     state: AppState,
     router: axum::Router,
+    rpc_paths: RpcPaths,
     /// On an HTTP/2 connection, its calls in flight (HTTP/1's idle time is hyper's to time).
     activity: Option<Arc<Activity>>,
 }
@@ -96,8 +123,10 @@ struct Front {
 impl Front {
     fn new(gateway: Arc<Gateway>, config: &Config) -> Self {
         let state = AppState::new(gateway, config);
+        let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
         Front {
-            router: routes().with_state(state.clone()),
+            router: routes(&rpc_paths).with_state(state.clone()),
+            rpc_paths,
             state,
             activity: None,
         }
@@ -126,7 +155,9 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         use futures_util::future::Either;
         use futures_util::FutureExt;
         let req = req.map(Body::new);
-        let fut = if req.method() == axum::http::Method::POST && req.uri().path() == "/rpc" {
+        let fut = if req.method() == axum::http::Method::POST
+            && self.rpc_paths.matches(req.uri().path())
+        {
             let state = self.state.clone();
             Either::Left(Box::pin(async move { Ok(rpc(State(state), req).await) }) as Pin<Box<_>>)
         } else {

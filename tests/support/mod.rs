@@ -308,6 +308,20 @@ impl TestGateway {
             .await
     }
 
+    /// POSTs a JSON value to `path`.
+    pub async fn post_to(&self, path: &str, body: &Value) -> Answer {
+        read(
+            self.http
+                .post(format!("{}{path}", self.base()))
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .expect("the gateway answers"),
+        )
+        .await
+    }
+
     /// POSTs raw bytes with a content type.
     pub async fn post(
         &self,
