@@ -65,6 +65,8 @@ for b in wiregate examples/fake_sid examples/legacy_upstream examples/soak_clien
 done
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain --untracked-files=no -- src Cargo.toml Cargo.lock 2>/dev/null | wc -l)
+# Others may build into target/ meanwhile: say which gateway binary this run uses.
+binary="$(sha256sum "$work/wiregate" | cut -c1-12), built $(date -u -r target/release/wiregate +%H:%M:%SZ)"
 
 pids=()
 gw_pid=""
@@ -118,7 +120,7 @@ TOML
 RUST_LOG=info NO_COLOR=1 "$work/wiregate" --config "$work/gateway.toml" >"$work/gateway.log" 2>&1 &
 gw_pid=$!
 
-echo "soak: ${MINUTES} min (warm-up ${WARMUP} s), gateway pid $gw_pid on 127.0.0.1:$GW_PORT, commit $commit ($dirty changed files in src/ and the manifest), feed dropped every ${DROP_EVERY} s, /metrics scraped every ${SCRAPE_SECS} s (0: only at the end)"
+echo "soak: ${MINUTES} min (warm-up ${WARMUP} s), gateway pid $gw_pid on 127.0.0.1:$GW_PORT, commit $commit ($dirty changed files in src/ and the manifest), wiregate $binary, feed dropped every ${DROP_EVERY} s, /metrics scraped every ${SCRAPE_SECS} s (0: only at the end)"
 client_rc=0
 # The client stops itself after SECS (plus its end phase); timeout is the backstop. It runs in
 # the background so that a signal to this script is handled at once (wait is interruptible).
