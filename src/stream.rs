@@ -187,6 +187,11 @@ pub fn frames<E: Encode>(
                 }
                 return;
             }
+            // Room for the batch up front (one frame's size an event), so a burst is gathered
+            // without growing the buffer frame by frame.
+            if let Some(first) = batch.first() {
+                out.reserve((batch.len() * first.frame_len_hint()).min(BATCH_BYTES));
+            }
             let mut end = false;
             for s in &batch {
                 if !filter.admits(s) {

@@ -41,6 +41,12 @@ impl Stored {
     pub fn frame(&self) -> &Bytes {
         self.frame.get_or_init(|| self.event.to_sse())
     }
+
+    /// The frame's size when it is encoded already, else a typical event's: for sizing buffers
+    /// without encoding a frame that may not be wanted (spec streams encode their own).
+    pub fn frame_len_hint(&self) -> usize {
+        self.frame.get().map_or(256, Bytes::len)
+    }
 }
 
 /// Subscribing beyond the queue's subscriber limit.
