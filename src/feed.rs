@@ -136,10 +136,17 @@ impl Reader {
                 header::ACCEPT,
                 "application/x-ndjson, text/event-stream;q=0.9",
             );
-            if let Some(id) = &self.last_id {
-                req = req.header("last-event-id", id.as_str());
+            // An id that is no header value (a control character) still resumes by `?after=`.
+            if let Some(id) = self
+                .last_id
+                .as_deref()
+                .and_then(|id| header::HeaderValue::from_str(id).ok())
+            {
+                req = req.header("last-event-id", id);
             }
-            let req = req.body(Empty::new()).expect("a valid request");
+            let req = req
+                .body(Empty::new())
+                .expect("a URI, a constant and a checked header make a request");
             match client.request(req).await {
                 Ok(resp) if resp.status().is_success() => {
                     feed.connected.store(true, Ordering::Relaxed);
@@ -175,6 +182,7 @@ impl Reader {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
+        let body = Box::pin(without_bom(body));
         if sse {
             let mut events = body.eventsource();
             while let Some(Ok(ev)) = events.next().await {
@@ -227,6 +235,39 @@ impl Reader {
 }
 
 /// The source URL with `after=<id>` added, when there is a resume point.
+/// The body without a leading UTF-8 byte-order mark, even one split across chunks: SSE allows one
+/// (and NDJSON writers add one), and eventsource-stream 0.2 panics on it
+/// (jpopesculian/eventsource-stream#10), which would end the feed reader for good.
+fn without_bom<S, E>(mut body: S) -> impl Stream<Item = Result<Bytes, E>>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    async_stream::stream! {
+        let mut head = bytes::BytesMut::new();
+        let mut checking = true;
+        while let Some(item) = body.next().await {
+            match item {
+                Ok(chunk) if checking => {
+                    head.extend_from_slice(&chunk);
+                    if head.len() < BOM.len() && BOM.starts_with(&head) {
+                        continue;
+                    }
+                    checking = false;
+                    let mut rest = std::mem::take(&mut head).freeze();
+                    if rest.starts_with(BOM) {
+                        rest = rest.slice(BOM.len()..);
+                    }
+                    if !rest.is_empty() {
+                        yield Ok(rest);
+                    }
+                }
+                other => yield other,
+            }
+        }
+    }
+}
+
 fn resume_uri(source: &str, last_id: Option<&str>) -> Uri {
     let url = match last_id {
         None => source.to_owned(),

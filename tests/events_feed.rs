@@ -263,3 +263,27 @@ async fn events_subscribers_are_bounded() {
     assert_eq!(second.status, 503);
     assert_eq!(second.json()["error"]["code"], -32063);
 }
+
+/// A feed id that is no header value (a control character) cannot be sent back as
+/// `Last-Event-ID`: the reconnect resumes by `?after=` alone instead of ending the reader.
+#[tokio::test]
+async fn an_id_that_is_no_header_value_does_not_end_the_feed() {
+    let record = |id: &str, i: u64| {
+        json!({"event_id": id, "event_type": "plan.state_changed", "plan_id": "p", "data": {"i": i}})
+            .to_string()
+    };
+    let records = vec![
+        record("e1", 1),
+        record("a\u{1}", 2),
+        record("e3", 3),
+        record("e4", 4),
+    ];
+    let feed = feed_server(records, FeedMode::Ndjson, Some(2), true).await;
+    let gw = fronting(&feed.url(), Unmapped::Drop).await;
+    let events = gw.sse_get("/events", None).await.take(4, T).await;
+    assert_eq!(ids(&events), ["e1", "a\u{1}", "e3", "e4"]);
+    let requests = feed.requests.lock().unwrap().clone();
+    assert!(requests.len() >= 2, "the gateway reconnected: {requests:?}");
+    assert_eq!(requests[1].0, "after=a%01", "resumed with ?after=");
+    assert_eq!(requests[1].1, None, "without the header it cannot send");
+}
