@@ -533,3 +533,29 @@ fn every_seed_goes_through_its_entry_point() {
         assert_eq!(feed(body, &[], sse), feed(body, &cuts, sse), "{name}");
     }
 }
+
+/// Fuzz finding: a float in a legacy error's `details` could come back one ulp off, as serde_json
+/// parses floats by default. With its `float_roundtrip` feature every one comes back exactly.
+#[test]
+fn floats_in_legacy_error_details_come_back_exactly() {
+    let table = ErrorTable::default();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let f = f64::from_bits(x);
+        if !f.is_finite() {
+            continue;
+        }
+        let body = format!(
+            r#"{{"a2a_version":"1.0","request_id":"r","status":"error","error":{{"code":"NOT_FOUND","message":"m","details":{{"x":{}}}}},"timing_ms":1}}"#,
+            ryu::Buffer::new().format_finite(f)
+        );
+        let resp: LegacyResponse = wiregate::wire::from_json(body.as_bytes()).unwrap();
+        let rpc = response_to_jsonrpc(resp, Id::from(1), &table);
+        let back: serde_json::Value = serde_json::from_slice(&rpc.to_vec()).unwrap();
+        let got = back["error"]["data"]["details"]["x"].as_f64().unwrap();
+        assert_eq!(got.to_bits(), f.to_bits(), "{f:e}");
+    }
+}
