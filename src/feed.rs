@@ -39,8 +39,13 @@ pub struct Feed {
 impl Feed {
     /// Starts reading `cfg.source`.
     pub fn start(cfg: EventsConfig) -> Arc<Self> {
-        let queue =
-            Arc::new(EventQueue::new(cfg.replay_events).with_max_subscribers(cfg.max_subscribers));
+        let queue = Arc::new(
+            EventQueue::new(cfg.replay_events)
+                // The feed's records carry their own ids; one without gets `wg-N`, never
+                // equal to a record's numeric id.
+                .with_id_prefix(ID_LESS_PREFIX)
+                .with_max_subscribers(cfg.max_subscribers),
+        );
         let feed = Arc::new(Feed {
             queue: queue.clone(),
             connected: AtomicBool::new(false),
@@ -113,6 +118,9 @@ impl RecentIds {
         true
     }
 }
+
+/// What the gateway's ids for records that came without an `event_id` start with.
+pub const ID_LESS_PREFIX: &str = "wg-";
 
 /// Reads the feed's records into the bridge. Public for the fuzz targets (`fuzz/`).
 pub struct Reader {

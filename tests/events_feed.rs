@@ -226,7 +226,7 @@ async fn events_without_ids_get_the_gateways_and_reserved_fields_never_leak() {
     let feed = feed_server(records, FeedMode::Ndjson, None, true).await;
     let gw = fronting(&feed.url(), Unmapped::Drop).await;
     let events = gw.sse_get("/events", None).await.take(2, T).await;
-    assert_eq!(ids(&events), ["1", "2"], "the gateway's own sequence");
+    assert_eq!(ids(&events), ["wg-1", "wg-2"], "the gateway's own sequence");
     assert_eq!(
         events[0].data["params"],
         json!({"taskId": "p", "state": "s"})
@@ -286,4 +286,24 @@ async fn an_id_that_is_no_header_value_does_not_end_the_feed() {
     assert!(requests.len() >= 2, "the gateway reconnected: {requests:?}");
     assert_eq!(requests[1].0, "after=a%01", "resumed with ?after=");
     assert_eq!(requests[1].1, None, "without the header it cannot send");
+}
+
+/// A record without an id gets the gateway's own (`wg-N`), which no numeric id of the feed's can
+/// equal: `{no id}` then `{"event_id": 1}` must not both go out as `id: 1`.
+#[tokio::test]
+async fn an_id_less_record_never_shares_an_id_with_the_feeds_own() {
+    let id_less =
+        json!({"event_type": "plan.state_changed", "plan_id": "p", "data": {"i": 0}}).to_string();
+    let records = vec![
+        id_less,
+        domain_record(1, "plan.state_changed", "p", json!({"i": 1})),
+        domain_record(2, "plan.state_changed", "p", json!({"i": 2})),
+    ];
+    let feed = feed_server(records, FeedMode::Ndjson, None, true).await;
+    let gw = fronting(&feed.url(), Unmapped::Drop).await;
+    let events = gw.sse_get("/events", None).await.take(3, T).await;
+    assert_eq!(ids(&events), ["wg-1", "1", "2"]);
+    // Resuming after the id-less record replays exactly what followed it.
+    let after = gw.sse_get("/events", Some("wg-1")).await.take(2, T).await;
+    assert_eq!(ids(&after), ["1", "2"]);
 }

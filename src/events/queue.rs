@@ -198,6 +198,8 @@ pub struct EventQueue {
     waiting: AtomicUsize,
     pushed: Notify,
     replay: usize,
+    /// Put before the sequence number an id-less event is stamped with.
+    id_prefix: &'static str,
     max_subscribers: usize,
     subscribers: AtomicUsize,
     /// Every cursor's position (dropped cursors leave dead entries, swept on the next scan).
@@ -226,6 +228,7 @@ impl EventQueue {
             waiting: AtomicUsize::new(0),
             pushed: Notify::new(),
             replay: replay.max(1),
+            id_prefix: "",
             max_subscribers: usize::MAX,
             subscribers: AtomicUsize::new(0),
             positions: Mutex::new(Vec::new()),
@@ -302,6 +305,13 @@ impl EventQueue {
         slowest >= oldest + Self::HEADROOM
     }
 
+    /// Stamps id-less events `{prefix}{seq}` instead of `{seq}`: for a queue whose other events
+    /// carry ids of their own (the domain feed's), so a stamped id never equals one of those.
+    pub fn with_id_prefix(mut self, prefix: &'static str) -> Self {
+        self.id_prefix = prefix;
+        self
+    }
+
     /// Limits live subscribers; more are refused with [`TooManySubscribers`].
     pub fn with_max_subscribers(mut self, max: usize) -> Self {
         self.max_subscribers = max.max(1);
@@ -341,7 +351,10 @@ impl EventQueue {
             let seq = inner.next_seq;
             inner.next_seq += 1;
             if event.event_id.is_empty() {
-                event.event_id = seq.to_string();
+                event.event_id = match self.id_prefix {
+                    "" => seq.to_string(),
+                    prefix => format!("{prefix}{seq}"),
+                };
             }
             let stored = Arc::new(Stored {
                 seq,
