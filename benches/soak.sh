@@ -60,13 +60,14 @@ if [ -z "${SOAK_NO_BUILD:-}" ]; then
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/wiregate-soak.XXXXXX")
 # Private copies: another build replacing target/release meanwhile does not touch the run.
+# SOAK_BIN_DIR: take the four binaries from there instead (a kept run's directory, say).
 for b in wiregate examples/fake_sid examples/legacy_upstream examples/soak_client; do
-  cp "target/release/$b" "$work/"
+  if [ -n "${SOAK_BIN_DIR:-}" ]; then cp "$SOAK_BIN_DIR/${b#examples/}" "$work/"; else cp "target/release/$b" "$work/"; fi
 done
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain --untracked-files=no -- src Cargo.toml Cargo.lock 2>/dev/null | wc -l)
 # Others may build into target/ meanwhile: say which gateway binary this run uses.
-binary="$(sha256sum "$work/wiregate" | cut -c1-12), built $(date -u -r target/release/wiregate +%H:%M:%SZ)"
+binary="$(sha256sum "$work/wiregate" | cut -c1-12), built $(date -u -r "${SOAK_BIN_DIR:-target/release}/wiregate" +%H:%M:%SZ)"
 
 pids=()
 gw_pid=""
@@ -94,6 +95,8 @@ trap 'exit 130' INT TERM
 "$work/legacy_upstream" "127.0.0.1:$UP_PORT" --drop-feed-every "$DROP_EVERY" \
   --feed-addr "127.0.0.1:$FEED_PORT" >"$work/upstream.log" 2>&1 &
 pids+=($!)
+# The gateway starts once the feed relay listens (else its first connect fails, a WARN not injected).
+for _ in $(seq 100); do grep -q 'event feed dropped every' "$work/upstream.log" 2>/dev/null && break; sleep 0.1; done
 
 cat >"$work/gateway.toml" <<TOML
 [server]

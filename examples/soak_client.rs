@@ -11,12 +11,12 @@
 //! - proxied load: `--load-conns` connections sending `--rate` calls/s in all, a mix of JSON-RPC
 //!   calls, batches and legacy envelopes that the gateway translates to the legacy upstream;
 //!   every answer is checked (status 2xx, ids, results echoed back);
-//! - sid turns: `--contexts` sid contexts, each running turns back to back with pauses (up to
-//!   `--turn-pause` ms, 1 500 by default)
-//!   (plain, thinking and 2-second streaming turns), every answer checked to be a completed
-//!   task; before the soak each context runs `--prefill` quick turns, so the bounded per-context
-//!   state (1 024 retained tasks, the replay ring) is full before the warm-up ends and anything
-//!   that still grows afterwards is a leak, not a cache filling up;
+//! - sid turns: `--contexts` sid contexts, each running turns (plain, thinking and 2-second
+//!   streaming ones) with pauses of up to `--turn-pause` ms (1 500) between them, every answer
+//!   checked to be a completed task, a quarter read back with `tasks/get`; before the soak each
+//!   context runs `--prefill` quick turns (1 100), so its bounded state (1 024 retained tasks,
+//!   the replay log) is full before the warm-up ends and what still grows afterwards is a leak,
+//!   not a cache filling up;
 //! - `--subscribers` SSE subscribers, half on `GET /events` (the domain-event feed), half on
 //!   `GET /contexts/{id}/events`, each disconnecting after a random time (exponential, mean
 //!   `--disconnect-mean` s) and resuming with `Last-Event-ID` after up to 1.5 s; every id must
@@ -24,7 +24,8 @@
 //!   every subscriber of a stream must see the same data under the same id;
 //! - every 10 s the gateway's RSS and open file descriptors (`/proc/PID/status`, `/proc/PID/fd`),
 //!   which after `--warmup` s must stay within 10 % of their level at the warm-up's end (the
-//!   mean of the samples of its last 30 s).
+//!   mean of the samples of its last 30 s): RSS no more than 10 % above it, fds within ±10 %;
+//! - with `--scrape-every N`, `GET /metrics` every N s, as Prometheus would.
 //!
 //! At the end the load and the turns stop, every subscriber must catch up with its stream, and
 //! `/metrics` must show no subscriber cut off, no upstream error, no malformed feed record and
