@@ -21,6 +21,9 @@ pub const UPSTREAM_ERRORS: &str = "wiregate_upstream_errors_total";
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// How often pending histogram samples are folded into their buckets.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Installs the recorder (first call) and returns the handle that renders it.
 pub fn install() -> PrometheusHandle {
     HANDLE
@@ -38,6 +41,16 @@ pub fn install() -> PrometheusHandle {
             let handle = recorder.handle();
             // Another recorder may already be global (an embedding program's); ours still renders.
             let _ = metrics::set_global_recorder(recorder);
+            // Histogram samples wait in the recorder until a render or an upkeep folds them into
+            // their buckets; a gateway nobody scrapes would grow by ~20 bytes a call for ever
+            // (found by benches/soak.sh). `build_recorder` starts no upkeep of its own.
+            let upkeep = handle.clone();
+            let _ = std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                });
             handle
         })
         .clone()
