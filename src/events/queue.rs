@@ -259,10 +259,7 @@ impl EventQueue {
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 tracing::debug!("a subscriber stopped reading; overrunning it");
-                let oldest = {
-                    let inner = self.read();
-                    inner.ring.front().map_or(inner.next_seq, |s| s.seq)
-                };
+                let (oldest, _) = self.retained();
                 self.given_up_below
                     .fetch_max(oldest + Self::HEADROOM, Ordering::AcqRel);
                 break;
@@ -271,16 +268,21 @@ impl EventQueue {
         self.producer_waits.store(false, Ordering::Release);
     }
 
+    /// The oldest retained sequence and how many are retained, without the lock: the log holds
+    /// the last `replay` of the events pushed so far, and `last_seq` is the newest. (Called by
+    /// the producer, once per line of sid's output, so it sees its own pushes.)
+    fn retained(&self) -> (u64, u64) {
+        let last = self.last_seq.load(Ordering::Acquire);
+        let retained = last.min(self.replay as u64);
+        (last + 1 - retained, retained)
+    }
+
     /// Whether `HEADROOM` more pushes evict only events no live reader needs.
     fn fits(&self) -> bool {
-        let (oldest, full) = {
-            let inner = self.read();
-            let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
-            let free = self.replay - inner.ring.len();
-            (oldest, free as u64 >= Self::HEADROOM)
-        };
+        let (oldest, retained) = self.retained();
+        let has_room = (self.replay as u64 - retained) >= Self::HEADROOM;
         // Evicted next: `oldest .. oldest + HEADROOM`, minus the free slots.
-        if full || self.needed_from.load(Ordering::Acquire) >= oldest + Self::HEADROOM {
+        if has_room || self.needed_from.load(Ordering::Acquire) >= oldest + Self::HEADROOM {
             return true;
         }
         // Readers already overrun (behind `oldest`), or being overrun, are cut off when they
