@@ -103,6 +103,9 @@ pub enum GatewayError {
     /// A streaming method inside a batch, or from a legacy client.
     #[error("Invalid Request: {0} answers a stream; send it alone, as a single JSON-RPC request")]
     StreamingCall(String),
+    /// An admin route was asked for from off loopback while `server.admin_tokens` is empty.
+    #[error("admin routes answer loopback clients only; set server.admin_tokens to allow others")]
+    AdminForbidden,
     /// A2A: the gateway sends no push notifications.
     #[error("push notifications are not supported; stream the task (SendStreamingMessage) or poll it (GetTask)")]
     PushNotificationNotSupported,
@@ -162,6 +165,7 @@ impl GatewayError {
             }
             GatewayError::SidUnavailable(_) => StatusCode::BAD_GATEWAY,
             GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
+            GatewayError::AdminForbidden => StatusCode::FORBIDDEN,
             GatewayError::PushNotificationNotSupported
             | GatewayError::UnsupportedOperation(_)
             | GatewayError::ContentTypeNotSupported(_)
@@ -207,7 +211,7 @@ impl GatewayError {
                 code::SID_CAPACITY
             }
             GatewayError::SidUnavailable(_) => code::SID_UNAVAILABLE,
-            GatewayError::Unauthorized => code::UNAUTHORIZED,
+            GatewayError::Unauthorized | GatewayError::AdminForbidden => code::UNAUTHORIZED,
             GatewayError::StreamingCall(_) => code::INVALID_REQUEST,
             GatewayError::PushNotificationNotSupported => code::PUSH_NOTIFICATION_NOT_SUPPORTED,
             GatewayError::UnsupportedOperation(_) => code::UNSUPPORTED_OPERATION,
@@ -239,7 +243,7 @@ impl GatewayError {
             GatewayError::TooManyContexts(_)
             | GatewayError::TooManySubscribers(_)
             | GatewayError::SidUnavailable(_) => lc::UPSTREAM_UNAVAILABLE,
-            GatewayError::Unauthorized => lc::AUTH_ERROR,
+            GatewayError::Unauthorized | GatewayError::AdminForbidden => lc::AUTH_ERROR,
             GatewayError::PushNotificationNotSupported
             | GatewayError::UnsupportedOperation(_)
             | GatewayError::ExtendedCardNotConfigured => lc::OPERATION_NOT_FOUND,
@@ -274,6 +278,7 @@ impl GatewayError {
             GatewayError::TooManySubscribers(_) => "too_many_subscribers",
             GatewayError::SidUnavailable(_) => "sid_unavailable",
             GatewayError::Unauthorized => "unauthorized",
+            GatewayError::AdminForbidden => "admin_forbidden",
             GatewayError::StreamingCall(_) => "streaming_call",
             GatewayError::PushNotificationNotSupported => "push_notification_not_supported",
             GatewayError::UnsupportedOperation(_) => "unsupported_operation",
@@ -303,6 +308,17 @@ impl GatewayError {
             }
             (None, _) => e.with_data(json!({"kind": self.kind()})),
         }
+    }
+
+    /// The answer of a plain HTTP route (an event stream, an admin page) refused this way: the
+    /// route's status and a JSON-RPC error body with a null id.
+    pub fn route_response(&self) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let body = crate::wire::jsonrpc::Response::error(
+            crate::wire::jsonrpc::Id::Null,
+            self.to_jsonrpc(),
+        );
+        (self.route_status(), axum::Json(body)).into_response()
     }
 
     /// The legacy error.

@@ -24,6 +24,7 @@
 
 pub mod a2a;
 pub mod activity;
+pub mod admin;
 pub mod bridge;
 pub mod config;
 pub mod demo;

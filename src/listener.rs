@@ -60,6 +60,11 @@ pub enum Protocol {
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Conn {
+    /// The client's address (`None` if the socket already failed).
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.io.peer_addr().ok()
+    }
+
     /// The bytes read ahead and the socket, for a caller that reads on before hyper does.
     pub fn parts_mut(&mut self) -> (&mut Bytes, &mut TcpStream) {
         (&mut self.prefix, &mut self.io)

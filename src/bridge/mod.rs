@@ -248,7 +248,7 @@ impl Bridge {
             .cfg
             .bearer_tokens
             .iter()
-            .any(|t| constant_time_eq(t.as_bytes(), given.as_bytes()));
+            .any(|t| crate::admin::constant_time_eq(t.as_bytes(), given.as_bytes()));
         ok.then_some(()).ok_or(GatewayError::Unauthorized)
     }
 
@@ -668,11 +668,4 @@ impl Bridge {
     pub fn healthy(&self) -> bool {
         self.attached.as_ref().is_none_or(|a| a.is_running())
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

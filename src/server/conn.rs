@@ -69,6 +69,7 @@ async fn serve_conn(
     let Some((mut conn, proto)) = sniffed else {
         return;
     };
+    let peer = conn.peer().map(crate::admin::Peer);
     // An event stream on HTTP/1 is served off hyper, for its memory (see `sse_conn`).
     if proto == Protocol::Http1 {
         let (prefix, io) = conn.parts_mut();
@@ -92,7 +93,7 @@ async fn serve_conn(
         }
     }
     let activity = (proto == Protocol::Http2).then(|| Arc::new(Activity::new()));
-    let front = front.tracking(activity.clone());
+    let front = front.tracking(activity.clone(), peer);
     let conn = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), front);
     let mut conn = std::pin::pin!(conn);
     let idle = async {

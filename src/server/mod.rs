@@ -118,6 +118,8 @@ struct Front {
     rpc_paths: RpcPaths,
     /// On an HTTP/2 connection, its calls in flight (HTTP/1's idle time is hyper's to time).
     activity: Option<Arc<Activity>>,
+    /// The connection's client, put on each of its requests for the routes that ask.
+    peer: Option<crate::admin::Peer>,
 }
 
 impl Front {
@@ -129,13 +131,15 @@ impl Front {
             rpc_paths,
             state,
             activity: None,
+            peer: None,
         }
     }
 
-    /// The same service, counting its calls into `activity`.
-    fn tracking(&self, activity: Option<Arc<Activity>>) -> Self {
+    /// The same service for one connection: its client, and its calls counted into `activity`.
+    fn tracking(&self, activity: Option<Arc<Activity>>, peer: Option<crate::admin::Peer>) -> Self {
         Front {
             activity,
+            peer,
             ..self.clone()
         }
     }
@@ -154,7 +158,10 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
     fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> FrontFuture {
         use futures_util::future::Either;
         use futures_util::FutureExt;
-        let req = req.map(Body::new);
+        let mut req = req.map(Body::new);
+        if let Some(peer) = self.peer {
+            req.extensions_mut().insert(peer);
+        }
         let fut = if req.method() == axum::http::Method::POST
             && self.rpc_paths.matches(req.uri().path())
         {

@@ -3,18 +3,16 @@
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use super::{header_str, not_configured, AppState, LAST_EVENT_ID};
 use crate::bridge::{Bridge, Opened};
 use crate::error::GatewayError;
 use crate::stream as sse_stream;
-use crate::wire::jsonrpc::{Id, Response as RpcResponse};
 
 /// The sid bridge's stream routes answer only when the bridge is on, and only to a valid token.
 fn sse_error(err: GatewayError) -> Response {
-    let body = RpcResponse::error(Id::Null, err.to_jsonrpc());
-    (err.route_status(), axum::Json(body)).into_response()
+    err.route_response()
 }
 
 pub(super) async fn task_events(

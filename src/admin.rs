@@ -1,0 +1,108 @@
+//! Who may use the admin routes (`/migration`, `/console` and their data): loopback clients,
+//! unless `server.admin_tokens` is set; then anyone with a bearer token from it, and nobody
+//! without one (loopback included, since a local proxy makes every caller look local).
+
+use std::net::SocketAddr;
+
+use axum::http::{header, HeaderMap};
+
+use crate::error::GatewayError;
+
+/// The client's address, put on every request by the connection that carried it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer(pub SocketAddr);
+
+/// Whether a caller at `peer` showing `headers` may use an admin route.
+///
+/// `Err(AdminForbidden)` (403) off loopback with no tokens configured; `Err(Unauthorized)`
+/// (401) when tokens are configured and `Authorization: Bearer` holds none of them.
+pub fn authorize(
+    peer: Option<Peer>,
+    headers: &HeaderMap,
+    tokens: &[String],
+) -> Result<(), GatewayError> {
+    if tokens.is_empty() {
+        return match peer {
+            Some(Peer(addr)) if is_loopback(addr) => Ok(()),
+            _ => Err(GatewayError::AdminForbidden),
+        };
+    }
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .unwrap_or("");
+    tokens
+        .iter()
+        .any(|t| constant_time_eq(t.as_bytes(), given.as_bytes()))
+        .then_some(())
+        .ok_or(GatewayError::Unauthorized)
+}
+
+/// Loopback, including an IPv4 loopback address mapped into IPv6.
+fn is_loopback(addr: SocketAddr) -> bool {
+    match addr {
+        SocketAddr::V4(a) => a.ip().is_loopback(),
+        SocketAddr::V6(a) => {
+            a.ip().is_loopback() || a.ip().to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Compares secrets in time that depends on their length only, not on where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(s: &str) -> Option<Peer> {
+        Some(Peer(s.parse().unwrap()))
+    }
+
+    fn bearer(t: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::AUTHORIZATION,
+            format!("Bearer {t}").parse().unwrap(),
+        );
+        h
+    }
+
+    #[test]
+    fn loopback_only_without_tokens() {
+        let none = HeaderMap::new();
+        assert!(authorize(peer("127.0.0.1:5"), &none, &[]).is_ok());
+        assert!(authorize(peer("[::1]:5"), &none, &[]).is_ok());
+        assert!(authorize(peer("[::ffff:127.0.0.2]:5"), &none, &[]).is_ok());
+        assert!(matches!(
+            authorize(peer("10.1.2.3:5"), &none, &[]),
+            Err(GatewayError::AdminForbidden)
+        ));
+        assert!(matches!(
+            authorize(None, &none, &[]),
+            Err(GatewayError::AdminForbidden)
+        ));
+    }
+
+    #[test]
+    fn tokens_required_from_everyone_once_set() {
+        let tokens = vec!["s3cret".to_owned()];
+        assert!(authorize(peer("10.1.2.3:5"), &bearer("s3cret"), &tokens).is_ok());
+        for (p, h) in [
+            (peer("127.0.0.1:5"), HeaderMap::new()),
+            (peer("127.0.0.1:5"), bearer("s3cre")),
+            (peer("10.1.2.3:5"), bearer("wrong!")),
+        ] {
+            assert!(matches!(
+                authorize(p, &h, &tokens),
+                Err(GatewayError::Unauthorized)
+            ));
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! `[a2a]`: the published A2A protocol over the sid bridge.
+
+use serde::{Deserialize, Serialize};
+
+use super::Issues;
+
+/// `[a2a]`: the agent card and A2A 1.0 / 0.3 methods, served when the sid bridge is on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2a {
+    /// Serve the card and the spec dialect (only when `sid.enabled`).
+    pub enabled: bool,
+    /// Base URL advertised in the card; empty: derived from the request's `Host`.
+    pub public_url: String,
+    /// The card's `name`.
+    pub name: String,
+    /// The card's `description`.
+    pub description: String,
+}
+
+impl Default for A2a {
+    fn default() -> Self {
+        A2a {
+            enabled: true,
+            public_url: String::new(),
+            name: "sid via wiregate".into(),
+            description: "A sid coding agent bridged to A2A by wiregate".into(),
+        }
+    }
+}
+
+impl A2a {
+    pub(super) fn validate(&self, issues: &mut Issues) {
+        if !self.public_url.is_empty() {
+            match self.public_url.parse::<axum::http::Uri>() {
+                Ok(uri)
+                    if matches!(uri.scheme_str(), Some("http" | "https"))
+                        && uri.host().is_some()
+                        && uri.query().is_none() => {}
+                _ => issues.add(
+                    "a2a.public_url".into(),
+                    "must be an http:// or https:// URL with a host and no query".into(),
+                ),
+            }
+        }
+        if self.name.trim().is_empty() {
+            issues.add("a2a.name".into(), "must not be empty".into());
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! `[events]`: the legacy server's domain-event feed.
+
+use serde::{Deserialize, Serialize};
+
+use super::Issues;
+
+/// `[events]`: the legacy server's domain-event feed, served as SSE on `GET /events`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Events {
+    /// URL of the feed (NDJSON or SSE); empty turns the feed off.
+    pub source: String,
+    /// First reconnect backoff step; doubles up to 30 s.
+    pub reconnect_ms: u64,
+    /// Events kept for resumption.
+    pub replay_events: usize,
+    /// Deprecated and ignored: a subscriber is a cursor into the replay log, cut off only when
+    /// events it still needs have left it (`replay_events`). Accepted so older files load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscriber_buffer: Option<usize>,
+    /// Most SSE subscribers of `GET /events` (503 beyond).
+    pub max_subscribers: usize,
+    /// Interval of SSE keepalive comments.
+    pub keepalive_ms: u64,
+    /// What to do with event types the map does not name.
+    pub unmapped: crate::events::domain::Unmapped,
+    /// Event type → update kind.
+    pub map: EventsMap,
+}
+
+/// `[events.map]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EventsMap {
+    /// Types that become `TaskStatusUpdateEvent`.
+    pub status: Vec<String>,
+    /// Types that become `TaskArtifactUpdateEvent`.
+    pub artifact: Vec<String>,
+}
+
+impl Default for EventsMap {
+    fn default() -> Self {
+        use crate::events::domain::{DEFAULT_ARTIFACT, DEFAULT_STATUS};
+        EventsMap {
+            status: DEFAULT_STATUS.map(String::from).to_vec(),
+            artifact: DEFAULT_ARTIFACT.map(String::from).to_vec(),
+        }
+    }
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events {
+            source: String::new(),
+            reconnect_ms: 1000,
+            replay_events: 4096,
+            subscriber_buffer: None,
+            max_subscribers: 10_000,
+            keepalive_ms: 15_000,
+            unmapped: Default::default(),
+            map: EventsMap::default(),
+        }
+    }
+}
+
+impl Events {
+    pub(super) fn validate(&self, issues: &mut Issues) {
+        if self.source.is_empty() {
+            return;
+        }
+        match self.source.parse::<axum::http::Uri>() {
+            Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {}
+            _ => issues.add(
+                "events.source".into(),
+                "must be an http:// URL with a host".into(),
+            ),
+        }
+        for (key, v) in [
+            ("events.reconnect_ms", self.reconnect_ms),
+            ("events.replay_events", self.replay_events as u64),
+            ("events.keepalive_ms", self.keepalive_ms),
+        ] {
+            if v == 0 {
+                issues.add(key.into(), "must be positive".into());
+            }
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Configuration: built-in defaults < `gateway.toml` < `WIREGATE_*` environment variables.
+//!
+//! Parsed once at start into plain structs and validated as a whole, so every mistake is
+//! reported at once with its key path. Nothing reads the environment after start.
+
+mod a2a;
+mod events;
+mod server;
+mod sid;
+mod upstream;
+
+pub use a2a::A2a;
+pub use events::{Events, EventsMap};
+pub use server::Server;
+pub use sid::{Sid, SID_INTERNAL_OPS, SID_OFF_BY_DEFAULT_OPS, SID_OPS};
+pub use upstream::{Dialect, Legacy, Route, Upstream};
+
+use std::path::Path;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The listening side.
+    pub server: Server,
+    /// Upstream servers, by name.
+    pub upstreams: Vec<Upstream>,
+    /// Method → upstream routes; first match wins.
+    pub routes: Vec<Route>,
+    /// Legacy-dialect behaviour.
+    pub legacy: Legacy,
+    /// The sid bridge.
+    pub sid: Sid,
+    /// The legacy server's domain-event feed.
+    pub events: Events,
+    /// The published A2A protocol over the sid bridge.
+    pub a2a: A2a,
+}
+
+/// One problem with the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// Dotted key path, e.g. `upstreams[0].url`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// Loading failed; every issue found is listed.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration:\n{}", .0.iter().map(|i| format!("  - {i}")).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigError(pub Vec<ConfigIssue>);
+
+impl Config {
+    /// Loads defaults, then `path` (required when `explicit`, optional otherwise), then the
+    /// process's `WIREGATE_*` variables (`__` separates keys).
+    pub fn load(path: &Path, explicit: bool) -> Result<Config, ConfigError> {
+        if explicit && !path.exists() {
+            return Err(ConfigError(vec![ConfigIssue {
+                key: "--config".into(),
+                message: format!("{} does not exist", path.display()),
+            }]));
+        }
+        let env_provider = Env::prefixed("WIREGATE_").split("__");
+        let figment = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::file(path))
+            .merge(env_provider);
+        let config: Config = figment.extract().map_err(|e| {
+            ConfigError(
+                e.into_iter()
+                    .map(|e| ConfigIssue {
+                        key: if e.path.is_empty() {
+                            "(root)".into()
+                        } else {
+                            e.path.join(".")
+                        },
+                        message: e.kind.to_string(),
+                    })
+                    .collect(),
+            )
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what types alone cannot; every problem is reported, each with its key path.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut issues = Issues::default();
+        self.server.validate(&mut issues);
+        upstream::validate(&self.upstreams, &self.routes, &self.legacy, &mut issues);
+        if self.sid.enabled {
+            self.sid.validate(&self.server, &mut issues);
+        }
+        self.a2a.validate(&mut issues);
+        self.events.validate(&mut issues);
+        match issues.0.is_empty() {
+            true => Ok(()),
+            false => Err(ConfigError(issues.0)),
+        }
+    }
+
+    /// The configuration as TOML, with credentials in upstream URLs masked.
+    pub fn to_masked_toml(&self) -> String {
+        let mut c = self.clone();
+        for u in &mut c.upstreams {
+            u.url = mask_userinfo(&u.url);
+        }
+        for t in c
+            .sid
+            .bearer_tokens
+            .iter_mut()
+            .chain(&mut c.server.admin_tokens)
+        {
+            *t = "***".into();
+        }
+        toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}"))
+    }
+}
+
+/// The problems found so far, collected by each section's `validate`.
+#[derive(Debug, Default)]
+pub(crate) struct Issues(Vec<ConfigIssue>);
+
+impl Issues {
+    /// Records that `key` is wrong, and why.
+    pub(crate) fn add(&mut self, key: String, message: String) {
+        self.0.push(ConfigIssue { key, message });
+    }
+}
+
+/// `http://user:pass@host/` → `http://user:***@host/`.
+fn mask_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***{}", &rest[at..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_passwords() {
+        assert_eq!(mask_userinfo("http://u:p@h:1/x"), "http://u:***@h:1/x");
+        assert_eq!(mask_userinfo("http://h:1/x@y"), "http://h:1/x@y");
+    }
+}

@@ -1,0 +1,126 @@
+//! `[server]`: the listening side.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::Issues;
+
+/// Why `path` cannot be an RPC path: it must be an absolute path of plain segments that no
+/// built-in route uses.
+fn rpc_path_problem(path: &str) -> Result<(), &'static str> {
+    let trimmed = path.trim_end_matches('/');
+    if !path.starts_with('/') || trimmed.is_empty() {
+        return Err("must be an absolute path below /, like \"/rpc\" or \"/a2a\"");
+    }
+    if !trimmed[1..].split('/').all(|seg| {
+        !seg.is_empty()
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    }) {
+        return Err("segments may hold only letters, digits and - . _ ~");
+    }
+    let built_in = ["/healthz", "/readyz", "/metrics", "/events"];
+    let reserved = ["/tasks/", "/contexts/", "/.well-known/"];
+    if built_in.contains(&trimmed) || reserved.iter().any(|r| path.starts_with(r)) {
+        return Err("is a route of the gateway's own");
+    }
+    Ok(())
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Server {
+    /// Address to listen on; loopback by default.
+    pub listen: SocketAddr,
+    /// Paths that take JSON-RPC and legacy calls (`POST`), each with or without one trailing
+    /// slash: a legacy server's own URL keeps working for its clients. The agent card names the
+    /// first.
+    pub rpc_paths: Vec<String>,
+    /// Largest request body accepted (HTTP 413 beyond).
+    pub max_body_bytes: usize,
+    /// Largest upstream answer read (-32052 beyond).
+    pub max_upstream_body_bytes: usize,
+    /// Most calls of one batch forwarded at the same time.
+    pub max_batch_concurrency: usize,
+    /// Most members of one batch (-32600 beyond).
+    pub max_batch_len: usize,
+    /// How long in-flight calls get to finish on SIGINT/SIGTERM.
+    pub shutdown_grace_ms: u64,
+    /// Runtime worker threads; 0 means one per core.
+    pub worker_threads: usize,
+    /// Most client connections open at once; beyond, clients wait in the accept backlog.
+    pub max_connections: usize,
+    /// How long a client gets to send a request's head (a new connection's first bytes, or the
+    /// next request on a kept-alive one, so also how long a kept-alive HTTP/1 or HTTP/2
+    /// connection may idle with no request in flight) before its connection is closed: slow or
+    /// silent clients cannot hold connection slots. HTTP/2 peers are also sent a PING this
+    /// often and dropped when one goes unanswered this long.
+    pub header_read_timeout_ms: u64,
+    /// How long a client gets to send a request's whole body once its head is in (HTTP 408
+    /// beyond): a client that declares a length and stalls cannot hold its slot.
+    pub body_read_timeout_ms: u64,
+    /// Bearer tokens for the admin routes (`/migration`, `/console`); empty: those routes
+    /// answer loopback clients only.
+    pub admin_tokens: Vec<String>,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            rpc_paths: vec!["/rpc".into()],
+            max_body_bytes: 1 << 20,
+            max_upstream_body_bytes: 16 << 20,
+            max_batch_concurrency: 32,
+            max_batch_len: 1000,
+            shutdown_grace_ms: 10_000,
+            worker_threads: 0,
+            max_connections: 16_384,
+            header_read_timeout_ms: 30_000,
+            body_read_timeout_ms: 30_000,
+            admin_tokens: Vec::new(),
+        }
+    }
+}
+
+impl Server {
+    pub(super) fn validate(&self, issues: &mut Issues) {
+        if self.rpc_paths.is_empty() {
+            issues.add(
+                "server.rpc_paths".into(),
+                "must name at least one path".into(),
+            );
+        }
+        for p in &self.rpc_paths {
+            if let Err(why) = rpc_path_problem(p) {
+                issues.add("server.rpc_paths".into(), format!("{p:?}: {why}"));
+            }
+        }
+        for (i, t) in self.admin_tokens.iter().enumerate() {
+            if t.len() < 16 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+                issues.add(
+                    format!("server.admin_tokens[{i}]"),
+                    "must be at least 16 visible ASCII characters".into(),
+                );
+            }
+        }
+        for (key, v) in [
+            ("server.max_body_bytes", self.max_body_bytes as u64),
+            ("server.max_batch_len", self.max_batch_len as u64),
+            ("server.max_connections", self.max_connections as u64),
+            (
+                "server.max_batch_concurrency",
+                self.max_batch_concurrency as u64,
+            ),
+            ("server.header_read_timeout_ms", self.header_read_timeout_ms),
+            ("server.body_read_timeout_ms", self.body_read_timeout_ms),
+        ] {
+            if v == 0 {
+                issues.add(key.into(), "must be positive".into());
+            }
+        }
+    }
+}

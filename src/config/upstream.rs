@@ -1,0 +1,163 @@
+//! `[[upstreams]]`, `[[routes]]` and `[legacy]`: where calls go and how legacy clients are told.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::Issues;
+
+/// The dialect an upstream speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// The legacy envelope.
+    Legacy,
+    /// JSON-RPC 2.0.
+    Jsonrpc,
+}
+
+impl Dialect {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Legacy => "legacy",
+            Dialect::Jsonrpc => "jsonrpc",
+        }
+    }
+}
+
+/// `[[upstreams]]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// Name routes refer to.
+    pub name: String,
+    /// `http://host:port/path`.
+    pub url: String,
+    /// Its dialect.
+    pub dialect: Dialect,
+    /// Per-call timeout.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+
+impl Upstream {
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+}
+
+/// `[[routes]]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Method globs (`*` any run of characters, `?` one character).
+    pub methods: Vec<String>,
+    /// Upstream name.
+    pub upstream: String,
+}
+
+/// `[legacy]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Legacy {
+    /// Send `Deprecation` on legacy-dialect answers.
+    pub deprecation: bool,
+    /// RFC 3339 date or time: `Sunset` on legacy-dialect answers.
+    pub sunset: String,
+    /// Overrides of the legacy → JSON-RPC error-code table.
+    pub error_codes: BTreeMap<String, i64>,
+}
+
+impl Legacy {
+    /// The `Sunset` instant, when one is configured and valid.
+    pub fn sunset_time(&self) -> Option<SystemTime> {
+        parse_date(&self.sunset)
+    }
+}
+
+fn parse_date(s: &str) -> Option<SystemTime> {
+    if s.is_empty() {
+        return None;
+    }
+    let full = if s.len() == 10 {
+        format!("{s}T00:00:00Z")
+    } else {
+        s.to_owned()
+    };
+    humantime::parse_rfc3339_weak(full.trim_end_matches('Z'))
+        .ok()
+        .or_else(|| humantime::parse_rfc3339(&full).ok())
+}
+
+/// Checks the upstreams (names unique, URLs usable) and that every route names one of them.
+pub(super) fn validate(
+    upstreams: &[Upstream],
+    routes: &[Route],
+    legacy: &Legacy,
+    issues: &mut Issues,
+) {
+    let mut names = HashSet::new();
+    for (i, u) in upstreams.iter().enumerate() {
+        if u.name.is_empty() {
+            issues.add(format!("upstreams[{i}].name"), "must not be empty".into());
+        } else if !names.insert(u.name.as_str()) {
+            issues.add(
+                format!("upstreams[{i}].name"),
+                format!("duplicate upstream name {:?}", u.name),
+            );
+        }
+        match u.url.parse::<axum::http::Uri>() {
+            Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {}
+            Ok(_) => issues.add(
+                format!("upstreams[{i}].url"),
+                "must be an http:// URL with a host".into(),
+            ),
+            Err(e) => issues.add(format!("upstreams[{i}].url"), e.to_string()),
+        }
+        if u.timeout_ms == 0 {
+            issues.add(
+                format!("upstreams[{i}].timeout_ms"),
+                "must be positive".into(),
+            );
+        }
+    }
+    for (i, r) in routes.iter().enumerate() {
+        if r.methods.is_empty() {
+            issues.add(
+                format!("routes[{i}].methods"),
+                "must name at least one method glob".into(),
+            );
+        }
+        if !names.contains(r.upstream.as_str()) {
+            issues.add(
+                format!("routes[{i}].upstream"),
+                format!("no upstream is named {:?}", r.upstream),
+            );
+        }
+    }
+    if !legacy.sunset.is_empty() && legacy.sunset_time().is_none() {
+        issues.add(
+            "legacy.sunset".into(),
+            format!("{:?} is not an RFC 3339 date", legacy.sunset),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_parse() {
+        assert!(parse_date("2027-01-01").is_some());
+        assert!(parse_date("2027-01-01T00:00:00Z").is_some());
+        assert!(parse_date("soon").is_none());
+    }
+}
