@@ -113,12 +113,12 @@ fn main() -> ExitCode {
 async fn run(mut config: Config, demo_mode: bool) -> std::io::Result<()> {
     if demo_mode {
         let (addr, _task) = demo::legacy_upstream(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        config.upstreams = vec![Upstream {
-            name: "demo-legacy".into(),
-            url: format!("http://{addr}/a2a"),
-            dialect: Dialect::Legacy,
-            timeout_ms: 1000,
-        }];
+        config.upstreams = vec![Upstream::new(
+            "demo-legacy",
+            &format!("http://{addr}/a2a"),
+            Dialect::Legacy,
+            1000,
+        )];
         config.routes = vec![Route {
             methods: vec!["*".into()],
             upstream: "demo-legacy".into(),

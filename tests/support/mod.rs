@@ -211,12 +211,9 @@ pub fn gateway() -> GatewayBuilder {
 impl GatewayBuilder {
     /// Adds an upstream.
     pub fn upstream(mut self, name: &str, url: &str, dialect: Dialect, timeout_ms: u64) -> Self {
-        self.config.upstreams.push(Upstream {
-            name: name.into(),
-            url: url.into(),
-            dialect,
-            timeout_ms,
-        });
+        self.config
+            .upstreams
+            .push(Upstream::new(name, url, dialect, timeout_ms));
         self
     }
 
