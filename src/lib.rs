@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod a2a;
+pub mod access;
 pub mod activity;
 pub mod admin;
 pub mod bridge;
@@ -34,6 +35,7 @@ pub mod facade;
 pub mod feed;
 pub mod forwarded;
 pub mod listener;
+pub mod logging;
 pub mod passthrough;
 pub mod proxy;
 pub mod reply;

@@ -111,23 +111,7 @@ impl Target {
     fn new(u: &Upstream) -> Option<Self> {
         let uri: Uri = u.url.parse().ok()?;
         let tls = crate::tls::client_config(u).ok()?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(u.timeout()));
-        let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let connector = match tls {
-            Some(cfg) => builder
-                .with_tls_config((*cfg).clone())
-                .https_only()
-                .enable_http1()
-                .wrap_connector(http),
-            None => builder
-                .with_tls_config(crate::tls::unused_client_config())
-                .https_or_http()
-                .enable_http1()
-                .wrap_connector(http),
-        };
+        let connector = crate::tls::connector(tls, Some(u.timeout()));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(256)
@@ -162,7 +146,12 @@ impl Target {
             .map(str::to_owned)
             .or_else(|| req.uri().authority().map(|a| a.to_string()));
         let client_traced = trace::has_valid_parent(req.headers());
-        let ctx = TraceContext::for_call(req.headers());
+        let ctx = req
+            .extensions()
+            .get::<TraceContext>()
+            .copied()
+            .unwrap_or_else(|| TraceContext::for_call(req.headers()));
+        crate::scope::note_call("http", &self.name);
         let (mut parts, body) = req.into_parts();
         let mut uri = axum::http::uri::Parts::default();
         uri.scheme = Some(self.scheme.clone());

@@ -142,12 +142,47 @@ pub fn client_config(u: &Upstream) -> Result<Option<Arc<ClientConfig>>, TlsProbl
     Ok(Some(Arc::new(config)))
 }
 
-/// A client configuration for a connector that never dials TLS (an `http://` upstream): the
-/// platform's roots, so that even a misrouted `https://` URL would be verified.
+/// A client configuration verified against the platform's roots (for a connector that may
+/// never dial TLS: an `http://` upstream's).
 pub fn unused_client_config() -> ClientConfig {
     ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default versions")
         .with_root_certificates(platform_roots())
         .with_no_client_auth()
+}
+
+/// An HTTP client connector that dials `http://` plainly and `https://` with `tls` (or, when
+/// `None`, verified against the platform's roots): for the pass-through, the event feed and the
+/// admin subcommands (the RPC path has its own, see [`proxy`](crate::proxy)).
+pub fn connector(
+    tls: Option<Arc<ClientConfig>>,
+    connect_timeout: Option<std::time::Duration>,
+) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(connect_timeout);
+    let mut config = match tls {
+        Some(c) => (*c).clone(),
+        None => unused_client_config(),
+    };
+    // The builder sets ALPN from the protocols it enables (HTTP/1.1 here).
+    config.alpn_protocols.clear();
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http)
+}
+
+/// The client configuration for a URL that is not an `[[upstreams]]` entry (the event feed):
+/// `ca_file` when set, else the platform's roots.
+pub fn client_config_for(
+    url: &str,
+    ca_file: &str,
+) -> Result<Option<Arc<ClientConfig>>, TlsProblem> {
+    let mut u = Upstream::new("", url, crate::config::Dialect::Legacy, 1);
+    u.ca_file = ca_file.to_owned();
+    client_config(&u)
 }
