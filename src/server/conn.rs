@@ -105,29 +105,44 @@ async fn serve_conn(
                 sse_conn::Head::Gone => return,
                 sse_conn::Head::Other(read) => read,
                 sse_conn::Head::Get(get, read) => {
-                    let live = front.live.load_full();
-                    let started = std::time::Instant::now();
-                    let trace = crate::trace::TraceContext::for_call(&get.headers);
-                    match stream_route(&live.state, &get.uri, &get.headers) {
-                        Some(mut resp) => {
-                            if let Some(cors) = &live.cors {
-                                resp =
-                                    super::cors::stream_headers(cors, &get.uri, &get.headers, resp)
-                                        .await;
-                            }
-                            let status = resp.status();
-                            let (io, _permit) = conn.into_stream();
-                            let bytes = sse_conn::write(io, &get, resp).await;
-                            if live.access {
-                                crate::access::Line {
+                    // Only what the stream needs is kept across it (an idle subscriber's task
+                    // is all this future holds): not the configuration, and the rare CORS
+                    // step's state boxed apart.
+                    let (resp, access) = {
+                        let live = front.live.load_full();
+                        match stream_route(&live.state, &get.uri, &get.headers) {
+                            None => (None, false),
+                            Some(resp) => match &live.cors {
+                                Some(cors) => {
+                                    let with = super::cors::stream_headers(
+                                        cors,
+                                        &get.uri,
+                                        &get.headers,
+                                        resp,
+                                    );
+                                    (Some(Box::pin(with).await), live.access)
+                                }
+                                None => (Some(resp), live.access),
+                            },
+                        }
+                    };
+                    match resp {
+                        Some(resp) => {
+                            let line = access.then(|| {
+                                Box::new(crate::access::Line {
                                     method: axum::http::Method::GET,
                                     path: get.uri.path().to_owned(),
-                                    status,
-                                    started,
-                                    trace_id: trace.trace_id_hex(),
+                                    status: resp.status(),
+                                    started: std::time::Instant::now(),
+                                    trace_id: crate::trace::TraceContext::for_call(&get.headers)
+                                        .trace_id_hex(),
                                     note: crate::scope::Note::default(),
-                                }
-                                .emit(bytes);
+                                })
+                            });
+                            let (io, _permit) = conn.into_stream();
+                            let bytes = sse_conn::write(io, &get, resp).await;
+                            if let Some(line) = line {
+                                line.emit(bytes);
                             }
                             return;
                         }
@@ -138,7 +153,18 @@ async fn serve_conn(
             *conn.parts_mut().0 = read;
         }
     }
-    serve_http(conn, Some(proto), builder, front, peer, timeout, stopped).await;
+    // Boxed: inline, its state (hyper's connection, and a second copy of the arguments) would
+    // be part of every event-stream connection's task too.
+    Box::pin(serve_http(
+        conn,
+        Some(proto),
+        builder,
+        front,
+        peer,
+        timeout,
+        stopped,
+    ))
+    .await;
 }
 
 /// Serves HTTP on a connection until it ends, it idles (HTTP/2, no call in flight for
