@@ -251,7 +251,7 @@ impl Gateway {
             },
             Err(e) => json_reply(
                 error_status(&e, spec.is_some()),
-                &Response::error(id, e.to_jsonrpc()),
+                &Response::error(id, a2a::wire_error(&e, spec.map(|c| c.version))),
             ),
         }
     }
@@ -282,13 +282,14 @@ impl Gateway {
         let spec = match spec {
             Ok(spec) => spec,
             Err(e) => {
+                // Only A2A method names fail to classify: answered as A2A 1.0 errors.
                 return id.map(|id| {
                     (
                         error_status(&e, true),
-                        Response::error(id, e.to_jsonrpc()),
+                        Response::error(id, a2a::wire_error(&e, Some(a2a::Version::V1_0))),
                         None,
                     )
-                })
+                });
             }
         };
         let call = Call {
@@ -317,7 +318,7 @@ impl Gateway {
             ),
             Err(e) => (
                 error_status(&e, spec.is_some()),
-                Response::error(id, e.to_jsonrpc()),
+                Response::error(id, a2a::wire_error(&e, spec.map(|s| s.version))),
                 None,
             ),
         })

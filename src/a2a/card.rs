@@ -1,8 +1,11 @@
 //! The agent card: what an A2A client fetches first to learn where and how to talk to sid.
 //!
 //! One card serves both protocol versions: `supportedInterfaces` names a JSON-RPC interface for
-//! 1.0 and one for 0.3, and the 0.3 fields (`url`, `protocolVersion`, `preferredTransport`) are
-//! merged in, as the reference SDK's own server does, so a 0.3-only client reads it too.
+//! 1.0 and one for 0.3 (the official SDK picks its 0.3 compat transport from the latter). The
+//! card at `/.well-known/agent-card.json` is a pure 1.0 card (it validates against the 1.0
+//! schema, which admits no other member); a 0.3-only client reads the 0.3 card's own fields
+//! (`url`, `protocolVersion`, `preferredTransport`), which [`add_0_3_fields`] merges in for the
+//! older path `/.well-known/agent.json` and for a card request with `A2A-Version: 0.3`.
 
 use axum::http::uri::Authority;
 use serde_json::{json, Value};
@@ -48,14 +51,10 @@ pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value 
             "description": "Runs a sid coding-agent turn: reads and edits code, runs tools, and \
                             asks for confirmation (input-required) before risky steps.",
             "tags": ["coding", "agent", "sid"],
-            "examples": ["Explain what src/main.rs does", "Add a unit test for the parser"],
+            "examples": ["Explain what src/main.rs does", "Add error handling to the parser"],
             "inputModes": ["text/plain"],
             "outputModes": ["text/plain"],
         }],
-        // The 0.3 card's own fields.
-        "url": rpc,
-        "protocolVersion": "0.3",
-        "preferredTransport": "JSONRPC",
     });
     if bearer {
         card["securitySchemes"] =
@@ -63,6 +62,13 @@ pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value 
         card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
     }
     card
+}
+
+/// Merges the 0.3 card's own fields into `card` (for a 0.3-only client).
+pub fn add_0_3_fields(card: &mut Value, base: &str, rpc_path: &str) {
+    card["url"] = json!(format!("{base}{rpc_path}"));
+    card["protocolVersion"] = json!("0.3");
+    card["preferredTransport"] = json!("JSONRPC");
 }
 
 #[cfg(test)]
@@ -99,9 +105,12 @@ mod tests {
         assert!(ifaces.iter().all(|i| i["url"] == "http://h:1/rpc"));
         assert_eq!(c["capabilities"]["streaming"], true);
         assert_eq!(c["defaultInputModes"], json!(["text/plain"]));
-        assert_eq!(c["url"], "http://h:1/rpc");
-        assert_eq!(c["protocolVersion"], "0.3");
+        assert!(c.get("url").is_none(), "a pure 1.0 card");
         assert!(c.get("securitySchemes").is_none());
+        let mut old = c.clone();
+        add_0_3_fields(&mut old, "http://h:1", "/rpc");
+        assert_eq!(old["url"], "http://h:1/rpc");
+        assert_eq!(old["protocolVersion"], "0.3");
         let secured = card(&A2aConfig::default(), "http://h:1", "/rpc", true);
         assert_eq!(
             secured["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],

@@ -7,6 +7,8 @@
 //! [`classify`] from its method name and the `A2A-Version` header.
 
 pub mod card;
+pub mod errors;
+pub mod list;
 pub mod shapes;
 
 use std::sync::Arc;
@@ -16,14 +18,25 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::bridge::mapping::TaskState;
-use crate::bridge::{params, Bridge, IdParams};
+use crate::bridge::{params, Bridge, IdParams, Turn};
 use crate::config::A2a as A2aConfig;
 use crate::error::GatewayError;
 use crate::events::Stored;
 use crate::stream::{Cut, Encode, Filter};
 use crate::wire::jsonrpc::{Id, Response};
 use crate::wire::sse;
-use shapes::{SendRequest, UpdateWriter};
+use shapes::{SendRequest, UpdateWriter, View};
+
+pub use errors::wire_error;
+
+/// `GetTask` / `tasks/get` params.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GetParams {
+    id: String,
+    #[serde(default)]
+    history_length: Option<i64>,
+}
 
 /// The request header naming the protocol version.
 pub const VERSION_HEADER: &str = "a2a-version";
@@ -218,10 +231,40 @@ impl A2a {
         }
     }
 
-    /// The card for a request that arrived with `host`.
-    pub fn card(&self, host: Option<&str>) -> Option<Value> {
-        card::base_url(&self.cfg, host)
-            .map(|base| card::card(&self.cfg, &base, &self.rpc_path, self.bearer))
+    /// The card for a request that arrived with `host`: the 1.0 card, or with `with_0_3` the
+    /// same card carrying the 0.3 card's own fields too (what a 0.3-only client reads).
+    pub fn card(&self, host: Option<&str>, with_0_3: bool) -> Option<Value> {
+        card::base_url(&self.cfg, host).map(|base| {
+            let mut c = card::card(&self.cfg, &base, &self.rpc_path, self.bearer);
+            if with_0_3 {
+                card::add_0_3_fields(&mut c, &base, &self.rpc_path);
+            }
+            c
+        })
+    }
+
+    /// A2A's multi-turn rules, checked before a message reaches sid: a `taskId` must name a
+    /// task (-32001) that is not finished (-32004) and, with a `contextId`, belong to it
+    /// (-32602); a `contextId` alone names a context, started under that id when new.
+    fn check_turn(&self, turn: &Turn) -> Result<(), GatewayError> {
+        if let Some(task_id) = &turn.task_id {
+            let (task, ctx) = self.bridge.task(task_id)?;
+            if let Some(c) = turn.context_id.as_ref().filter(|c| **c != ctx) {
+                return Err(GatewayError::InvalidParams(format!(
+                    "contextId {c:?} does not match task {task_id}'s context {ctx:?}"
+                )));
+            }
+            if task.state.is_terminal() {
+                return Err(GatewayError::UnsupportedOperation(format!(
+                    "task {task_id} is {}; a finished task takes no more messages, send without \
+                     taskId to start a new task",
+                    task.state.as_str()
+                )));
+            }
+        } else if let Some(c) = &turn.context_id {
+            self.bridge.adopt_context(c)?;
+        }
+        Ok(())
     }
 
     /// Answers a non-streaming spec call with its `result`.
@@ -230,21 +273,30 @@ impl A2a {
         match c.method {
             Method::Send => {
                 let send = params::<SendRequest>(p)?.into_send(v)?;
+                self.check_turn(&send.turn)?;
                 let (task, ctx) = self
                     .bridge
                     .send_turn(&send.turn, send.wait)
                     .await
                     .map_err(unknown_context)?;
-                let t = shapes::task(v, &task, &ctx);
+                let view = View {
+                    history_length: send.history_length,
+                    artifacts: true,
+                };
+                let t = shapes::task_view(v, &task, &ctx, view);
                 Ok(match v {
                     Version::V1_0 => serde_json::json!({ "task": t }),
                     Version::V0_3 => t,
                 })
             }
             Method::Get => {
-                let IdParams { id } = params(p)?;
+                let GetParams { id, history_length } = params(p)?;
+                let view = View {
+                    history_length: shapes::history_length(history_length)?,
+                    artifacts: true,
+                };
                 let (task, ctx) = self.bridge.task(&id)?;
-                Ok(shapes::task(v, &task, &ctx))
+                Ok(shapes::task_view(v, &task, &ctx, view))
             }
             Method::Cancel => {
                 let IdParams { id } = params(p)?;
@@ -259,9 +311,10 @@ impl A2a {
             Method::Stream | Method::Subscribe => {
                 Err(GatewayError::StreamingCall("this A2A method".into()))
             }
-            Method::ListTasks => Err(GatewayError::UnsupportedOperation(
-                "ListTasks: the gateway keeps tasks per sid context, not an index to page".into(),
-            )),
+            Method::ListTasks => {
+                let q = params::<list::ListRequest>(p)?.into_query()?;
+                Ok(list::page(v, &q, self.bridge.all_tasks()))
+            }
             Method::PushConfig => Err(GatewayError::PushNotificationNotSupported),
             Method::ExtendedCard => Err(GatewayError::ExtendedCardNotConfigured),
         }
@@ -278,6 +331,7 @@ impl A2a {
         let (mut opened, task) = match c.method {
             Method::Stream => {
                 let send = params::<SendRequest>(p)?.into_send(v)?;
+                self.check_turn(&send.turn)?;
                 let (opened, mut task) = self
                     .bridge
                     .stream_turn(&send.turn)
@@ -314,6 +368,7 @@ impl A2a {
         };
         let encoder = SpecEncoder {
             id: id.clone(),
+            version: v,
             writer: UpdateWriter::new(v, &task),
         };
         let prelude = encoder.frame(None, &shapes::stream_start(v, &task, &opened.context_id));
@@ -338,6 +393,7 @@ struct SpecResponse<'a> {
 #[derive(Debug)]
 pub struct SpecEncoder {
     id: Id,
+    version: Version,
     writer: UpdateWriter,
 }
 
@@ -359,7 +415,7 @@ impl SpecEncoder {
 
     /// An error response inside the stream.
     pub fn error(&self, e: &GatewayError) -> Bytes {
-        let resp = Response::error(self.id.clone(), e.to_jsonrpc());
+        let resp = Response::error(self.id.clone(), wire_error(e, Some(self.version)));
         sse::json_frame(Some("error"), None, &resp)
     }
 }

@@ -101,7 +101,7 @@ fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
         .route("/contexts/{context_id}/events", get(context_events))
         .route("/events", get(domain_events))
         .route(crate::a2a::card::PATH, get(agent_card))
-        .route(crate::a2a::card::LEGACY_PATH, get(agent_card))
+        .route(crate::a2a::card::LEGACY_PATH, get(agent_card_0_3))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -395,12 +395,24 @@ fn not_configured(message: &'static str) -> Response {
     (StatusCode::NOT_FOUND, axum::Json(err)).into_response()
 }
 
-/// The A2A agent card (both well-known paths).
-async fn agent_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
+/// The A2A agent card: the 1.0 card, with the 0.3 card's fields for `A2A-Version: 0.3`.
+async fn agent_card(state: State<AppState>, headers: HeaderMap) -> Response {
+    let old = header_str(&headers, &A2A_VERSION)
+        .and_then(crate::a2a::Version::parse)
+        .is_some_and(|v| v == crate::a2a::Version::V0_3);
+    card_response(state, headers, old)
+}
+
+/// The card at the older well-known path, read by 0.3-only clients.
+async fn agent_card_0_3(state: State<AppState>, headers: HeaderMap) -> Response {
+    card_response(state, headers, true)
+}
+
+fn card_response(State(state): State<AppState>, headers: HeaderMap, with_0_3: bool) -> Response {
     let Some(a2a) = state.gateway.a2a() else {
         return not_configured("no agent card: A2A needs sid.enabled and a2a.enabled");
     };
-    match a2a.card(header_str(&headers, &header::HOST)) {
+    match a2a.card(header_str(&headers, &header::HOST), with_0_3) {
         Some(card) => {
             let mut resp = axum::Json(card).into_response();
             let h = resp.headers_mut();
@@ -408,7 +420,7 @@ async fn agent_card(State(state): State<AppState>, headers: HeaderMap) -> Respon
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("public, max-age=300"),
             );
-            h.insert(header::VARY, HeaderValue::from_static("host"));
+            h.insert(header::VARY, HeaderValue::from_static("host, a2a-version"));
             resp
         }
         None => (
