@@ -42,7 +42,7 @@ pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value 
             {"url": rpc, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
         "provider": {"organization": "wiregate", "url": base},
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{

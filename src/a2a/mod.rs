@@ -9,6 +9,7 @@
 pub mod card;
 pub mod errors;
 pub mod list;
+pub mod push;
 pub mod shapes;
 
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::bridge::mapping::TaskState;
-use crate::bridge::{params, Bridge, IdParams, Turn};
+use crate::bridge::{Bridge, IdParams, Turn};
 use crate::config::A2a as A2aConfig;
 use crate::error::GatewayError;
 use crate::events::Stored;
@@ -42,7 +43,7 @@ struct GetParams {
 pub const VERSION_HEADER: &str = "a2a-version";
 
 /// A published protocol version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Version {
     /// A2A 1.0: PascalCase methods, protobuf JSON.
     V1_0,
@@ -98,8 +99,8 @@ pub enum Method {
     Subscribe,
     /// `ListTasks` (1.0 only).
     ListTasks,
-    /// The push-notification configuration methods.
-    PushConfig,
+    /// A push-notification configuration method.
+    Push(push::Op),
     /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`.
     ExtendedCard,
 }
@@ -113,10 +114,10 @@ impl Method {
             "CancelTask" => Method::Cancel,
             "SubscribeToTask" => Method::Subscribe,
             "ListTasks" => Method::ListTasks,
-            "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig" => Method::PushConfig,
+            "CreateTaskPushNotificationConfig" => Method::Push(push::Op::Create),
+            "GetTaskPushNotificationConfig" => Method::Push(push::Op::Get),
+            "ListTaskPushNotificationConfigs" => Method::Push(push::Op::List),
+            "DeleteTaskPushNotificationConfig" => Method::Push(push::Op::Delete),
             "GetExtendedAgentCard" => Method::ExtendedCard,
             _ => return None,
         })
@@ -129,10 +130,10 @@ impl Method {
             "tasks/get" => Method::Get,
             "tasks/cancel" => Method::Cancel,
             "tasks/resubscribe" => Method::Subscribe,
-            "tasks/pushNotificationConfig/set"
-            | "tasks/pushNotificationConfig/get"
-            | "tasks/pushNotificationConfig/list"
-            | "tasks/pushNotificationConfig/delete" => Method::PushConfig,
+            "tasks/pushNotificationConfig/set" => Method::Push(push::Op::Create),
+            "tasks/pushNotificationConfig/get" => Method::Push(push::Op::Get),
+            "tasks/pushNotificationConfig/list" => Method::Push(push::Op::List),
+            "tasks/pushNotificationConfig/delete" => Method::Push(push::Op::Delete),
             "agent/getAuthenticatedExtendedCard" => Method::ExtendedCard,
             _ => return None,
         })
@@ -185,6 +186,20 @@ pub fn classify(method: &str, header: Option<&str>) -> Result<Option<SpecCall>, 
     Ok(None)
 }
 
+/// A spec call's params as JSON, with ProtoJSON's original field names (`task_id`) read as
+/// their JSON names (`taskId`), as protobuf JSON parsers accept both. `metadata` and `data`
+/// hold the client's own keys and are left as they are. Absent params read as `{}`.
+fn spec_params(p: Option<&RawValue>) -> Result<Value, GatewayError> {
+    let v: Value = serde_json::from_str(p.map_or("{}", RawValue::get))
+        .map_err(|e| GatewayError::InvalidParams(e.to_string()))?;
+    Ok(shapes::proto_names(v))
+}
+
+/// A method's params as `T`.
+fn params<T: serde::de::DeserializeOwned>(p: &Value) -> Result<T, GatewayError> {
+    T::deserialize(p).map_err(|e| GatewayError::InvalidParams(e.to_string()))
+}
+
 fn unsupported(h: &str) -> GatewayError {
     GatewayError::VersionNotSupported(h.chars().take(32).collect())
 }
@@ -214,6 +229,7 @@ pub struct SpecStream {
 #[derive(Debug)]
 pub struct A2a {
     bridge: Arc<Bridge>,
+    push: Arc<push::Push>,
     cfg: A2aConfig,
     /// The first of `server.rpc_paths`, which the card names.
     rpc_path: String,
@@ -225,6 +241,7 @@ impl A2a {
     pub fn new(bridge: Arc<Bridge>, cfg: A2aConfig, rpc_path: String, bearer: bool) -> Self {
         A2a {
             bridge,
+            push: push::Push::new(cfg.push_allow_private),
             cfg,
             rpc_path,
             bearer,
@@ -270,15 +287,32 @@ impl A2a {
     /// Answers a non-streaming spec call with its `result`.
     pub async fn call(&self, c: SpecCall, p: Option<&RawValue>) -> Result<Value, GatewayError> {
         let v = c.version;
+        let p = spec_params(p)?;
         match c.method {
             Method::Send => {
-                let send = params::<SendRequest>(p)?.into_send(v)?;
+                let send = params::<SendRequest>(&p)?.into_send(v)?;
                 self.check_turn(&send.turn)?;
-                let (task, ctx) = self
+                if let Some(cfg) = &send.push {
+                    // Checked before the turn starts; registered as soon as the task exists.
+                    push::check_target(
+                        cfg.get("url").and_then(Value::as_str).unwrap_or(""),
+                        self.cfg.push_allow_private,
+                    )
+                    .await?;
+                }
+                let (mut task, mut ctx) = self
                     .bridge
-                    .send_turn(&send.turn, send.wait)
+                    .send_turn(&send.turn, send.wait && send.push.is_none())
                     .await
                     .map_err(unknown_context)?;
+                if let Some(cfg) = send.push {
+                    self.push
+                        .create(&self.bridge, v, cfg, Some(&task.id))
+                        .await?;
+                    if send.wait {
+                        (task, ctx) = self.bridge.settled_task(&task.id).await?;
+                    }
+                }
                 let view = View {
                     history_length: send.history_length,
                     artifacts: true,
@@ -290,7 +324,7 @@ impl A2a {
                 })
             }
             Method::Get => {
-                let GetParams { id, history_length } = params(p)?;
+                let GetParams { id, history_length } = params(&p)?;
                 let view = View {
                     history_length: shapes::history_length(history_length)?,
                     artifacts: true,
@@ -299,7 +333,7 @@ impl A2a {
                 Ok(shapes::task_view(v, &task, &ctx, view))
             }
             Method::Cancel => {
-                let IdParams { id } = params(p)?;
+                let IdParams { id } = params(&p)?;
                 let c = self.bridge.cancel(&id).await?;
                 let mut t = shapes::task(v, &c.task, &c.context_id);
                 t["metadata"]["cancelRequested"] = Value::Bool(true);
@@ -312,10 +346,18 @@ impl A2a {
                 Err(GatewayError::StreamingCall("this A2A method".into()))
             }
             Method::ListTasks => {
-                let q = params::<list::ListRequest>(p)?.into_query()?;
+                let q = params::<list::ListRequest>(&p)?.into_query()?;
                 Ok(list::page(v, &q, self.bridge.all_tasks()))
             }
-            Method::PushConfig => Err(GatewayError::PushNotificationNotSupported),
+            Method::Push(op) => {
+                let params = p;
+                match op {
+                    push::Op::Create => self.push.create(&self.bridge, v, params, None).await,
+                    push::Op::Get => self.push.get(v, params),
+                    push::Op::List => self.push.list(v, params),
+                    push::Op::Delete => self.push.delete(v, params),
+                }
+            }
             Method::ExtendedCard => Err(GatewayError::ExtendedCardNotConfigured),
         }
     }
@@ -328,9 +370,10 @@ impl A2a {
         p: Option<&RawValue>,
     ) -> Result<SpecStream, GatewayError> {
         let v = c.version;
+        let p = spec_params(p)?;
         let (mut opened, task) = match c.method {
             Method::Stream => {
-                let send = params::<SendRequest>(p)?.into_send(v)?;
+                let send = params::<SendRequest>(&p)?.into_send(v)?;
                 self.check_turn(&send.turn)?;
                 let (opened, mut task) = self
                     .bridge
@@ -346,7 +389,7 @@ impl A2a {
                 (opened, task)
             }
             Method::Subscribe => {
-                let IdParams { id } = params(p)?;
+                let IdParams { id } = params(&p)?;
                 let (task, _) = self.bridge.task(&id)?;
                 if task.state.is_terminal() {
                     return Err(GatewayError::UnsupportedOperation(format!(
@@ -467,7 +510,7 @@ mod tests {
         );
         assert_eq!(
             classify("tasks/pushNotificationConfig/set", Some("0.3.0")).unwrap(),
-            spec(Version::V0_3, Method::PushConfig)
+            spec(Version::V0_3, Method::Push(push::Op::Create))
         );
         assert_eq!(classify("message/send", None).unwrap(), None, "seed");
         assert_eq!(classify("message/send", Some("1.0")).unwrap(), None, "seed");

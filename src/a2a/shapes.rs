@@ -80,6 +80,23 @@ pub fn camel_keys(v: Value) -> Value {
     }
 }
 
+/// Params keys as their JSON names at every depth, but for `metadata` and `data` (the client's
+/// own keys). See [`camel_keys`].
+pub fn proto_names(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let own = k == "metadata" || k == "data";
+                    (camel(&k), if own { v } else { proto_names(v) })
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(proto_names).collect()),
+        other => other,
+    }
+}
+
 fn camel(k: &str) -> String {
     if !k.contains('_') {
         return k.to_owned();
@@ -404,6 +421,8 @@ pub struct Send {
     pub wait: bool,
     /// How much history the answer carries.
     pub history_length: Option<usize>,
+    /// A webhook for the task's updates (the version's configuration shape).
+    pub push: Option<Value>,
 }
 
 /// Output modes sid's text answers satisfy.
@@ -419,9 +438,12 @@ impl SendRequest {
     /// refused rather than dropped, as is a client that accepts no text answer.
     pub fn into_send(self, version: Version) -> Result<Send, GatewayError> {
         let cfg = self.configuration.unwrap_or_default();
-        if cfg.task_push_notification_config.is_some() || cfg.push_notification_config.is_some() {
-            return Err(GatewayError::PushNotificationNotSupported);
-        }
+        let push = match version {
+            Version::V1_0 => cfg.task_push_notification_config,
+            Version::V0_3 => cfg
+                .push_notification_config
+                .map(|p| json!({"pushNotificationConfig": p})),
+        };
         if !cfg.accepted_output_modes.is_empty()
             && !cfg.accepted_output_modes.iter().any(|m| accepts_text(m))
         {
@@ -476,6 +498,7 @@ impl SendRequest {
             },
             wait,
             history_length,
+            push,
         })
     }
 }
@@ -510,6 +533,7 @@ mod tests {
                 },
                 wait: false,
                 history_length: None,
+                push: None,
             }
         );
         let old = send(
@@ -523,7 +547,7 @@ mod tests {
     }
 
     #[test]
-    fn non_text_parts_push_configs_and_output_modes_are_refused_with_their_codes() {
+    fn non_text_parts_and_output_modes_are_refused_with_their_codes() {
         let file = send(
             Version::V0_3,
             json!({"message": {"role": "user", "parts": [{"kind": "text", "text": "x"},
@@ -544,11 +568,9 @@ mod tests {
             Version::V1_0,
             json!({"message": {"parts": [{"text": "x"}]},
                    "configuration": {"taskPushNotificationConfig": {"url": "http://x"}}}),
-        );
-        assert!(matches!(
-            push,
-            Err(GatewayError::PushNotificationNotSupported)
-        ));
+        )
+        .unwrap();
+        assert_eq!(push.push, Some(json!({"url": "http://x"})));
         let modes = send(
             Version::V0_3,
             json!({"message": {"parts": [{"kind": "text", "text": "x"}]},

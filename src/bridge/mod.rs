@@ -340,6 +340,13 @@ impl Bridge {
         ))
     }
 
+    /// Waits until a task settles (terminal or input-required); its model and context then.
+    pub async fn settled_task(&self, task_id: &str) -> Result<(Task, String), GatewayError> {
+        let ctx = self.context_of(task_id)?;
+        ctx.settled(task_id).await;
+        self.task(task_id)
+    }
+
     /// A task's model and its context.
     pub fn task(&self, task_id: &str) -> Result<(Task, String), GatewayError> {
         let ctx = self.context_of(task_id)?;
