@@ -213,7 +213,7 @@ impl Gateway {
             let body: Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>> =
                 match (spec, &self.a2a) {
                     (Some(c), Some(a2a)) => {
-                        let s = a2a.open(c, &id, params).await?;
+                        let s = a2a.open(c, &id, params, meta.last_event_id).await?;
                         let o = s.opened;
                         let frames = sse_stream::frames(
                             o.subscription,

@@ -250,3 +250,74 @@ async fn metadata_keys_are_camel_case() {
         "{r}"
     );
 }
+
+/// The text a spec stream's artifact updates carry, in order.
+fn chunks(events: &[support::SseEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| {
+            e.data["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_dropped_spec_stream_resumes_after_its_last_event_without_loss_or_repeat() {
+    let gw = gateway().sid("a2a-resume").start().await;
+    let t = std::time::Duration::from_secs(10);
+    let body = json!({"jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage",
+                      "params": msg("slow please", None, None)});
+    let mut first = gw.a2a_stream(&body, None).await;
+    let start = first.next(t).await.unwrap();
+    let task = start.data["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut before = Vec::new();
+    while chunks(&before).len() < 3 {
+        before.push(first.next(t).await.unwrap());
+    }
+    let last_id = before.last().unwrap().id.clone();
+    assert!(!last_id.is_empty(), "spec stream events carry ids");
+    drop(first);
+
+    let resume = json!({"jsonrpc": "2.0", "id": "s2", "method": "SubscribeToTask",
+                        "params": {"id": task}});
+    let resp = reqwest::Client::new()
+        .post(format!("{}/rpc", gw.base()))
+        .header("content-type", "application/json")
+        .header("last-event-id", last_id.as_str())
+        .body(resume.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut rest = support::SseReader::new(resp);
+    let snapshot = rest.next(t).await.unwrap();
+    assert_eq!(snapshot.data["result"]["task"]["id"], task.as_str());
+    let after = rest.collect(t).await;
+    let states: Vec<&str> = after
+        .iter()
+        .filter_map(|e| e.data["result"]["statusUpdate"]["status"]["state"].as_str())
+        .collect();
+    assert_eq!(states.last(), Some(&"TASK_STATE_COMPLETED"));
+    let mut all = chunks(&before);
+    all.extend(chunks(&after));
+    let expected: Vec<String> = (0..40).map(|i| format!("chunk {i} ")).collect();
+    assert_eq!(all, expected, "every chunk once, in order");
+
+    // Once the task has ended, a resume still gets what followed the named event.
+    let resp = reqwest::Client::new()
+        .post(format!("{}/rpc", gw.base()))
+        .header("content-type", "application/json")
+        .header("last-event-id", last_id.as_str())
+        .body(resume.to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut again = support::SseReader::new(resp);
+    let replayed = again.collect(t).await;
+    assert_eq!(chunks(&replayed), expected[3..].to_vec());
+}

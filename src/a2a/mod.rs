@@ -362,12 +362,16 @@ impl A2a {
         }
     }
 
-    /// Opens a streaming spec call answered under `id`.
+    /// Opens a streaming spec call answered under `id`. A `SubscribeToTask` with
+    /// `Last-Event-ID` (each spec stream event carries its id) resumes after that event: the
+    /// task as it is now, then every update after the one named, none lost or repeated while
+    /// the replay log holds them (`sid.replay_events`), even when the task has ended since.
     pub async fn open(
         &self,
         c: SpecCall,
         id: &Id,
         p: Option<&RawValue>,
+        last_event_id: Option<&str>,
     ) -> Result<SpecStream, GatewayError> {
         let v = c.version;
         let p = spec_params(p)?;
@@ -391,13 +395,13 @@ impl A2a {
             Method::Subscribe => {
                 let IdParams { id } = params(&p)?;
                 let (task, _) = self.bridge.task(&id)?;
-                if task.state.is_terminal() {
+                if task.state.is_terminal() && last_event_id.is_none() {
                     return Err(GatewayError::UnsupportedOperation(format!(
                         "task {id} is {}; a finished task has no updates to subscribe to",
                         task.state.as_str()
                     )));
                 }
-                (self.bridge.task_stream(&id, None, true)?, task)
+                (self.bridge.task_stream(&id, last_event_id, true)?, task)
             }
             _ => {
                 return Err(GatewayError::MethodNotFound(
