@@ -74,6 +74,8 @@ async fn the_card_is_served_at_both_paths_with_both_interfaces() {
             json!([
                 {"url": rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
                 {"url": rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": format!("{}/a2a/rest", gw.base()), "protocolBinding": "HTTP+JSON",
+                 "protocolVersion": "1.0"},
             ])
         );
         // The 1.0 card is a pure 1.0 card; the older path is what a 0.3-only client reads.
@@ -375,13 +377,13 @@ async fn every_a2a_error_has_its_code_and_http_200() {
             "CreateTaskPushNotificationConfig",
             json!({"taskId": finished}),
             None,
-            -32003,
+            -32602,
         ),
         (
             "tasks/pushNotificationConfig/set",
-            json!({"taskId": finished}),
+            json!({"taskId": finished, "pushNotificationConfig": {"url": "http://10.0.0.1/"}}),
             Some("0.3"),
-            -32003,
+            -32602,
         ),
         ("SendMessage", to_task(&finished, None), None, -32004),
         ("ListTasks", json!({"pageSize": 0}), None, -32602),

@@ -99,7 +99,10 @@ fn assert_round_trip(seen: &Value) {
         "{seen}"
     );
     assert_eq!(seen["history"]["first"], "stream please");
-    assert_eq!(seen["history"]["trimmed"], serde_json::json!(["ROLE_AGENT"]));
+    assert_eq!(
+        seen["history"]["trimmed"],
+        serde_json::json!(["ROLE_AGENT"])
+    );
     assert_eq!(seen["cancel"]["before"], "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(seen["cancel"]["after"], "TASK_STATE_CANCELED", "{seen}");
 }
@@ -110,8 +113,15 @@ async fn the_official_client_speaks_1_0_through_the_card() {
     assert_round_trip(&seen);
     assert_eq!(seen["transport"], "JsonRpcTransport");
     let ifaces = seen["card"]["interfaces"].as_array().unwrap();
-    assert_eq!(ifaces.len(), 2);
+    assert_eq!(ifaces.len(), 3);
     assert_eq!(ifaces[0][1], "1.0");
+    assert_1_0_extras(&seen);
+    // (The metrics recorder is process-wide: the other test's calls may show too.)
+    assert!(metrics.contains(r#"client_dialect="a2a-1.0""#), "{metrics}");
+}
+
+/// What only 1.0 has: ListTasks, and push configurations the SDK makes itself.
+fn assert_1_0_extras(seen: &Value) {
     assert_eq!(seen["list"]["pages"], serde_json::json!([2, 1]), "{seen}");
     assert_eq!(seen["list"]["totals"], serde_json::json!([3, 3]));
     assert_eq!(seen["list"]["newest_first"], true);
@@ -124,8 +134,18 @@ async fn the_official_client_speaks_1_0_through_the_card() {
     );
     assert_eq!(seen["push"]["last_state"], "TASK_STATE_COMPLETED");
     assert_eq!(seen["push"]["after_delete"], 0);
-    // (The metrics recorder is process-wide: the other test's calls may show too.)
-    assert!(metrics.contains(r#"client_dialect="a2a-1.0""#), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_speaks_the_rest_binding() {
+    let (seen, metrics) = drive("rest").await;
+    assert_round_trip(&seen);
+    assert_eq!(seen["transport"], "RestTransport");
+    assert_1_0_extras(&seen);
+    assert!(
+        metrics.contains(r#"client_dialect="a2a-1.0-rest""#),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

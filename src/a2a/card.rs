@@ -1,7 +1,8 @@
 //! The agent card: what an A2A client fetches first to learn where and how to talk to sid.
 //!
 //! One card serves both protocol versions: `supportedInterfaces` names a JSON-RPC interface for
-//! 1.0 and one for 0.3 (the official SDK picks its 0.3 compat transport from the latter). The
+//! 1.0 and one for 0.3 (the official SDK picks its 0.3 compat transport from the latter), and
+//! the HTTP+JSON (REST) binding of 1.0. The
 //! card at `/.well-known/agent-card.json` is a pure 1.0 card (it validates against the 1.0
 //! schema, which admits no other member); a 0.3-only client reads the 0.3 card's own fields
 //! (`url`, `protocolVersion`, `preferredTransport`), which [`add_0_3_fields`] merges in for the
@@ -33,6 +34,7 @@ pub fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
 /// requires a token.
 pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value {
     let rpc = format!("{base}{rpc_path}");
+    let rest = format!("{base}{}", super::rest::PATH);
     let mut card = json!({
         "name": cfg.name,
         "description": cfg.description,
@@ -40,6 +42,7 @@ pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value 
         "supportedInterfaces": [
             {"url": rpc, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": rpc, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ],
         "provider": {"organization": "wiregate", "url": base},
         "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
@@ -101,8 +104,10 @@ mod tests {
         let c = card(&A2aConfig::default(), "http://h:1", "/rpc", false);
         let ifaces = c["supportedInterfaces"].as_array().unwrap();
         let versions: Vec<_> = ifaces.iter().map(|i| &i["protocolVersion"]).collect();
-        assert_eq!(versions, [&json!("1.0"), &json!("0.3")]);
-        assert!(ifaces.iter().all(|i| i["url"] == "http://h:1/rpc"));
+        assert_eq!(versions, [&json!("1.0"), &json!("0.3"), &json!("1.0")]);
+        assert!(ifaces[..2].iter().all(|i| i["url"] == "http://h:1/rpc"));
+        assert_eq!(ifaces[2]["url"], "http://h:1/a2a/rest");
+        assert_eq!(ifaces[2]["protocolBinding"], "HTTP+JSON");
         assert_eq!(c["capabilities"]["streaming"], true);
         assert_eq!(c["defaultInputModes"], json!(["text/plain"]));
         assert!(c.get("url").is_none(), "a pure 1.0 card");

@@ -10,6 +10,7 @@ pub mod card;
 pub mod errors;
 pub mod list;
 pub mod push;
+pub mod rest;
 pub mod shapes;
 
 use std::sync::Arc;
@@ -286,8 +287,12 @@ impl A2a {
 
     /// Answers a non-streaming spec call with its `result`.
     pub async fn call(&self, c: SpecCall, p: Option<&RawValue>) -> Result<Value, GatewayError> {
+        self.call_value(c, spec_params(p)?).await
+    }
+
+    /// Answers a non-streaming spec call whose params are already JSON (the REST binding's).
+    pub async fn call_value(&self, c: SpecCall, p: Value) -> Result<Value, GatewayError> {
         let v = c.version;
-        let p = spec_params(p)?;
         match c.method {
             Method::Send => {
                 let send = params::<SendRequest>(&p)?.into_send(v)?;
@@ -373,8 +378,20 @@ impl A2a {
         p: Option<&RawValue>,
         last_event_id: Option<&str>,
     ) -> Result<SpecStream, GatewayError> {
+        self.open_value(c, Some(id), spec_params(p)?, last_event_id)
+            .await
+    }
+
+    /// Opens a streaming spec call whose params are already JSON; each event is a JSON-RPC
+    /// response to `envelope`, or (the REST binding, `None`) the bare `StreamResponse`.
+    pub async fn open_value(
+        &self,
+        c: SpecCall,
+        envelope: Option<&Id>,
+        p: Value,
+        last_event_id: Option<&str>,
+    ) -> Result<SpecStream, GatewayError> {
         let v = c.version;
-        let p = spec_params(p)?;
         let (mut opened, task) = match c.method {
             Method::Stream => {
                 let send = params::<SendRequest>(&p)?.into_send(v)?;
@@ -414,7 +431,7 @@ impl A2a {
             ..opened.filter
         };
         let encoder = SpecEncoder {
-            id: id.clone(),
+            id: envelope.cloned(),
             version: v,
             writer: UpdateWriter::new(v, &task),
         };
@@ -439,7 +456,8 @@ struct SpecResponse<'a> {
 /// request's id, errors as `event: error` frames carrying a JSON-RPC error response.
 #[derive(Debug)]
 pub struct SpecEncoder {
-    id: Id,
+    /// The request's id (JSON-RPC); `None` for the REST binding's bare events.
+    id: Option<Id>,
     version: Version,
     writer: UpdateWriter,
 }
@@ -452,18 +470,28 @@ impl SpecEncoder {
     }
 
     fn write(&self, out: &mut BytesMut, event_id: Option<&str>, result: &Value) {
-        let resp = SpecResponse {
-            jsonrpc: "2.0",
-            id: &self.id,
-            result,
-        };
-        sse::write_json_frame(out, None, event_id, &resp);
+        match &self.id {
+            Some(id) => {
+                let resp = SpecResponse {
+                    jsonrpc: "2.0",
+                    id,
+                    result,
+                };
+                sse::write_json_frame(out, None, event_id, &resp);
+            }
+            None => sse::write_json_frame(out, None, event_id, result),
+        }
     }
 
-    /// An error response inside the stream.
+    /// An error inside the stream: a JSON-RPC error response, or the REST binding's error.
     pub fn error(&self, e: &GatewayError) -> Bytes {
-        let resp = Response::error(self.id.clone(), wire_error(e, Some(self.version)));
-        sse::json_frame(Some("error"), None, &resp)
+        match &self.id {
+            Some(id) => {
+                let resp = Response::error(id.clone(), wire_error(e, Some(self.version)));
+                sse::json_frame(Some("error"), None, &resp)
+            }
+            None => sse::json_frame(Some("error"), None, &rest::error_body(e)),
+        }
     }
 }
 

@@ -127,7 +127,12 @@ impl Front {
         let state = AppState::new(gateway, config);
         let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
         Front {
-            router: routes(&rpc_paths).with_state(state.clone()),
+            router: routes(&rpc_paths)
+                .nest_service(
+                    crate::a2a::rest::PATH,
+                    crate::a2a::rest::router(state.gateway.clone()),
+                )
+                .with_state(state.clone()),
             rpc_paths,
             state,
             activity: None,

@@ -1,6 +1,6 @@
 """Drives a gateway with the official A2A SDK's own client, in one protocol version.
 
-Usage: drive.py BASE_URL VERSION   (VERSION: 1.0 or 0.3)
+Usage: drive.py BASE_URL VERSION   (VERSION: 1.0, 0.3, or rest: 1.0 over the HTTP+JSON binding)
 
 Fetches the card (the 1.0 card at /.well-known/agent-card.json; for 0.3 the card at
 /.well-known/agent.json read as a 0.3-only client reads it), then sends, streams, gets and asks
@@ -79,7 +79,7 @@ def state_of(update: dict) -> str:
 async def main(base: str, version: str) -> dict:
     seen: dict = {"version": version}
     async with httpx.AsyncClient(timeout=30) as http:
-        if version == "1.0":
+        if version in ("1.0", "rest"):
             card = await A2ACardResolver(http, base).get_agent_card()
         else:
             raw = (await http.get(f"{base}/.well-known/agent.json")).json()
@@ -94,8 +94,9 @@ async def main(base: str, version: str) -> dict:
             ],
         }
 
-    blocking = ClientFactory(ClientConfig(streaming=False)).create(card)
-    streaming = ClientFactory(ClientConfig(streaming=True)).create(card)
+    bindings = {"supported_protocol_bindings": ["HTTP+JSON"]} if version == "rest" else {}
+    blocking = ClientFactory(ClientConfig(streaming=False, **bindings)).create(card)
+    streaming = ClientFactory(ClientConfig(streaming=True, **bindings)).create(card)
     seen["transport"] = type(blocking._transport).__name__
 
     # send: one blocking call, the settled task back.
@@ -156,7 +157,7 @@ async def main(base: str, version: str) -> dict:
         "after": TaskState.Name(canceled.status.state),
     }
 
-    if version == "1.0":
+    if version in ("1.0", "rest"):
         # list: three tasks in a context the client names, two to a page.
         ctx = f"sdk-{uuid.uuid4()}"
         made = []
