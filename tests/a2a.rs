@@ -63,6 +63,9 @@ async fn the_card_is_served_at_both_paths_with_both_interfaces() {
             a.header("content-type").as_deref(),
             Some("application/json")
         );
+        let etag = a.header("etag").expect("an ETag");
+        assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+        assert!(a.header("last-modified").is_some());
         let card = a.json();
         assert_eq!(card["name"], "sid via wiregate");
         assert_eq!(card["capabilities"]["streaming"], true);

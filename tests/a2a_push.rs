@@ -317,4 +317,51 @@ async fn webhooks_to_private_addresses_are_refused_by_default() {
     assert_eq!(r["error"]["code"], -32001, "an unknown task: {r}");
     let card = gw.get("/.well-known/agent-card.json").await.json();
     assert_eq!(card["capabilities"]["pushNotifications"], true);
+    for (method, params) in [
+        (
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": "nope", "id": "x"}),
+        ),
+        ("ListTaskPushNotificationConfigs", json!({"taskId": "nope"})),
+        (
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": "nope", "id": "x"}),
+        ),
+    ] {
+        let (_, r) = gw.a2a_call(method, params, None).await;
+        assert_eq!(r["error"]["code"], -32001, "{method}: {r}");
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_send_carries_its_own_webhook_too() {
+    let gw = push_gateway("a2a-push-stream").await;
+    let (url, mut rx) = receiver(0).await;
+    let mut send = msg("hello", None);
+    send["configuration"] = json!({"taskPushNotificationConfig": {"id": "s1", "url": url}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": send});
+    let events = gw
+        .a2a_stream(&body, None)
+        .await
+        .collect(Duration::from_secs(10))
+        .await;
+    let task = events[0].data["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed = ok(
+        &gw,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": task}),
+        None,
+    )
+    .await;
+    assert_eq!(listed["configs"][0]["id"], "s1");
+    let hits = until_final(&mut rx).await;
+    // The turn may end before the webhook's watcher starts: then the task as it ended.
+    let last = &hits.last().unwrap().body;
+    let id = last["statusUpdate"]["taskId"]
+        .as_str()
+        .or(last["task"]["id"].as_str());
+    assert_eq!(id, Some(task.as_str()), "{last}");
 }

@@ -67,6 +67,16 @@ pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value 
     card
 }
 
+/// A strong validator of a card's bytes (the card changes only with the configuration and
+/// the `Host` it names, both of which the bytes carry).
+pub fn etag(bytes: &[u8]) -> String {
+    // FNV-1a, 64 bits: stable across runs and builds, unlike std's hasher.
+    let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("\"{h:016x}\"")
+}
+
 /// Merges the 0.3 card's own fields into `card` (for a 0.3-only client).
 pub fn add_0_3_fields(card: &mut Value, base: &str, rpc_path: &str) {
     card["url"] = json!(format!("{base}{rpc_path}"));
@@ -97,6 +107,13 @@ mod tests {
             base_url(&cfg, Some("ignored")).as_deref(),
             Some("https://agents.example/sid")
         );
+    }
+
+    #[test]
+    fn the_etag_follows_the_bytes() {
+        assert_eq!(etag(b"{}"), etag(b"{}"));
+        assert_ne!(etag(b"{}"), etag(b"{ }"));
+        assert!(etag(b"x").starts_with('"') && etag(b"x").len() == 18);
     }
 
     #[test]

@@ -358,9 +358,9 @@ impl A2a {
                 let params = p;
                 match op {
                     push::Op::Create => self.push.create(&self.bridge, v, params, None).await,
-                    push::Op::Get => self.push.get(v, params),
-                    push::Op::List => self.push.list(v, params),
-                    push::Op::Delete => self.push.delete(v, params),
+                    push::Op::Get => self.push.get(&self.bridge, v, params),
+                    push::Op::List => self.push.list(&self.bridge, v, params),
+                    push::Op::Delete => self.push.delete(&self.bridge, v, params),
                 }
             }
             Method::ExtendedCard => Err(GatewayError::ExtendedCardNotConfigured),
@@ -396,11 +396,20 @@ impl A2a {
             Method::Stream => {
                 let send = params::<SendRequest>(&p)?.into_send(v)?;
                 self.check_turn(&send.turn)?;
+                if let Some(cfg) = &send.push {
+                    let url = cfg.get("url").and_then(Value::as_str).unwrap_or("");
+                    push::check_target(url, self.cfg.push_allow_private).await?;
+                }
                 let (opened, mut task) = self
                     .bridge
                     .stream_turn(&send.turn)
                     .await
                     .map_err(unknown_context)?;
+                if let Some(cfg) = send.push {
+                    self.push
+                        .create(&self.bridge, v, cfg, Some(&task.id))
+                        .await?;
+                }
                 // The stream starts where the turn does; what sid has said since arrives next.
                 task.state = if send.turn.task_id.is_some() {
                     TaskState::Working

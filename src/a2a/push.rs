@@ -160,6 +160,11 @@ impl Named {
     }
 }
 
+/// A task's configurations exist only while the gateway knows the task (-32001 otherwise).
+fn known(bridge: &Bridge, task: &str) -> Result<(), GatewayError> {
+    bridge.task(task).map(|_| ())
+}
+
 /// Whether an address is one a webhook must not reach by default.
 pub fn is_private(ip: IpAddr) -> bool {
     match ip {
@@ -415,8 +420,14 @@ impl Push {
     }
 
     /// `Get…` / `…/get`.
-    pub fn get(&self, version: Version, params: Value) -> Result<Value, GatewayError> {
+    pub fn get(
+        &self,
+        bridge: &Bridge,
+        version: Version,
+        params: Value,
+    ) -> Result<Value, GatewayError> {
         let (task, id) = Named::read(version, params)?;
+        known(bridge, &task)?;
         let configs = self.configs(&task);
         let found = match &id {
             Some(id) => configs.iter().find(|c| c.id == *id),
@@ -433,8 +444,14 @@ impl Push {
     }
 
     /// `List…` / `…/list`.
-    pub fn list(&self, version: Version, params: Value) -> Result<Value, GatewayError> {
+    pub fn list(
+        &self,
+        bridge: &Bridge,
+        version: Version,
+        params: Value,
+    ) -> Result<Value, GatewayError> {
         let (task, _) = Named::read(version, params)?;
+        known(bridge, &task)?;
         let all: Vec<Value> = self
             .configs(&task)
             .iter()
@@ -447,8 +464,14 @@ impl Push {
     }
 
     /// `Delete…` / `…/delete`: idempotent, as the spec asks.
-    pub fn delete(&self, version: Version, params: Value) -> Result<Value, GatewayError> {
+    pub fn delete(
+        &self,
+        bridge: &Bridge,
+        version: Version,
+        params: Value,
+    ) -> Result<Value, GatewayError> {
         let (task, id) = Named::read(version, params)?;
+        known(bridge, &task)?;
         let id = id.ok_or_else(|| GatewayError::InvalidParams("id is required".into()))?;
         let mut t = self.lock();
         if let Some(list) = t.by_task.get_mut(&task) {

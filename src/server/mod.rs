@@ -44,6 +44,9 @@ const A2A_VERSION: HeaderName = HeaderName::from_static(crate::a2a::VERSION_HEAD
 #[derive(Clone, Debug)]
 pub struct AppState {
     gateway: Arc<Gateway>,
+    /// When the gateway started: the agent card's `Last-Modified` (it comes from the
+    /// configuration, read at start).
+    started: HeaderValue,
     metrics: PrometheusHandle,
     max_body: usize,
     body_timeout: Duration,
@@ -54,6 +57,8 @@ impl AppState {
     fn new(gateway: Arc<Gateway>, config: &Config) -> Self {
         AppState {
             gateway,
+            started: HeaderValue::from_str(&httpdate::fmt_http_date(std::time::SystemTime::now()))
+                .expect("an HTTP date is a header value"),
             metrics: telemetry::install(),
             max_body: config.server.max_body_bytes,
             body_timeout: Duration::from_millis(config.server.body_read_timeout_ms),
@@ -419,8 +424,21 @@ fn card_response(State(state): State<AppState>, headers: HeaderMap, with_0_3: bo
     };
     match a2a.card(header_str(&headers, &header::HOST), with_0_3) {
         Some(card) => {
-            let mut resp = axum::Json(card).into_response();
+            let bytes = serde_json::to_vec(&card).expect("a card always serialises");
+            let etag = crate::a2a::card::etag(&bytes);
+            let mut resp = (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                bytes,
+            )
+                .into_response();
             let h = resp.headers_mut();
+            if let Ok(v) = HeaderValue::from_str(&etag) {
+                h.insert(header::ETAG, v);
+            }
+            h.insert(header::LAST_MODIFIED, state.started.clone());
             h.insert(
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("public, max-age=300"),
