@@ -12,6 +12,7 @@ pub mod list;
 pub mod push;
 pub mod rest;
 pub mod shapes;
+pub mod ssrf;
 
 use std::sync::Arc;
 
