@@ -41,7 +41,8 @@ Feature: Official A2A clients drive sid through the gateway
       | version | method                           | params                                             | code   |
       | 1.0     | GetTask                          | {"id": "no-such-task"}                             | -32001 |
       | 0.3     | tasks/get                        | {"id": "no-such-task"}                             | -32001 |
-      | 1.0     | CreateTaskPushNotificationConfig | {"taskId": "t"}                                    | -32003 |
-      | 1.0     | ListTasks                        | {}                                                 | -32004 |
+      | 1.0     | CreateTaskPushNotificationConfig | {"taskId": "t", "url": "http://93.184.216.34/h"}   | -32001 |
+      | 1.0     | ListTasks                        | {"pageSize": 0}                                    | -32602 |
+      | 1.0     | SubscribeToTask                  | {"id": "no-such-task"}                             | -32001 |
       | 1.0     | SendMessage                      | {"message": {"parts": [{"url": "http://x/a.png"}]}} | -32005 |
       | 2.0     | GetTask                          | {"id": "no-such-task"}                             | -32009 |

@@ -236,7 +236,7 @@ impl Gateway {
             let body: Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>> =
                 match (spec, &self.a2a) {
                     (Some(c), Some(a2a)) => {
-                        let s = a2a.open(c, &id, params).await?;
+                        let s = a2a.open(c, &id, params, meta.last_event_id).await?;
                         let o = s.opened;
                         let frames = sse_stream::frames(
                             o.subscription,
@@ -274,7 +274,7 @@ impl Gateway {
             },
             Err(e) => json_reply(
                 error_status(&e, spec.is_some()),
-                &Response::error(id, e.to_jsonrpc()),
+                &Response::error(id, a2a::wire_error(&e, spec.map(|c| c.version))),
             ),
         }
     }
@@ -305,13 +305,14 @@ impl Gateway {
         let spec = match spec {
             Ok(spec) => spec,
             Err(e) => {
+                // Only A2A method names fail to classify: answered as A2A 1.0 errors.
                 return id.map(|id| {
                     (
                         error_status(&e, true),
-                        Response::error(id, e.to_jsonrpc()),
+                        Response::error(id, a2a::wire_error(&e, Some(a2a::Version::V1_0))),
                         None,
                     )
-                })
+                });
             }
         };
         let call = Call {
@@ -340,7 +341,7 @@ impl Gateway {
             ),
             Err(e) => (
                 error_status(&e, spec.is_some()),
-                Response::error(id, e.to_jsonrpc()),
+                Response::error(id, a2a::wire_error(&e, spec.map(|s| s.version))),
                 None,
             ),
         })

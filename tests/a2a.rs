@@ -24,6 +24,16 @@ fn msg_0_3(text: &str) -> Value {
                        "role": "user", "parts": [{"kind": "text", "text": text}]}})
 }
 
+/// A 1.0 message to a task (optionally naming a context).
+fn to_task(task: impl std::fmt::Display, context: Option<&str>) -> Value {
+    let mut m = msg_1_0("more");
+    m["message"]["taskId"] = json!(task.to_string().trim_matches('"'));
+    if let Some(c) = context {
+        m["message"]["contextId"] = json!(c);
+    }
+    m
+}
+
 fn rpc(id: Value, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
@@ -45,6 +55,7 @@ fn responses(events: &[SseEvent], id: &Value) -> Vec<Value> {
 #[tokio::test]
 async fn the_card_is_served_at_both_paths_with_both_interfaces() {
     let gw = a2a_gateway("a2a-card").await;
+    let rpc_url = format!("{}/rpc", gw.base());
     for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
         let a = gw.get(path).await;
         assert_eq!(a.status, 200, "{path}");
@@ -52,22 +63,49 @@ async fn the_card_is_served_at_both_paths_with_both_interfaces() {
             a.header("content-type").as_deref(),
             Some("application/json")
         );
+        let etag = a.header("etag").expect("an ETag");
+        assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+        assert!(a.header("last-modified").is_some());
         let card = a.json();
         assert_eq!(card["name"], "sid via wiregate");
         assert_eq!(card["capabilities"]["streaming"], true);
         assert_eq!(card["defaultInputModes"], json!(["text/plain"]));
         assert_eq!(card["defaultOutputModes"], json!(["text/plain"]));
         assert_eq!(card["skills"][0]["id"], "sid-coding-agent");
-        let rpc_url = format!("{}/rpc", gw.base());
         assert_eq!(
             card["supportedInterfaces"],
             json!([
                 {"url": rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
                 {"url": rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": format!("{}/a2a/rest", gw.base()), "protocolBinding": "HTTP+JSON",
+                 "protocolVersion": "1.0"},
             ])
         );
-        assert_eq!(card["url"], rpc_url.as_str());
+        // The 1.0 card is a pure 1.0 card; the older path is what a 0.3-only client reads.
+        if path.ends_with("agent.json") {
+            assert_eq!(card["url"], rpc_url.as_str());
+            assert_eq!(card["protocolVersion"], "0.3");
+            assert_eq!(card["preferredTransport"], "JSONRPC");
+        } else {
+            for old in ["url", "protocolVersion", "preferredTransport"] {
+                assert!(card.get(old).is_none(), "{old} in the 1.0 card: {card}");
+            }
+        }
     }
+    let asked_0_3: Value = reqwest::Client::new()
+        .get(format!("{}/.well-known/agent-card.json", gw.base()))
+        .header("a2a-version", "0.3")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        asked_0_3["url"],
+        rpc_url.as_str(),
+        "A2A-Version 0.3 asks for the 0.3 fields"
+    );
 
     let public = gateway()
         .sid("a2a-card-public")
@@ -342,15 +380,49 @@ async fn every_a2a_error_has_its_code_and_http_200() {
             "CreateTaskPushNotificationConfig",
             json!({"taskId": finished}),
             None,
-            -32003,
+            -32602,
         ),
         (
             "tasks/pushNotificationConfig/set",
-            json!({"taskId": finished}),
+            json!({"taskId": finished, "pushNotificationConfig": {"url": "http://10.0.0.1/"}}),
             Some("0.3"),
-            -32003,
+            -32602,
         ),
-        ("ListTasks", json!({}), None, -32004),
+        ("SendMessage", to_task(&finished, None), None, -32004),
+        ("ListTasks", json!({"pageSize": 0}), None, -32602),
+        ("ListTasks", json!({"pageSize": 101}), None, -32602),
+        (
+            "ListTasks",
+            json!({"pageToken": "not-a-token"}),
+            None,
+            -32602,
+        ),
+        (
+            "ListTasks",
+            json!({"status": "TASK_STATE_BORED"}),
+            None,
+            -32602,
+        ),
+        ("ListTasks", json!({"historyLength": -1}), None, -32602),
+        (
+            "ListTasks",
+            json!({"statusTimestampAfter": "yesterday"}),
+            None,
+            -32602,
+        ),
+        (
+            "GetTask",
+            json!({"id": finished, "historyLength": -2}),
+            None,
+            -32602,
+        ),
+        (
+            "SendMessage",
+            to_task(&finished, Some("another-context")),
+            None,
+            -32602,
+        ),
+        ("SendMessage", to_task("nope", None), None, -32001),
         ("SendMessage", file_1_0, None, -32005),
         ("message/send", file_0_3, Some("0.3"), -32005),
         ("GetExtendedAgentCard", json!({}), None, -32007),
@@ -359,7 +431,7 @@ async fn every_a2a_error_has_its_code_and_http_200() {
         ("GetTask", json!({"id": 5}), None, -32602),
         (
             "SendMessage",
-            json!({"message": {"contextId": "not-ours", "parts": [{"text": "hi"}]}}),
+            json!({"message": {"contextId": "not a token!", "parts": [{"text": "hi"}]}}),
             None,
             -32602,
         ),
@@ -373,7 +445,43 @@ async fn every_a2a_error_has_its_code_and_http_200() {
         assert!(r["error"]["message"]
             .as_str()
             .is_some_and(|m| !m.is_empty()));
+        // A2A 1.0: `data` is an array holding a google.rpc.ErrorInfo; 0.3 keeps its object.
+        let data = &r["error"]["data"];
+        if version == Some("0.3") && code != -32601 {
+            assert!(data["kind"].is_string(), "{method}: {r}");
+        } else {
+            let info = &data[0];
+            assert_eq!(
+                info["@type"], "type.googleapis.com/google.rpc.ErrorInfo",
+                "{method} {version:?}: {r}"
+            );
+            let domain = if code == -32602 || code == -32601 {
+                "wiregate"
+            } else {
+                "a2a-protocol.org"
+            };
+            assert_eq!(info["domain"], domain, "{method} {version:?}: {r}");
+            assert!(info["reason"]
+                .as_str()
+                .is_some_and(|r| r.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')));
+            assert!(info["metadata"]
+                .as_object()
+                .unwrap()
+                .values()
+                .all(Value::is_string));
+        }
     }
+    // The reasons A2A names.
+    let (_, r) = gw.a2a_call("GetTask", json!({"id": "nope"}), None).await;
+    assert_eq!(r["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
+    assert_eq!(r["error"]["data"][0]["metadata"]["taskId"], "nope");
+    let (_, r) = gw
+        .a2a_call("GetTask", json!({"id": "nope"}), Some("9.1"))
+        .await;
+    assert_eq!(r["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    // The seed dialect's errors are unchanged.
+    let (_, r) = gw.a2a_call("tasks/get", json!({"id": "nope"}), None).await;
+    assert_eq!(r["error"]["data"], json!({"kind": "task_not_found"}));
     // A stream that cannot start is one JSON-RPC error, not an event stream.
     let a = gw
         .rpc(&rpc(

@@ -45,7 +45,12 @@ fn python() -> PathBuf {
 }
 
 async fn drive(version: &str) -> (Value, String) {
-    let gw = gateway().sid(&format!("a2a-sdk-{version}")).start().await;
+    let gw = gateway()
+        .sid(&format!("a2a-sdk-{version}"))
+        // The test's webhook receiver listens on loopback.
+        .with(|c| c.a2a.push_allow_private = true)
+        .start()
+        .await;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/a2a_client/drive.py");
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(120),
@@ -88,6 +93,18 @@ fn assert_round_trip(seen: &Value) {
         seen["not_found"], "TaskNotFoundError",
         "-32001 read as the SDK's own error"
     );
+    assert_eq!(
+        seen["history"]["roles"],
+        serde_json::json!(["ROLE_USER", "ROLE_AGENT"]),
+        "{seen}"
+    );
+    assert_eq!(seen["history"]["first"], "stream please");
+    assert_eq!(
+        seen["history"]["trimmed"],
+        serde_json::json!(["ROLE_AGENT"])
+    );
+    assert_eq!(seen["cancel"]["before"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(seen["cancel"]["after"], "TASK_STATE_CANCELED", "{seen}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,10 +113,39 @@ async fn the_official_client_speaks_1_0_through_the_card() {
     assert_round_trip(&seen);
     assert_eq!(seen["transport"], "JsonRpcTransport");
     let ifaces = seen["card"]["interfaces"].as_array().unwrap();
-    assert_eq!(ifaces.len(), 2);
+    assert_eq!(ifaces.len(), 3);
     assert_eq!(ifaces[0][1], "1.0");
+    assert_1_0_extras(&seen);
     // (The metrics recorder is process-wide: the other test's calls may show too.)
     assert!(metrics.contains(r#"client_dialect="a2a-1.0""#), "{metrics}");
+}
+
+/// What only 1.0 has: ListTasks, and push configurations the SDK makes itself.
+fn assert_1_0_extras(seen: &Value) {
+    assert_eq!(seen["list"]["pages"], serde_json::json!([2, 1]), "{seen}");
+    assert_eq!(seen["list"]["totals"], serde_json::json!([3, 3]));
+    assert_eq!(seen["list"]["newest_first"], true);
+    assert_eq!(seen["push"]["created"], "sdk-hook");
+    assert_eq!(seen["push"]["listed"], serde_json::json!(["sdk-hook"]));
+    assert_eq!(
+        seen["push"]["auth"],
+        serde_json::json!(["Bearer sdk-secret"]),
+        "every notification authenticated: {seen}"
+    );
+    assert_eq!(seen["push"]["last_state"], "TASK_STATE_COMPLETED");
+    assert_eq!(seen["push"]["after_delete"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_speaks_the_rest_binding() {
+    let (seen, metrics) = drive("rest").await;
+    assert_round_trip(&seen);
+    assert_eq!(seen["transport"], "RestTransport");
+    assert_1_0_extras(&seen);
+    assert!(
+        metrics.contains(r#"client_dialect="a2a-1.0-rest""#),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

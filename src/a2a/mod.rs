@@ -7,7 +7,12 @@
 //! [`classify`] from its method name and the `A2A-Version` header.
 
 pub mod card;
+pub mod errors;
+pub mod list;
+pub mod push;
+pub mod rest;
 pub mod shapes;
+pub mod ssrf;
 
 use std::sync::Arc;
 
@@ -16,20 +21,31 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::bridge::mapping::TaskState;
-use crate::bridge::{params, Bridge, IdParams};
+use crate::bridge::{Bridge, IdParams, Turn};
 use crate::config::A2a as A2aConfig;
 use crate::error::GatewayError;
 use crate::events::Stored;
 use crate::stream::{Cut, Encode, Filter};
 use crate::wire::jsonrpc::{Id, Response};
 use crate::wire::sse;
-use shapes::{SendRequest, UpdateWriter};
+use shapes::{SendRequest, UpdateWriter, View};
+
+pub use errors::wire_error;
+
+/// `GetTask` / `tasks/get` params.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GetParams {
+    id: String,
+    #[serde(default)]
+    history_length: Option<i64>,
+}
 
 /// The request header naming the protocol version.
 pub const VERSION_HEADER: &str = "a2a-version";
 
 /// A published protocol version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Version {
     /// A2A 1.0: PascalCase methods, protobuf JSON.
     V1_0,
@@ -85,8 +101,8 @@ pub enum Method {
     Subscribe,
     /// `ListTasks` (1.0 only).
     ListTasks,
-    /// The push-notification configuration methods.
-    PushConfig,
+    /// A push-notification configuration method.
+    Push(push::Op),
     /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`.
     ExtendedCard,
 }
@@ -100,10 +116,10 @@ impl Method {
             "CancelTask" => Method::Cancel,
             "SubscribeToTask" => Method::Subscribe,
             "ListTasks" => Method::ListTasks,
-            "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig" => Method::PushConfig,
+            "CreateTaskPushNotificationConfig" => Method::Push(push::Op::Create),
+            "GetTaskPushNotificationConfig" => Method::Push(push::Op::Get),
+            "ListTaskPushNotificationConfigs" => Method::Push(push::Op::List),
+            "DeleteTaskPushNotificationConfig" => Method::Push(push::Op::Delete),
             "GetExtendedAgentCard" => Method::ExtendedCard,
             _ => return None,
         })
@@ -116,10 +132,10 @@ impl Method {
             "tasks/get" => Method::Get,
             "tasks/cancel" => Method::Cancel,
             "tasks/resubscribe" => Method::Subscribe,
-            "tasks/pushNotificationConfig/set"
-            | "tasks/pushNotificationConfig/get"
-            | "tasks/pushNotificationConfig/list"
-            | "tasks/pushNotificationConfig/delete" => Method::PushConfig,
+            "tasks/pushNotificationConfig/set" => Method::Push(push::Op::Create),
+            "tasks/pushNotificationConfig/get" => Method::Push(push::Op::Get),
+            "tasks/pushNotificationConfig/list" => Method::Push(push::Op::List),
+            "tasks/pushNotificationConfig/delete" => Method::Push(push::Op::Delete),
             "agent/getAuthenticatedExtendedCard" => Method::ExtendedCard,
             _ => return None,
         })
@@ -172,6 +188,20 @@ pub fn classify(method: &str, header: Option<&str>) -> Result<Option<SpecCall>, 
     Ok(None)
 }
 
+/// A spec call's params as JSON, with ProtoJSON's original field names (`task_id`) read as
+/// their JSON names (`taskId`), as protobuf JSON parsers accept both. `metadata` and `data`
+/// hold the client's own keys and are left as they are. Absent params read as `{}`.
+fn spec_params(p: Option<&RawValue>) -> Result<Value, GatewayError> {
+    let v: Value = serde_json::from_str(p.map_or("{}", RawValue::get))
+        .map_err(|e| GatewayError::InvalidParams(e.to_string()))?;
+    Ok(shapes::proto_names(v))
+}
+
+/// A method's params as `T`.
+fn params<T: serde::de::DeserializeOwned>(p: &Value) -> Result<T, GatewayError> {
+    T::deserialize(p).map_err(|e| GatewayError::InvalidParams(e.to_string()))
+}
+
 fn unsupported(h: &str) -> GatewayError {
     GatewayError::VersionNotSupported(h.chars().take(32).collect())
 }
@@ -201,6 +231,7 @@ pub struct SpecStream {
 #[derive(Debug)]
 pub struct A2a {
     bridge: Arc<Bridge>,
+    push: Arc<push::Push>,
     cfg: A2aConfig,
     /// The first of `server.rpc_paths`, which the card names.
     rpc_path: String,
@@ -212,42 +243,103 @@ impl A2a {
     pub fn new(bridge: Arc<Bridge>, cfg: A2aConfig, rpc_path: String, bearer: bool) -> Self {
         A2a {
             bridge,
+            push: push::Push::new(cfg.push_allow_private),
             cfg,
             rpc_path,
             bearer,
         }
     }
 
-    /// The card for a request that arrived with `host`.
-    pub fn card(&self, host: Option<&str>) -> Option<Value> {
-        card::base_url(&self.cfg, host)
-            .map(|base| card::card(&self.cfg, &base, &self.rpc_path, self.bearer))
+    /// The card for a request that arrived with `host`: the 1.0 card, or with `with_0_3` the
+    /// same card carrying the 0.3 card's own fields too (what a 0.3-only client reads).
+    pub fn card(&self, host: Option<&str>, with_0_3: bool) -> Option<Value> {
+        card::base_url(&self.cfg, host).map(|base| {
+            let mut c = card::card(&self.cfg, &base, &self.rpc_path, self.bearer);
+            if with_0_3 {
+                card::add_0_3_fields(&mut c, &base, &self.rpc_path);
+            }
+            c
+        })
+    }
+
+    /// A2A's multi-turn rules, checked before a message reaches sid: a `taskId` must name a
+    /// task (-32001) that is not finished (-32004) and, with a `contextId`, belong to it
+    /// (-32602); a `contextId` alone names a context, started under that id when new.
+    fn check_turn(&self, turn: &Turn) -> Result<(), GatewayError> {
+        if let Some(task_id) = &turn.task_id {
+            let (task, ctx) = self.bridge.task(task_id)?;
+            if let Some(c) = turn.context_id.as_ref().filter(|c| **c != ctx) {
+                return Err(GatewayError::InvalidParams(format!(
+                    "contextId {c:?} does not match task {task_id}'s context {ctx:?}"
+                )));
+            }
+            if task.state.is_terminal() {
+                return Err(GatewayError::UnsupportedOperation(format!(
+                    "task {task_id} is {}; a finished task takes no more messages, send without \
+                     taskId to start a new task",
+                    task.state.as_str()
+                )));
+            }
+        } else if let Some(c) = &turn.context_id {
+            self.bridge.adopt_context(c)?;
+        }
+        Ok(())
     }
 
     /// Answers a non-streaming spec call with its `result`.
     pub async fn call(&self, c: SpecCall, p: Option<&RawValue>) -> Result<Value, GatewayError> {
+        self.call_value(c, spec_params(p)?).await
+    }
+
+    /// Answers a non-streaming spec call whose params are already JSON (the REST binding's).
+    pub async fn call_value(&self, c: SpecCall, p: Value) -> Result<Value, GatewayError> {
         let v = c.version;
         match c.method {
             Method::Send => {
-                let send = params::<SendRequest>(p)?.into_send(v)?;
-                let (task, ctx) = self
+                let send = params::<SendRequest>(&p)?.into_send(v)?;
+                self.check_turn(&send.turn)?;
+                if let Some(cfg) = &send.push {
+                    // Checked before the turn starts; registered as soon as the task exists.
+                    push::check_target(
+                        cfg.get("url").and_then(Value::as_str).unwrap_or(""),
+                        self.cfg.push_allow_private,
+                    )
+                    .await?;
+                }
+                let (mut task, mut ctx) = self
                     .bridge
-                    .send_turn(&send.turn, send.wait)
+                    .send_turn(&send.turn, send.wait && send.push.is_none())
                     .await
                     .map_err(unknown_context)?;
-                let t = shapes::task(v, &task, &ctx);
+                if let Some(cfg) = send.push {
+                    self.push
+                        .create(&self.bridge, v, cfg, Some(&task.id))
+                        .await?;
+                    if send.wait {
+                        (task, ctx) = self.bridge.settled_task(&task.id).await?;
+                    }
+                }
+                let view = View {
+                    history_length: send.history_length,
+                    artifacts: true,
+                };
+                let t = shapes::task_view(v, &task, &ctx, view);
                 Ok(match v {
                     Version::V1_0 => serde_json::json!({ "task": t }),
                     Version::V0_3 => t,
                 })
             }
             Method::Get => {
-                let IdParams { id } = params(p)?;
+                let GetParams { id, history_length } = params(&p)?;
+                let view = View {
+                    history_length: shapes::history_length(history_length)?,
+                    artifacts: true,
+                };
                 let (task, ctx) = self.bridge.task(&id)?;
-                Ok(shapes::task(v, &task, &ctx))
+                Ok(shapes::task_view(v, &task, &ctx, view))
             }
             Method::Cancel => {
-                let IdParams { id } = params(p)?;
+                let IdParams { id } = params(&p)?;
                 let c = self.bridge.cancel(&id).await?;
                 let mut t = shapes::task(v, &c.task, &c.context_id);
                 t["metadata"]["cancelRequested"] = Value::Bool(true);
@@ -259,30 +351,66 @@ impl A2a {
             Method::Stream | Method::Subscribe => {
                 Err(GatewayError::StreamingCall("this A2A method".into()))
             }
-            Method::ListTasks => Err(GatewayError::UnsupportedOperation(
-                "ListTasks: the gateway keeps tasks per sid context, not an index to page".into(),
-            )),
-            Method::PushConfig => Err(GatewayError::PushNotificationNotSupported),
+            Method::ListTasks => {
+                let q = params::<list::ListRequest>(&p)?.into_query()?;
+                Ok(list::page(v, &q, self.bridge.all_tasks()))
+            }
+            Method::Push(op) => {
+                let params = p;
+                match op {
+                    push::Op::Create => self.push.create(&self.bridge, v, params, None).await,
+                    push::Op::Get => self.push.get(&self.bridge, v, params),
+                    push::Op::List => self.push.list(&self.bridge, v, params),
+                    push::Op::Delete => self.push.delete(&self.bridge, v, params),
+                }
+            }
             Method::ExtendedCard => Err(GatewayError::ExtendedCardNotConfigured),
         }
     }
 
-    /// Opens a streaming spec call answered under `id`.
+    /// Opens a streaming spec call answered under `id`. A `SubscribeToTask` with
+    /// `Last-Event-ID` (each spec stream event carries its id) resumes after that event: the
+    /// task as it is now, then every update after the one named, none lost or repeated while
+    /// the replay log holds them (`sid.replay_events`), even when the task has ended since.
     pub async fn open(
         &self,
         c: SpecCall,
         id: &Id,
         p: Option<&RawValue>,
+        last_event_id: Option<&str>,
+    ) -> Result<SpecStream, GatewayError> {
+        self.open_value(c, Some(id), spec_params(p)?, last_event_id)
+            .await
+    }
+
+    /// Opens a streaming spec call whose params are already JSON; each event is a JSON-RPC
+    /// response to `envelope`, or (the REST binding, `None`) the bare `StreamResponse`.
+    pub async fn open_value(
+        &self,
+        c: SpecCall,
+        envelope: Option<&Id>,
+        p: Value,
+        last_event_id: Option<&str>,
     ) -> Result<SpecStream, GatewayError> {
         let v = c.version;
         let (mut opened, task) = match c.method {
             Method::Stream => {
-                let send = params::<SendRequest>(p)?.into_send(v)?;
+                let send = params::<SendRequest>(&p)?.into_send(v)?;
+                self.check_turn(&send.turn)?;
+                if let Some(cfg) = &send.push {
+                    let url = cfg.get("url").and_then(Value::as_str).unwrap_or("");
+                    push::check_target(url, self.cfg.push_allow_private).await?;
+                }
                 let (opened, mut task) = self
                     .bridge
                     .stream_turn(&send.turn)
                     .await
                     .map_err(unknown_context)?;
+                if let Some(cfg) = send.push {
+                    self.push
+                        .create(&self.bridge, v, cfg, Some(&task.id))
+                        .await?;
+                }
                 // The stream starts where the turn does; what sid has said since arrives next.
                 task.state = if send.turn.task_id.is_some() {
                     TaskState::Working
@@ -292,15 +420,15 @@ impl A2a {
                 (opened, task)
             }
             Method::Subscribe => {
-                let IdParams { id } = params(p)?;
+                let IdParams { id } = params(&p)?;
                 let (task, _) = self.bridge.task(&id)?;
-                if task.state.is_terminal() {
+                if task.state.is_terminal() && last_event_id.is_none() {
                     return Err(GatewayError::UnsupportedOperation(format!(
                         "task {id} is {}; a finished task has no updates to subscribe to",
                         task.state.as_str()
                     )));
                 }
-                (self.bridge.task_stream(&id, None, true)?, task)
+                (self.bridge.task_stream(&id, last_event_id, true)?, task)
             }
             _ => {
                 return Err(GatewayError::MethodNotFound(
@@ -313,7 +441,8 @@ impl A2a {
             ..opened.filter
         };
         let encoder = SpecEncoder {
-            id: id.clone(),
+            id: envelope.cloned(),
+            version: v,
             writer: UpdateWriter::new(v, &task),
         };
         let prelude = encoder.frame(None, &shapes::stream_start(v, &task, &opened.context_id));
@@ -337,7 +466,9 @@ struct SpecResponse<'a> {
 /// request's id, errors as `event: error` frames carrying a JSON-RPC error response.
 #[derive(Debug)]
 pub struct SpecEncoder {
-    id: Id,
+    /// The request's id (JSON-RPC); `None` for the REST binding's bare events.
+    id: Option<Id>,
+    version: Version,
     writer: UpdateWriter,
 }
 
@@ -349,18 +480,28 @@ impl SpecEncoder {
     }
 
     fn write(&self, out: &mut BytesMut, event_id: Option<&str>, result: &Value) {
-        let resp = SpecResponse {
-            jsonrpc: "2.0",
-            id: &self.id,
-            result,
-        };
-        sse::write_json_frame(out, None, event_id, &resp);
+        match &self.id {
+            Some(id) => {
+                let resp = SpecResponse {
+                    jsonrpc: "2.0",
+                    id,
+                    result,
+                };
+                sse::write_json_frame(out, None, event_id, &resp);
+            }
+            None => sse::write_json_frame(out, None, event_id, result),
+        }
     }
 
-    /// An error response inside the stream.
+    /// An error inside the stream: a JSON-RPC error response, or the REST binding's error.
     pub fn error(&self, e: &GatewayError) -> Bytes {
-        let resp = Response::error(self.id.clone(), e.to_jsonrpc());
-        sse::json_frame(Some("error"), None, &resp)
+        match &self.id {
+            Some(id) => {
+                let resp = Response::error(id.clone(), wire_error(e, Some(self.version)));
+                sse::json_frame(Some("error"), None, &resp)
+            }
+            None => sse::json_frame(Some("error"), None, &rest::error_body(e)),
+        }
     }
 }
 
@@ -411,7 +552,7 @@ mod tests {
         );
         assert_eq!(
             classify("tasks/pushNotificationConfig/set", Some("0.3.0")).unwrap(),
-            spec(Version::V0_3, Method::PushConfig)
+            spec(Version::V0_3, Method::Push(push::Op::Create))
         );
         assert_eq!(classify("message/send", None).unwrap(), None, "seed");
         assert_eq!(classify("message/send", Some("1.0")).unwrap(), None, "seed");

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::Version;
-use crate::bridge::mapping::{Task, TaskState};
+use crate::bridge::mapping::{HistoryMessage, Role, Task, TaskState};
 use crate::bridge::Turn;
 use crate::error::GatewayError;
 use crate::events::{A2aEvent, EventKind};
@@ -66,6 +66,94 @@ fn agent_message(version: Version, text: &str, task_id: &str, context_id: &str) 
     m
 }
 
+/// `snake_case` keys (sid's own, inside `result` and `error`) as the spec's `camelCase`, at
+/// every depth: A2A's JSON is camelCase throughout, metadata included.
+pub fn camel_keys(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| (camel(&k), camel_keys(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(camel_keys).collect()),
+        other => other,
+    }
+}
+
+/// Params keys as their JSON names at every depth, but for `metadata` and `data` (the client's
+/// own keys). See [`camel_keys`].
+pub fn proto_names(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let own = k == "metadata" || k == "data";
+                    (camel(&k), if own { v } else { proto_names(v) })
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(proto_names).collect()),
+        other => other,
+    }
+}
+
+fn camel(k: &str) -> String {
+    if !k.contains('_') {
+        return k.to_owned();
+    }
+    let mut out = String::with_capacity(k.len());
+    let mut upper = false;
+    for c in k.chars() {
+        match c {
+            '_' if !out.is_empty() => upper = true,
+            c if upper => {
+                out.extend(c.to_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One history message in `version`'s shape.
+fn history_message(version: Version, m: &HistoryMessage, task_id: &str, context_id: &str) -> Value {
+    let mut out = json!({
+        "messageId": m.message_id,
+        "contextId": context_id,
+        "taskId": task_id,
+        "parts": [text_part(version, &m.text)],
+    });
+    out["role"] = json!(match (version, m.role) {
+        (Version::V1_0, Role::User) => "ROLE_USER",
+        (Version::V1_0, Role::Agent) => "ROLE_AGENT",
+        (Version::V0_3, Role::User) => "user",
+        (Version::V0_3, Role::Agent) => "agent",
+    });
+    if version == Version::V0_3 {
+        out["kind"] = json!("message");
+    }
+    out
+}
+
+/// How much of a task a call asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    /// The newest this many history messages; `None`: all of them.
+    pub history_length: Option<usize>,
+    /// Whether `artifacts` is written (ListTasks leaves it out unless asked).
+    pub artifacts: bool,
+}
+
+impl Default for View {
+    fn default() -> Self {
+        View {
+            history_length: None,
+            artifacts: true,
+        }
+    }
+}
+
 fn status(
     version: Version,
     s: TaskState,
@@ -85,6 +173,11 @@ fn status(
 
 /// A task as `GetTask`/`tasks/get` (and a blocking send) return it.
 pub fn task(version: Version, t: &Task, context_id: &str) -> Value {
+    task_view(version, t, context_id, View::default())
+}
+
+/// A task with as much history and as many artifacts as `view` asks for.
+pub fn task_view(version: Version, t: &Task, context_id: &str, view: View) -> Value {
     let text = match (t.state, &t.prompt, &t.error) {
         (TaskState::InputRequired, Some(p), _) => Some(p.message.as_str()),
         (TaskState::Failed, _, Some(e)) => e.get("message").and_then(Value::as_str),
@@ -104,19 +197,32 @@ pub fn task(version: Version, t: &Task, context_id: &str) -> Value {
     if let Some(r) = &t.result {
         metadata.insert("result".into(), r.clone());
     }
+    let stamp = humantime::format_rfc3339_millis(t.updated).to_string();
+    let keep = view
+        .history_length
+        .map_or(t.history.len(), |n| n.min(t.history.len()));
+    let history: Vec<Value> = t
+        .history
+        .iter()
+        .skip(t.history.len() - keep)
+        .map(|m| history_message(version, m, &t.id, context_id))
+        .collect();
     let mut out = json!({
         "id": t.id,
         "contextId": context_id,
-        "status": status(version, t.state, text, (&t.id, context_id), None),
-        "artifacts": [],
-        "metadata": metadata,
+        "status": status(version, t.state, text, (&t.id, context_id), Some(&stamp)),
+        "history": history,
+        "metadata": camel_keys(Value::Object(metadata)),
     });
-    if !t.response.is_empty() {
-        out["artifacts"] = json!([{
-            "artifactId": "response",
-            "name": "response",
-            "parts": [text_part(version, &t.response)],
-        }]);
+    if view.artifacts {
+        out["artifacts"] = json!([]);
+        if !t.response.is_empty() {
+            out["artifacts"] = json!([{
+                "artifactId": "response",
+                "name": "response",
+                "parts": [text_part(version, &t.response)],
+            }]);
+        }
     }
     if version == Version::V0_3 {
         out["kind"] = json!("task");
@@ -155,11 +261,13 @@ const OWN: [&str; 9] = [
     "lastChunk",
 ];
 
-fn metadata(data: &Map<String, Value>) -> Map<String, Value> {
-    data.iter()
-        .filter(|(k, _)| !OWN.contains(&k.as_str()) && k.as_str() != "message")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+fn metadata(data: &Map<String, Value>) -> Value {
+    camel_keys(Value::Object(
+        data.iter()
+            .filter(|(k, _)| !OWN.contains(&k.as_str()) && k.as_str() != "message")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    ))
 }
 
 /// Writes one queued update as a stream response's `result`, for one subscriber.
@@ -269,6 +377,8 @@ struct MessageIn {
     context_id: Option<String>,
     #[serde(default)]
     task_id: Option<String>,
+    #[serde(default)]
+    message_id: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -288,6 +398,18 @@ struct SendConfiguration {
     /// 0.3.
     #[serde(default)]
     push_notification_config: Option<Value>,
+    #[serde(default)]
+    history_length: Option<i64>,
+}
+
+/// A `historyLength` as a count: absent is "all", a negative one is refused.
+pub fn history_length(n: Option<i64>) -> Result<Option<usize>, GatewayError> {
+    match n {
+        Some(n) if n < 0 => Err(GatewayError::InvalidParams(format!(
+            "historyLength {n} is negative; send 0 or more, or leave it out for the whole history"
+        ))),
+        n => Ok(n.map(|n| n as usize)),
+    }
 }
 
 /// What a send asks for, checked against what sid can do.
@@ -297,6 +419,10 @@ pub struct Send {
     pub turn: Turn,
     /// Wait until the task settles before answering (a blocking send).
     pub wait: bool,
+    /// How much history the answer carries.
+    pub history_length: Option<usize>,
+    /// A webhook for the task's updates (the version's configuration shape).
+    pub push: Option<Value>,
 }
 
 /// Output modes sid's text answers satisfy.
@@ -312,9 +438,12 @@ impl SendRequest {
     /// refused rather than dropped, as is a client that accepts no text answer.
     pub fn into_send(self, version: Version) -> Result<Send, GatewayError> {
         let cfg = self.configuration.unwrap_or_default();
-        if cfg.task_push_notification_config.is_some() || cfg.push_notification_config.is_some() {
-            return Err(GatewayError::PushNotificationNotSupported);
-        }
+        let push = match version {
+            Version::V1_0 => cfg.task_push_notification_config,
+            Version::V0_3 => cfg
+                .push_notification_config
+                .map(|p| json!({"pushNotificationConfig": p})),
+        };
         if !cfg.accepted_output_modes.is_empty()
             && !cfg.accepted_output_modes.iter().any(|m| accepts_text(m))
         {
@@ -355,6 +484,7 @@ impl SendRequest {
                 "message has no text part".into(),
             ));
         }
+        let history_length = history_length(cfg.history_length)?;
         let wait = match version {
             Version::V1_0 => !cfg.return_immediately.unwrap_or(false),
             Version::V0_3 => cfg.blocking.unwrap_or(true),
@@ -364,8 +494,11 @@ impl SendRequest {
                 text: text.join("\n"),
                 context_id: self.message.context_id,
                 task_id: self.message.task_id,
+                message_id: self.message.message_id,
             },
             wait,
+            history_length,
+            push,
         })
     }
 }
@@ -395,9 +528,12 @@ mod tests {
                 turn: Turn {
                     text: "a\nb".into(),
                     context_id: Some("c".into()),
-                    task_id: Some("t".into())
+                    task_id: Some("t".into()),
+                    message_id: Some("m".into()),
                 },
-                wait: false
+                wait: false,
+                history_length: None,
+                push: None,
             }
         );
         let old = send(
@@ -411,7 +547,7 @@ mod tests {
     }
 
     #[test]
-    fn non_text_parts_push_configs_and_output_modes_are_refused_with_their_codes() {
+    fn non_text_parts_and_output_modes_are_refused_with_their_codes() {
         let file = send(
             Version::V0_3,
             json!({"message": {"role": "user", "parts": [{"kind": "text", "text": "x"},
@@ -432,11 +568,9 @@ mod tests {
             Version::V1_0,
             json!({"message": {"parts": [{"text": "x"}]},
                    "configuration": {"taskPushNotificationConfig": {"url": "http://x"}}}),
-        );
-        assert!(matches!(
-            push,
-            Err(GatewayError::PushNotificationNotSupported)
-        ));
+        )
+        .unwrap();
+        assert_eq!(push.push, Some(json!({"url": "http://x"})));
         let modes = send(
             Version::V0_3,
             json!({"message": {"parts": [{"kind": "text", "text": "x"}]},

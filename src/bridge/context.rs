@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -170,6 +170,16 @@ impl Context {
         self.lock().tracker.task(task_id).cloned()
     }
 
+    /// Copies of every task this context keeps.
+    pub fn tasks(&self) -> Vec<Task> {
+        self.lock().tracker.tasks().cloned().collect()
+    }
+
+    /// Records a prompt answer in the task's history.
+    pub fn note_answer(&self, task_id: &str, text: &str, message_id: Option<&str>) {
+        self.lock().tracker.note_answer(task_id, text, message_id);
+    }
+
     /// A task's snapshot.
     pub fn snapshot(&self, task_id: &str) -> Option<Value> {
         self.lock()
@@ -222,10 +232,17 @@ impl Context {
         )
     }
 
-    /// Starts a user turn as task `task_id`.
-    pub fn start_turn(&self, task_id: &str, text: String) -> Result<(), SendError> {
+    /// Starts a user turn as task `task_id`; `message_id` is the client's id of the message.
+    pub fn start_turn(
+        &self,
+        task_id: &str,
+        text: String,
+        message_id: Option<&str>,
+    ) -> Result<(), SendError> {
         let mut inner = self.lock();
-        inner.tracker.begin(task_id);
+        inner
+            .tracker
+            .begin_turn(task_id, Some((&text, message_id)), SystemTime::now());
         inner.active_turn = Some(task_id.to_owned());
         let line = ClientLine::new(task_id, Op::UserTurn { text });
         self.write(&mut inner, &line).inspect_err(|_| {
@@ -356,7 +373,11 @@ impl Context {
                 inner.active_turn = None;
             }
         }
-        updates.extend(inner.tracker.observe(msg));
+        let made = inner.tracker.observe(msg);
+        if let Some(u) = &made {
+            inner.tracker.touch(&u.task_id, SystemTime::now());
+        }
+        updates.extend(made);
         updates
     }
 
@@ -628,10 +649,10 @@ mod tests {
         ));
         // Lines sid has not read: the writer's queue is full.
         let (ctx, _rx) = up(2);
-        ctx.start_turn("t1", "x".into()).unwrap();
-        ctx.start_turn("t2", "y".into()).unwrap();
+        ctx.start_turn("t1", "x".into(), None).unwrap();
+        ctx.start_turn("t2", "y".into(), None).unwrap();
         assert!(matches!(
-            ctx.start_turn("t3", "z".into()),
+            ctx.start_turn("t3", "z".into(), None),
             Err(SendError::Busy(_))
         ));
     }

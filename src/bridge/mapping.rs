@@ -1,4 +1,5 @@
-//! sid raw messages → A2A task updates, and the task model they build. Pure: no I/O, no clock.
+//! sid raw messages → A2A task updates, and the task model they build. Pure: no I/O, no clock
+//! (the caller passes the time a task changed, see [`Tracker::touch`]).
 //!
 //! One [`Tracker`] per context attributes every server line to a task (a `user_turn`'s
 //! `request_id`). `tool_output` carries sid's internal tool request id, so it is routed by
@@ -6,6 +7,7 @@
 //! event ends `failed`, whatever its `result` says.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::SystemTime;
 
 use serde_json::{json, Map, Value};
 
@@ -90,6 +92,29 @@ impl OpenPrompt {
     }
 }
 
+/// Who said a message of a task's history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The client: the turn's text, a prompt's answer.
+    User,
+    /// sid: a prompt's question, the turn's answer.
+    Agent,
+}
+
+/// One message of a task's history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryMessage {
+    /// Who said it.
+    pub role: Role,
+    /// What was said.
+    pub text: String,
+    /// The client's `messageId` for a user message; `{task}-{n}` for the rest.
+    pub message_id: String,
+}
+
+/// Messages kept per task; the oldest go first (a long prompt exchange stays bounded).
+pub const MAX_HISTORY: usize = 64;
+
 /// What the bridge knows of one task.
 #[derive(Clone, Debug)]
 pub struct Task {
@@ -105,6 +130,12 @@ pub struct Task {
     pub error: Option<Value>,
     /// sid's `result.data`.
     pub result: Option<Value>,
+    /// The conversation of the task, oldest first (at most [`MAX_HISTORY`]).
+    pub history: VecDeque<HistoryMessage>,
+    /// When the task last changed (its status timestamp).
+    pub updated: SystemTime,
+    /// Messages ever added to the history (numbers the generated ids).
+    said: usize,
     /// An interrupt was seen.
     interrupted: bool,
     /// The final update was made; nothing more is attributed to the task.
@@ -123,11 +154,30 @@ impl Task {
             prompt: None,
             error: None,
             result: None,
+            history: VecDeque::new(),
+            updated: SystemTime::UNIX_EPOCH,
+            said: 0,
             interrupted: false,
             finished: false,
             current_tool: None,
             current_result: None,
         }
+    }
+
+    /// Adds a message to the history, dropping the oldest beyond [`MAX_HISTORY`].
+    fn say(&mut self, role: Role, text: &str, message_id: Option<&str>) {
+        self.said += 1;
+        let message_id = message_id
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("{}-{}", self.id, self.said));
+        if self.history.len() >= MAX_HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(HistoryMessage {
+            role,
+            text: text.to_owned(),
+            message_id,
+        });
     }
 
     /// The task as `tasks/get` and `message/send` return it.
@@ -207,6 +257,17 @@ fn obj(v: Value) -> Map<String, Value> {
 impl Tracker {
     /// Registers a task the bridge is about to send as a `user_turn`.
     pub fn begin(&mut self, task_id: &str) {
+        self.begin_turn(task_id, None, SystemTime::UNIX_EPOCH);
+    }
+
+    /// Registers a task with the user's message (its text and `messageId`) as its first
+    /// history entry, at `now`.
+    pub fn begin_turn(
+        &mut self,
+        task_id: &str,
+        user: Option<(&str, Option<&str>)>,
+        now: SystemTime,
+    ) {
         if self.order.len() >= RETAINED_TASKS {
             if let Some(pos) = self
                 .order
@@ -219,8 +280,32 @@ impl Tracker {
                 }
             }
         }
-        self.tasks.insert(task_id.to_owned(), Task::new(task_id));
+        let mut task = Task::new(task_id);
+        task.updated = now;
+        if let Some((text, message_id)) = user {
+            task.say(Role::User, text, message_id);
+        }
+        self.tasks.insert(task_id.to_owned(), task);
         self.order.push_back(task_id.to_owned());
+    }
+
+    /// Marks a task changed at `now` (its status timestamp).
+    pub fn touch(&mut self, task_id: &str, now: SystemTime) {
+        if let Some(t) = self.tasks.get_mut(task_id) {
+            t.updated = now;
+        }
+    }
+
+    /// Every task kept, in no particular order.
+    pub fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.values()
+    }
+
+    /// Records the `messageId` the client gave a prompt answer (the ack carries no id of it).
+    pub fn note_answer(&mut self, task_id: &str, text: &str, message_id: Option<&str>) {
+        if let Some(t) = self.tasks.get_mut(task_id) {
+            t.say(Role::User, text, message_id);
+        }
     }
 
     /// A task, when known.
@@ -288,6 +373,7 @@ impl Tracker {
                 };
                 let task = self.tasks.get_mut(&p.request_id)?;
                 let view = prompt.to_json();
+                task.say(Role::Agent, &prompt.message, None);
                 task.prompt = Some(prompt);
                 self.status(
                     &p.request_id,
@@ -308,6 +394,10 @@ impl Tracker {
                 let task = self.tasks.get_mut(&r.request_id)?;
                 task.prompt = None;
                 task.finished = true;
+                if !task.response.is_empty() {
+                    let answer = task.response.clone();
+                    task.say(Role::Agent, &answer, None);
+                }
                 let (state, extra) = if !r.ok {
                     let error = json!({"code": r.error.as_ref().and_then(|e| e.code.clone()),
                                        "message": r.error.as_ref().map(|e| e.message.clone())});

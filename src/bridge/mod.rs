@@ -80,6 +80,8 @@ struct MessageIn {
     context_id: Option<String>,
     #[serde(default, rename = "taskId")]
     task_id: Option<String>,
+    #[serde(default, rename = "messageId")]
+    message_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -106,6 +108,7 @@ impl SendParams {
             text: text.join("\n"),
             context_id: self.message.context_id.or(self.context_id),
             task_id: self.message.task_id.or(self.task_id),
+            message_id: self.message.message_id,
         })
     }
 }
@@ -119,6 +122,8 @@ pub struct Turn {
     pub context_id: Option<String>,
     /// Answer this task's open prompt instead of starting a turn.
     pub task_id: Option<String>,
+    /// The client's `messageId`, kept in the task's history.
+    pub message_id: Option<String>,
 }
 
 /// What `tasks/cancel` did.
@@ -335,6 +340,13 @@ impl Bridge {
         ))
     }
 
+    /// Waits until a task settles (terminal or input-required); its model and context then.
+    pub async fn settled_task(&self, task_id: &str) -> Result<(Task, String), GatewayError> {
+        let ctx = self.context_of(task_id)?;
+        ctx.settled(task_id).await;
+        self.task(task_id)
+    }
+
     /// A task's model and its context.
     pub fn task(&self, task_id: &str) -> Result<(Task, String), GatewayError> {
         let ctx = self.context_of(task_id)?;
@@ -432,12 +444,54 @@ impl Bridge {
     }
 
     fn new_context(&self) -> Result<Arc<Context>, GatewayError> {
+        self.new_context_with(uuid::Uuid::new_v4().to_string())
+    }
+
+    /// Every task the contexts keep, with its context (ListTasks reads and pages these).
+    pub fn all_tasks(&self) -> Vec<(Task, String)> {
+        let contexts: Vec<Arc<Context>> = self.contexts().values().cloned().collect();
+        contexts
+            .iter()
+            .flat_map(|c| c.tasks().into_iter().map(|t| (t, c.id.clone())))
+            .collect()
+    }
+
+    /// Whether a context has this id.
+    pub fn has_context(&self, id: &str) -> bool {
+        self.contexts().contains_key(id)
+    }
+
+    /// Starts a context under a client-chosen id (A2A lets a client name the context of its
+    /// first message). Refused when the gateway attaches to one `sid --listen` socket (its one
+    /// context has an id of its own), when the id is not a plain token, or at capacity.
+    pub fn adopt_context(&self, id: &str) -> Result<(), GatewayError> {
+        if self.has_context(id) {
+            return Ok(());
+        }
+        if self.attached.is_some() {
+            return Err(GatewayError::InvalidParams(format!(
+                "contextId {id:?} is not this gateway's sid session; omit it to use the attached one"
+            )));
+        }
+        let plain = |b: u8| b.is_ascii_alphanumeric() || b"-_.:".contains(&b);
+        if id.is_empty() || id.len() > 128 || !id.bytes().all(plain) {
+            return Err(GatewayError::InvalidParams(
+                "contextId: a new context's id must be 1 to 128 letters, digits or - _ . :".into(),
+            ));
+        }
+        self.new_context_with(id.to_owned()).map(|_| ())
+    }
+
+    fn new_context_with(&self, id: String) -> Result<Arc<Context>, GatewayError> {
         let mut contexts = self.contexts();
+        if let Some(c) = contexts.get(&id) {
+            return Ok(c.clone());
+        }
         if Self::running_children(&contexts) >= self.cfg.max_contexts {
             return Err(GatewayError::TooManyContexts(self.cfg.max_contexts));
         }
         let ctx = Context::new(
-            uuid::Uuid::new_v4().to_string(),
+            id,
             Transport::Stdio(self.cfg.command.clone()),
             self.cfg.replay_events,
             self.cfg.max_subscribers,
@@ -484,7 +538,8 @@ impl Bridge {
     ) -> Result<(Arc<Context>, String), GatewayError> {
         let text = turn.text.clone();
         if let Some(task) = turn.task_id.clone() {
-            self.answer_prompt(&ctx, &task, text).await?;
+            self.answer_prompt(&ctx, &task, text, turn.message_id.as_deref())
+                .await?;
             return Ok((ctx, task));
         }
         if let Some(busy) = ctx.active_turn() {
@@ -495,7 +550,7 @@ impl Bridge {
         }
         let task = uuid::Uuid::new_v4().to_string();
         self.task_index().insert(task.clone(), ctx.id.clone());
-        if let Err(e) = ctx.start_turn(&task, text) {
+        if let Err(e) = ctx.start_turn(&task, text, turn.message_id.as_deref()) {
             self.task_index().remove(&task);
             return Err(gone(e));
         }
@@ -507,6 +562,7 @@ impl Bridge {
         ctx: &Arc<Context>,
         task: &str,
         text: String,
+        message_id: Option<&str>,
     ) -> Result<(), GatewayError> {
         let Some(prompt_id) = ctx.open_prompt(task) else {
             let state = ctx.task_state(task).map_or("unknown", TaskState::as_str);
@@ -514,6 +570,8 @@ impl Bridge {
                 "task {task} is not waiting for input (it is {state}); send without taskId to start a new task"
             )));
         };
+        // Noted before sid hears it, so the history keeps the order of the exchange.
+        ctx.note_answer(task, &text, message_id);
         let (_, answered) = ctx
             .request(Op::PromptResponse {
                 prompt_id: prompt_id.clone(),
@@ -550,8 +608,10 @@ impl Bridge {
                 ok: false, error, ..
             })) => return Err(sid_error(error.as_ref())),
             Ok(Ok(_)) => {
-                // Over --listen sid stops the turn now; wait briefly for it to say so.
-                let _ = tokio::time::timeout(CANCEL_WAIT, ctx.settled(id)).await;
+                // sid took the interrupt (over --listen, or at a prompt): wait briefly for the
+                // turn to end, so the answer shows the task canceled.
+                let ended = ctx.wait_until(|c| c.task_state(id).is_none_or(TaskState::is_terminal));
+                let _ = tokio::time::timeout(CANCEL_WAIT, ended).await;
                 None
             }
             Ok(Err(_)) => return Err(GatewayError::SidUnavailable("sid stopped".into())),

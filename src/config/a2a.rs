@@ -16,6 +16,9 @@ pub struct A2a {
     pub name: String,
     /// The card's `description`.
     pub description: String,
+    /// Let push-notification webhooks reach loopback, private and link-local addresses
+    /// (server-side request forgery guard; off by default).
+    pub push_allow_private: bool,
 }
 
 impl Default for A2a {
@@ -25,6 +28,7 @@ impl Default for A2a {
             public_url: String::new(),
             name: "sid via wiregate".into(),
             description: "A sid coding agent bridged to A2A by wiregate".into(),
+            push_allow_private: false,
         }
     }
 }

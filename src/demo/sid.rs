@@ -11,7 +11,12 @@
 //! A `user_turn`'s text picks the script by the first of these words it contains: `tool` (a MANUAL bash call behind a prompt), `fail` (a
 //! provider error that still ends `ok: true`), `think`, `slow` (deltas 50 ms apart), `crash`
 //! (exit 3 mid-turn), `hang` (never finish), `garble` (a line that is not UTF-8 and one of protocol 4 before a plain answer), `flood N [PER_SECOND [BYTES]]` (N deltas, pre-formatted, optionally paced and sized), anything else a
-//! plain answer; `tool` with `external` also prints `tool_output` under sid's own request id. Like sid, it does not read stdin during a stdio turn except to answer a prompt,
+//! plain answer; `tool` with `external` also prints `tool_output` under sid's own request id;
+//! `hold` or `cancel` answers, then holds the turn at an input prompt (the task stays live, for
+//! clients and conformance suites that continue or cancel a task): each answer continues it and
+//! holds again, `done` completes it, an `interrupt` (read while it waits, over stdio too) cancels
+//! it. With `FAKE_SID_HOLD=1` in its environment every plain turn holds so (what the A2A
+//! conformance suite expects of an agent, see README). Like sid, it does not read stdin during a stdio turn except to answer a prompt,
 //! answers `busy` meanwhile, and exits 0 on EOF.
 
 use std::io::{BufRead, BufReader, Write};
@@ -372,7 +377,7 @@ impl Sid {
         self.event(rid, "agent_start", Some("build"), 0, json!({}));
         let mut words = text.split_whitespace();
         let script = [
-            "flood", "crash", "hang", "slow", "fail", "think", "tool", "garble",
+            "flood", "crash", "hang", "slow", "fail", "think", "tool", "garble", "hold", "cancel",
         ]
         .into_iter()
         .find(|k| text.contains(k))
@@ -382,6 +387,10 @@ impl Sid {
         }
         match script {
             "tool" => return self.tool_turn(rid, text.contains("external")),
+            "hold" | "cancel" => return self.hold_turn(rid),
+            "plain" if std::env::var("FAKE_SID_HOLD").is_ok_and(|v| v == "1") => {
+                return self.hold_turn(rid)
+            }
             "fail" => {
                 self.event(
                     rid,
@@ -483,6 +492,61 @@ impl Sid {
             }
         }
         Turn::Done
+    }
+
+    /// Answers, then waits at an input prompt: each answer continues the turn and holds again,
+    /// `done` completes it, an interrupt cancels it.
+    fn hold_turn(&mut self, rid: &str) -> Turn {
+        for t in ["Hello", " from the", " mock model."] {
+            self.delta(rid, t);
+        }
+        let mut prompt_id = self.hold_prompt(rid);
+        loop {
+            let Some(line) = self.next_line() else {
+                return Turn::Exit;
+            };
+            let Some((prid, req)) = self.decode(&line) else {
+                continue;
+            };
+            if req["op"] == "interrupt" {
+                self.result(&prid, true, None, None);
+                self.event(rid, "interrupted", Some("build"), 0, json!({}));
+                self.finish(rid, "Interrupted");
+                return Turn::Done;
+            }
+            if req["op"] != "prompt_response" {
+                self.fail(&prid, Some("busy"), "server is waiting for prompt_response");
+            } else if req["prompt_id"] != json!(prompt_id) {
+                self.fail(
+                    &prid,
+                    Some("stale_prompt"),
+                    "prompt_response does not match the active prompt",
+                );
+            } else {
+                let answer = req["response"].as_str().unwrap_or_default().to_owned();
+                self.emit(
+                    json!({"type": "prompt_ack", "request_id": rid, "response_request_id": prid,
+                    "prompt_id": prompt_id, "response": answer}),
+                );
+                self.delta(rid, &format!(" Continued: {answer}"));
+                if answer.trim() == "done" {
+                    self.finish(rid, "EndTurn");
+                    return Turn::Done;
+                }
+                prompt_id = self.hold_prompt(rid);
+            }
+        }
+    }
+
+    fn hold_prompt(&mut self, rid: &str) -> String {
+        self.prompts += 1;
+        let prompt_id = format!("prompt-{}", self.prompts);
+        self.emit(
+            json!({"type": "prompt", "request_id": rid, "prompt_id": prompt_id, "kind": "input",
+            "message": "The task is held: reply to continue it (done to finish), or cancel it.",
+            "choices": []}),
+        );
+        prompt_id
     }
 
     fn tool_turn(&mut self, rid: &str, external: bool) -> Turn {

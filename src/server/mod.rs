@@ -53,6 +53,9 @@ const A2A_VERSION: HeaderName = HeaderName::from_static(crate::a2a::VERSION_HEAD
 #[derive(Clone, Debug)]
 pub struct AppState {
     gateway: Arc<Gateway>,
+    /// When the gateway started: the agent card's `Last-Modified` (it comes from the
+    /// configuration, read at start).
+    started: HeaderValue,
     metrics: PrometheusHandle,
     max_body: usize,
     body_timeout: Duration,
@@ -66,6 +69,8 @@ impl AppState {
     fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
         AppState {
             gateway,
+            started: HeaderValue::from_str(&httpdate::fmt_http_date(std::time::SystemTime::now()))
+                .expect("an HTTP date is a header value"),
             metrics: telemetry::install(),
             max_body: config.server.max_body_bytes,
             body_timeout: Duration::from_millis(config.server.body_read_timeout_ms),
@@ -118,7 +123,7 @@ fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
         .route("/contexts/{context_id}/events", get(context_events))
         .route("/events", get(domain_events))
         .route(crate::a2a::card::PATH, get(agent_card))
-        .route(crate::a2a::card::LEGACY_PATH, get(agent_card))
+        .route(crate::a2a::card::LEGACY_PATH, get(agent_card_0_3))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -140,7 +145,12 @@ impl Live {
         let state = AppState::new(gateway, config, reload);
         let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
         let cors = cors::layer(&config.server.cors);
-        let mut router = routes(&rpc_paths).with_state(state.clone());
+        let mut router = routes(&rpc_paths)
+            .nest_service(
+                crate::a2a::rest::PATH,
+                crate::a2a::rest::router(state.gateway.clone()),
+            )
+            .with_state(state.clone());
         if let Some(c) = &cors {
             router = router.layer(c.clone());
         }
@@ -517,20 +527,45 @@ fn not_configured(message: &'static str) -> Response {
     (StatusCode::NOT_FOUND, axum::Json(err)).into_response()
 }
 
-/// The A2A agent card (both well-known paths).
-async fn agent_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
+/// The A2A agent card: the 1.0 card, with the 0.3 card's fields for `A2A-Version: 0.3`.
+async fn agent_card(state: State<AppState>, headers: HeaderMap) -> Response {
+    let old = header_str(&headers, &A2A_VERSION)
+        .and_then(crate::a2a::Version::parse)
+        .is_some_and(|v| v == crate::a2a::Version::V0_3);
+    card_response(state, headers, old)
+}
+
+/// The card at the older well-known path, read by 0.3-only clients.
+async fn agent_card_0_3(state: State<AppState>, headers: HeaderMap) -> Response {
+    card_response(state, headers, true)
+}
+
+fn card_response(State(state): State<AppState>, headers: HeaderMap, with_0_3: bool) -> Response {
     let Some(a2a) = state.gateway.a2a() else {
         return not_configured("no agent card: A2A needs sid.enabled and a2a.enabled");
     };
-    match a2a.card(header_str(&headers, &header::HOST)) {
+    match a2a.card(header_str(&headers, &header::HOST), with_0_3) {
         Some(card) => {
-            let mut resp = axum::Json(card).into_response();
+            let bytes = serde_json::to_vec(&card).expect("a card always serialises");
+            let etag = crate::a2a::card::etag(&bytes);
+            let mut resp = (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                bytes,
+            )
+                .into_response();
             let h = resp.headers_mut();
+            if let Ok(v) = HeaderValue::from_str(&etag) {
+                h.insert(header::ETAG, v);
+            }
+            h.insert(header::LAST_MODIFIED, state.started.clone());
             h.insert(
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("public, max-age=300"),
             );
-            h.insert(header::VARY, HeaderValue::from_static("host"));
+            h.insert(header::VARY, HeaderValue::from_static("host, a2a-version"));
             resp
         }
         None => (
