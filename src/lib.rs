@@ -33,6 +33,7 @@ pub mod events;
 pub mod facade;
 pub mod feed;
 pub mod listener;
+pub mod migration;
 pub mod proxy;
 pub mod reply;
 pub mod router;

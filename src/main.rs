@@ -119,10 +119,7 @@ async fn run(mut config: Config, demo_mode: bool) -> std::io::Result<()> {
             dialect: Dialect::Legacy,
             timeout_ms: 1000,
         }];
-        config.routes = vec![Route {
-            methods: vec!["*".into()],
-            upstream: "demo-legacy".into(),
-        }];
+        config.routes = vec![Route::to(&["*"], "demo-legacy")];
         // The demo server's domain-event feed, served as SSE on /events.
         config.events.source = format!("http://{addr}/events");
         // The sid bridge, over the fake sid this very binary carries.

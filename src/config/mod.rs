@@ -5,12 +5,14 @@
 
 mod a2a;
 mod events;
+mod migration;
 mod server;
 mod sid;
 mod upstream;
 
 pub use a2a::A2a;
 pub use events::{Events, EventsMap};
+pub use migration::{is_json_pointer, Migration, Rollback, SplitSide, Sticky};
 pub use server::Server;
 pub use sid::{Sid, SID_INTERNAL_OPS, SID_OFF_BY_DEFAULT_OPS, SID_OPS};
 pub use upstream::{Dialect, Legacy, Route, Upstream};
@@ -39,6 +41,8 @@ pub struct Config {
     pub events: Events,
     /// The published A2A protocol over the sid bridge.
     pub a2a: A2a,
+    /// Splits, shadows and rollbacks: how callers are told apart, the shadow queue.
+    pub migration: Migration,
 }
 
 /// One problem with the configuration.
@@ -98,6 +102,8 @@ impl Config {
         let mut issues = Issues::default();
         self.server.validate(&mut issues);
         upstream::validate(&self.upstreams, &self.routes, &self.legacy, &mut issues);
+        migration::validate_routes(&self.routes, &self.upstreams, &mut issues);
+        self.migration.validate(&mut issues);
         if self.sid.enabled {
             self.sid.validate(&self.server, &mut issues);
         }

@@ -105,6 +105,7 @@ fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/migration", get(migration))
 }
 
 /// The service a connection is served by: `POST /rpc`, nearly every request a gateway sees, goes
@@ -303,6 +304,9 @@ async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Resp
                     authorization: header_str(headers, &header::AUTHORIZATION),
                     last_event_id: header_str(headers, &LAST_EVENT_ID),
                     a2a_version: header_str(headers, &A2A_VERSION),
+                    headers: Some(headers),
+                    peer: parts.extensions.get::<crate::admin::Peer>().map(|p| p.0.ip()),
+                    request_id: request_id.to_str().ok(),
                 };
                 state.gateway.handle(&bytes, &meta).await
             }
@@ -450,6 +454,12 @@ async fn readyz(State(state): State<AppState>) -> Response {
         axum::Json(json!({"ready": ready, "upstreams": report})),
     )
         .into_response()
+}
+
+/// `GET /migration`: splits, shadows, rollbacks and callers (admin callers only).
+async fn migration(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    state.gateway.migration().serve(peer, req.headers())
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
