@@ -2,6 +2,9 @@
 
 use serde_json::Value;
 
+/// Differences printed per route (the newest).
+const RECENT_DIFFS: usize = 5;
+
 /// Renders the report as tables: routes and their sides, shadows, recent differences, callers.
 pub fn tables(report: &Value) -> String {
     let mut out = String::new();
@@ -66,7 +69,9 @@ pub fn tables(report: &Value) -> String {
         out.push_str(&grid(&rows));
         let mut rows = vec![row(&["ROUTE", "METHOD", "REQUEST ID", "POINTER", "PRIMARY", "SHADOW"])];
         for r in &shadowed {
-            for d in r["shadow"]["last_diffs"].as_array().into_iter().flatten() {
+            let diffs = r["shadow"]["last_diffs"].as_array().cloned().unwrap_or_default();
+            // The newest few per route; `--json` (or `/migration`) has all 50.
+            for d in diffs.iter().skip(diffs.len().saturating_sub(RECENT_DIFFS)) {
                 for p in d["pointers"].as_array().into_iter().flatten() {
                     rows.push(vec![
                         text(&r["name"]),
