@@ -260,7 +260,8 @@ fn print_demo(addr: SocketAddr, context: &str) {
     );
     println!("# the migration report: calls per side, rollback state, shadow counts and differences, callers:");
     println!("curl -s http://{addr}/migration");
-    let exe = std::env::current_exe().map_or_else(|_| "wiregate".into(), |p| p.display().to_string());
+    let exe =
+        std::env::current_exe().map_or_else(|_| "wiregate".into(), |p| p.display().to_string());
     println!("{exe} migration --url http://{addr}\n");
     println!("# metrics:  curl -s http://{addr}/metrics | grep wiregate_");
 }
@@ -306,7 +307,10 @@ fn migration_report(cli: &Cli, url: Option<String>, token: Option<String>, json:
         format!("http://{}", SocketAddr::new(ip, listen.port()))
     });
     let token = token.or_else(|| config.and_then(|c| c.server.admin_tokens.first().cloned()));
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
@@ -315,7 +319,10 @@ fn migration_report(cli: &Cli, url: Option<String>, token: Option<String>, json:
     };
     match runtime.block_on(fetch_report(&url, token.as_deref())) {
         Ok(report) if json => {
-            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
             ExitCode::SUCCESS
         }
         Ok(report) => {

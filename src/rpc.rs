@@ -126,12 +126,7 @@ impl Gateway {
         Gateway {
             facade: Facade::new(),
             router: Router::new(&config.routes),
-            migration: Migration::new(
-                config,
-                &upstreams,
-                &table,
-                previous.map(|g| &g.migration),
-            ),
+            migration: Migration::new(config, &upstreams, &table, previous.map(|g| &g.migration)),
             table,
             deprecation: config.legacy.deprecation,
             sunset: config
@@ -513,9 +508,9 @@ pub(crate) async fn forward(
 }
 
 async fn to_legacy_upstream(
-up: &UpstreamClient,
-table: &ErrorTable,
-call: Call,
+    up: &UpstreamClient,
+    table: &ErrorTable,
+    call: Call,
 ) -> Result<Done, GatewayError> {
     let req = Request {
         method: call.method,

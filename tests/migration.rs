@@ -86,39 +86,43 @@ async fn a_90_10_split_holds_over_1000_callers_and_each_keeps_its_side() {
         .upstream("old", &old.url(), Dialect::Legacy, 5000)
         .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
         .with(|c| {
-            c.routes
-                .push(split("plans-9010", &["plan.*"], &[("old", 90), ("new", 10)]))
+            c.routes.push(split(
+                "plans-9010",
+                &["plan.*"],
+                &[("old", 90), ("new", 10)],
+            ))
         })
         .start()
         .await;
     // Each caller calls twice: once as a JSON-RPC client with `Authorization`, once as a legacy
     // client with the same token in `auth`; both must land on the same side.
-    let sides: Vec<(String, String)> = futures::stream::iter(0..1000)
-        .map(|i| {
-            let gw = &gw;
-            async move {
-                let token = format!("caller-{i}");
-                let a = gw
-                    .rpc_with(
-                        &jsonrpc("plan.get", json!({})),
-                        &[("authorization", &format!("Bearer {token}"))],
-                    )
-                    .await
-                    .json();
-                let b = gw
+    let sides: Vec<(String, String)> =
+        futures::stream::iter(0..1000)
+            .map(|i| {
+                let gw = &gw;
+                async move {
+                    let token = format!("caller-{i}");
+                    let a = gw
+                        .rpc_with(
+                            &jsonrpc("plan.get", json!({})),
+                            &[("authorization", &format!("Bearer {token}"))],
+                        )
+                        .await
+                        .json();
+                    let b = gw
                     .rpc(&json!({"a2a_version": "1.0", "request_id": "r", "operation": "plan.get",
                         "params": {}, "auth": {"scheme": "bearer", "token": token}}))
                     .await
                     .json();
-                (
-                    a["result"]["via"].as_str().unwrap().to_owned(),
-                    b["data"]["via"].as_str().unwrap().to_owned(),
-                )
-            }
-        })
-        .buffer_unordered(8)
-        .collect()
-        .await;
+                    (
+                        a["result"]["via"].as_str().unwrap().to_owned(),
+                        b["data"]["via"].as_str().unwrap().to_owned(),
+                    )
+                }
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
     for (a, b) in &sides {
         assert_eq!(a, b, "a caller changed sides");
     }
@@ -247,7 +251,10 @@ async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
     let secret = "Bearer shadow-secret-token";
     // Equal but for the ignored fields: a match; the caller gets the primary's answer.
     let a = gw
-        .rpc_with(&jsonrpc("plan.get", json!({})), &[("authorization", secret)])
+        .rpc_with(
+            &jsonrpc("plan.get", json!({})),
+            &[("authorization", secret)],
+        )
         .await
         .json();
     assert_eq!(a["result"]["updated_at"], "2026-01-01T00:00:00Z");
@@ -262,10 +269,17 @@ async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
         )
         .await
         .json();
-    assert_eq!(a["result"]["state"], "running", "the caller never sees the shadow");
+    assert_eq!(
+        a["result"]["state"], "running",
+        "the caller never sees the shadow"
+    );
     let p = shadows_done(&gw, "shadow-plans", 3).await;
     let s = &p["shadow"];
-    assert_eq!((s["match"].as_u64(), s["diff"].as_u64()), (Some(2), Some(1)), "{s}");
+    assert_eq!(
+        (s["match"].as_u64(), s["diff"].as_u64()),
+        (Some(2), Some(1)),
+        "{s}"
+    );
     assert_eq!(
         s["last_diffs"],
         json!([{"method": "plan.get", "request_id": "req-diff-1", "at": s["last_diffs"][0]["at"],
@@ -280,7 +294,10 @@ async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
             "shadow": "\"2026-06-30T12:00:00Z\""}])
     );
     let text = gw.get("/migration").await.text;
-    assert!(!text.contains("shadow-secret-token"), "a credential in {text}");
+    assert!(
+        !text.contains("shadow-secret-token"),
+        "a credential in {text}"
+    );
     let m = gw.get("/metrics").await.text;
     assert_eq!(
         metric(
@@ -330,7 +347,11 @@ async fn fields_that_differ_between_two_primaries_are_noise() {
         .map(|d| d["pointer"].as_str().unwrap())
         .collect();
     assert_eq!(pointers, ["/result/state"]);
-    assert_eq!(old2.seen().len(), 2, "the second primary got every shadowed call");
+    assert_eq!(
+        old2.seen().len(),
+        2,
+        "the second primary got every shadowed call"
+    );
 }
 
 #[tokio::test]
@@ -368,7 +389,11 @@ async fn a_slow_shadow_does_not_hold_the_caller_and_a_full_queue_drops() {
     let r = report(&gw).await;
     let s = &route(&r, "slow-shadow")["shadow"];
     assert_eq!(
-        (s["match"].as_u64(), s["diff"].as_u64(), s["shadow_error"].as_u64()),
+        (
+            s["match"].as_u64(),
+            s["diff"].as_u64(),
+            s["shadow_error"].as_u64()
+        ),
         (Some(0), Some(0), Some(0)),
         "no shadow finished: {s}"
     );
@@ -408,7 +433,10 @@ async fn a_dead_shadow_is_counted_and_the_caller_served() {
     let p = shadows_done(&gw, "dead-shadow", 3).await;
     assert_eq!(p["shadow"]["shadow_error"], 3, "{p}");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(route(&report(&gw).await, "dead-shadow")["shadow"]["shadow_error"], 3);
+    assert_eq!(
+        route(&report(&gw).await, "dead-shadow")["shadow"]["shadow_error"],
+        3
+    );
 }
 
 /// A JSON-RPC upstream that fails every call with an internal error.
@@ -466,7 +494,9 @@ async fn an_erroring_new_upstream_is_rolled_back() {
     assert_eq!(p["rollback"]["state"], "rolled_back");
     let reason = p["rollback"]["reason"].as_str().unwrap();
     assert!(
-        reason.contains("bad: error rate 1.000 (10 of 10 calls in 60000 ms) exceeds max_error_rate 0.05"),
+        reason.contains(
+            "bad: error rate 1.000 (10 of 10 calls in 60000 ms) exceeds max_error_rate 0.05"
+        ),
         "{reason}"
     );
     assert_eq!(p["sides"][1]["rolled_back"], true);
@@ -503,7 +533,10 @@ async fn a_slow_new_upstream_is_rolled_back_on_p99() {
         let a = gw.rpc(&jsonrpc("plan.get", json!({}))).await.json();
         via.push(a["result"]["via"].as_str().unwrap().to_owned());
     }
-    assert_eq!(via, ["jsonrpc", "jsonrpc", "jsonrpc", "jsonrpc", "jsonrpc", "legacy", "legacy"]);
+    assert_eq!(
+        via,
+        ["jsonrpc", "jsonrpc", "jsonrpc", "jsonrpc", "jsonrpc", "legacy", "legacy"]
+    );
     let r = report(&gw).await;
     let side = &route(&r, "p99-plans")["sides"][1];
     assert_eq!(side["rollback"]["limit"], "max_p99_ms", "{side}");
@@ -520,13 +553,17 @@ async fn the_caller_report_says_who_still_speaks_legacy() {
         .start()
         .await;
     for _ in 0..3 {
-        gw.rpc(&json!({"a2a_version": "1.0", "request_id": "r", "operation": "plan.get",
-            "params": {}, "auth": {"scheme": "bearer", "token": "legacy-team-token"}}))
-            .await;
-    }
-    gw.rpc(&json!({"a2a_version": "1.0", "request_id": "r", "operation": "plan.list",
-        "params": {}, "auth": {"scheme": "bearer", "token": "legacy-team-token"}}))
+        gw.rpc(
+            &json!({"a2a_version": "1.0", "request_id": "r", "operation": "plan.get",
+            "params": {}, "auth": {"scheme": "bearer", "token": "legacy-team-token"}}),
+        )
         .await;
+    }
+    gw.rpc(
+        &json!({"a2a_version": "1.0", "request_id": "r", "operation": "plan.list",
+        "params": {}, "auth": {"scheme": "bearer", "token": "legacy-team-token"}}),
+    )
+    .await;
     gw.rpc_with(
         &jsonrpc("plan.get", json!({})),
         &[("authorization", "Bearer modern-team-token")],
@@ -553,7 +590,10 @@ async fn the_caller_report_says_who_still_speaks_legacy() {
     assert_eq!(tracked.len(), 2);
     assert_eq!(tracked[0]["calls"], 4);
     assert_eq!(tracked[0]["dialects"], json!({"legacy": 4}));
-    assert_eq!(tracked[0]["methods"], json!({"plan.get": 3, "plan.list": 1}));
+    assert_eq!(
+        tracked[0]["methods"],
+        json!({"plan.get": 3, "plan.list": 1})
+    );
     assert!(tracked[0]["caller"].as_str().unwrap().starts_with("auth:"));
     assert!(tracked[0]["last_seen_ms"].as_u64().unwrap() > 1_700_000_000_000);
     // The modern caller (2 calls) stays; the one-off caller took the last row.
@@ -581,7 +621,10 @@ async fn callers_can_be_told_apart_by_a_header() {
         .iter()
         .map(|t| t["caller"].as_str().unwrap())
         .collect();
-    assert!(ids.contains(&"billing") && ids.contains(&"(no x-client)"), "{ids:?}");
+    assert!(
+        ids.contains(&"billing") && ids.contains(&"(no x-client)"),
+        "{ids:?}"
+    );
 }
 
 #[tokio::test]
@@ -612,7 +655,10 @@ async fn migration_needs_an_admin_token_once_tokens_are_set() {
     assert_eq!(refused.status(), 401);
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["message"], "a valid bearer token is required");
-    assert_eq!(get(Some("Bearer wrong-token-0123456789")).await.status(), 401);
+    assert_eq!(
+        get(Some("Bearer wrong-token-0123456789")).await.status(),
+        401
+    );
     let ok = get(Some(&format!("Bearer {token}"))).await;
     assert_eq!(ok.status(), 200);
     let body: Value = ok.json().await.unwrap();

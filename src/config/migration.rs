@@ -209,7 +209,10 @@ pub(super) fn validate_routes(routes: &[Route], upstreams: &[Upstream], issues: 
         }
         if !r.shadow_noise.is_empty() {
             if r.shadow.is_empty() {
-                issues.add(key("shadow_noise"), "needs `shadow` on the same route".into());
+                issues.add(
+                    key("shadow_noise"),
+                    "needs `shadow` on the same route".into(),
+                );
             } else if !known(&r.shadow_noise) {
                 issues.add(
                     key("shadow_noise"),

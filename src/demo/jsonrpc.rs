@@ -86,11 +86,17 @@ async fn operate(method: &str, params: &Value) -> Result<Value, Value> {
     match method {
         "session.create" => Ok(json!({"session_id": uuid::Uuid::new_v4().to_string()})),
         "_cleveragents/plan/status" => match params.get("plan_id").and_then(Value::as_str) {
-            Some("P1") => Ok(json!({"plan_id": "P1", "state": "running", "phase": "applying",
-                "updated_at": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()})),
-            Some(other) => Err(json!({"code": -32001, "message": format!("plan {other} not found"),
-                "data": {"plan_id": other}})),
-            None => Err(json!({"code": code::INVALID_PARAMS, "message": "params.plan_id is required"})),
+            Some("P1") => Ok(
+                json!({"plan_id": "P1", "state": "running", "phase": "applying",
+                "updated_at": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()}),
+            ),
+            Some(other) => Err(
+                json!({"code": -32001, "message": format!("plan {other} not found"),
+                "data": {"plan_id": other}}),
+            ),
+            None => {
+                Err(json!({"code": code::INVALID_PARAMS, "message": "params.plan_id is required"}))
+            }
         },
         "echo" => Ok(params.clone()),
         "slow" => {
@@ -102,7 +108,9 @@ async fn operate(method: &str, params: &Value) -> Result<Value, Value> {
             tokio::time::sleep(Duration::from_millis(ms)).await;
             Ok(json!({"slept_ms": ms}))
         }
-        other => Err(json!({"code": code::METHOD_NOT_FOUND, "message": format!("Method not found: {other}")})),
+        other => Err(
+            json!({"code": code::METHOD_NOT_FOUND, "message": format!("Method not found: {other}")}),
+        ),
     }
 }
 
@@ -112,18 +120,21 @@ mod tests {
 
     #[tokio::test]
     async fn answers_like_the_legacy_server_with_its_own_differences() {
-        assert_eq!(
-            operate("echo", &json!({"a": 1})).await,
-            Ok(json!({"a": 1}))
-        );
+        assert_eq!(operate("echo", &json!({"a": 1})).await, Ok(json!({"a": 1})));
         let p = operate("_cleveragents/plan/status", &json!({"plan_id": "P1"}))
             .await
             .unwrap();
-        assert_eq!((p["state"].as_str(), p["phase"].as_str()), (Some("running"), Some("applying")));
+        assert_eq!(
+            (p["state"].as_str(), p["phase"].as_str()),
+            (Some("running"), Some("applying"))
+        );
         let e = operate("_cleveragents/plan/status", &json!({"plan_id": "x"}))
             .await
             .unwrap_err();
         assert_eq!(e["code"], -32001);
-        assert_eq!(operate("nope", &json!({})).await.unwrap_err()["code"], -32601);
+        assert_eq!(
+            operate("nope", &json!({})).await.unwrap_err()["code"],
+            -32601
+        );
     }
 }

@@ -164,12 +164,7 @@ impl Callers {
                 row: r.clone(),
             })
             .collect();
-        tracked.sort_by(|a, b| {
-            b.row
-                .calls
-                .cmp(&a.row.calls)
-                .then(a.caller.cmp(&b.caller))
-        });
+        tracked.sort_by(|a, b| b.row.calls.cmp(&a.row.calls).then(a.caller.cmp(&b.caller)));
         CallersReport {
             tracked,
             others: Others {

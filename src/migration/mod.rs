@@ -235,10 +235,8 @@ impl Migration {
                 })
             })
             .collect();
-        let shadow_stats = (!r.shadow.is_empty()).then(|| {
-            old.and_then(|o| o.shadow_stats.clone())
-                .unwrap_or_default()
-        });
+        let shadow_stats = (!r.shadow.is_empty())
+            .then(|| old.and_then(|o| o.shadow_stats.clone()).unwrap_or_default());
         let shadow = index(&r.shadow).map(|s| {
             Arc::new(Target {
                 route: name.clone(),
@@ -307,10 +305,15 @@ impl Migration {
     /// upstream that served it.
     pub(crate) fn shadow_copy(&self, route: usize, pick: Pick, call: &Call) -> Option<Call> {
         let t = self.routes[route].shadow.as_ref()?;
-        if call.notification || self.queue.is_none() || t.shadow.name() == self.routes[route].sides[pick.side].name {
+        if call.notification
+            || self.queue.is_none()
+            || t.shadow.name() == self.routes[route].sides[pick.side].name
+        {
             return None;
         }
-        if t.sample < 1.0 && (uuid::Uuid::new_v4().as_u64_pair().0 as f64 / u64::MAX as f64) >= t.sample {
+        if t.sample < 1.0
+            && (uuid::Uuid::new_v4().as_u64_pair().0 as f64 / u64::MAX as f64) >= t.sample
+        {
             return None;
         }
         Some(call.clone())
@@ -378,7 +381,11 @@ impl Migration {
     }
 
     /// `GET /migration`: the report, for admin callers only.
-    pub fn serve(&self, peer: Option<crate::admin::Peer>, headers: &HeaderMap) -> axum::response::Response {
+    pub fn serve(
+        &self,
+        peer: Option<crate::admin::Peer>,
+        headers: &HeaderMap,
+    ) -> axum::response::Response {
         match crate::admin::authorize(peer, headers, &self.admin_tokens) {
             Ok(()) => axum::Json(self.report()).into_response(),
             Err(e) => e.route_response(),

@@ -10,7 +10,9 @@ pub fn tables(report: &Value) -> String {
     let mut out = String::new();
     let routes = report["routes"].as_array().cloned().unwrap_or_default();
 
-    let mut rows = vec![row(&["ROUTE", "METHODS", "STICKY", "UPSTREAM", "WEIGHT", "CALLS", "STATE"])];
+    let mut rows = vec![row(&[
+        "ROUTE", "METHODS", "STICKY", "UPSTREAM", "WEIGHT", "CALLS", "STATE",
+    ])];
     for r in &routes {
         for s in r["sides"].as_array().into_iter().flatten() {
             let state = match (s["rolled_back"].as_bool(), s["primary"].as_bool()) {
@@ -20,7 +22,11 @@ pub fn tables(report: &Value) -> String {
             };
             let weight = match s["weight"] == s["effective_weight"] {
                 true => text(&s["weight"]),
-                false => format!("{} (was {})", text(&s["effective_weight"]), text(&s["weight"])),
+                false => format!(
+                    "{} (was {})",
+                    text(&s["effective_weight"]),
+                    text(&s["weight"])
+                ),
             };
             rows.push(vec![
                 text(&r["name"]),
@@ -43,14 +49,25 @@ pub fn tables(report: &Value) -> String {
     if !rolled.is_empty() {
         out.push_str("\nRollbacks\n");
         for r in rolled {
-            out.push_str(&format!("  {}: {}\n", text(&r["name"]), text(&r["rollback"]["reason"])));
+            out.push_str(&format!(
+                "  {}: {}\n",
+                text(&r["name"]),
+                text(&r["rollback"]["reason"])
+            ));
         }
     }
 
     let shadowed: Vec<&Value> = routes.iter().filter(|r| r["shadow"].is_object()).collect();
     if !shadowed.is_empty() {
         let mut rows = vec![row(&[
-            "ROUTE", "SHADOW", "SAMPLE", "MATCH", "DIFF", "NOISE", "SHADOW_ERROR", "DROPPED",
+            "ROUTE",
+            "SHADOW",
+            "SAMPLE",
+            "MATCH",
+            "DIFF",
+            "NOISE",
+            "SHADOW_ERROR",
+            "DROPPED",
         ])];
         for r in &shadowed {
             let s = &r["shadow"];
@@ -67,9 +84,19 @@ pub fn tables(report: &Value) -> String {
         }
         out.push_str("\nShadows\n");
         out.push_str(&grid(&rows));
-        let mut rows = vec![row(&["ROUTE", "METHOD", "REQUEST ID", "POINTER", "PRIMARY", "SHADOW"])];
+        let mut rows = vec![row(&[
+            "ROUTE",
+            "METHOD",
+            "REQUEST ID",
+            "POINTER",
+            "PRIMARY",
+            "SHADOW",
+        ])];
         for r in &shadowed {
-            let diffs = r["shadow"]["last_diffs"].as_array().cloned().unwrap_or_default();
+            let diffs = r["shadow"]["last_diffs"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             // The newest few per route; `--json` (or `/migration`) has all 50.
             for d in diffs.iter().skip(diffs.len().saturating_sub(RECENT_DIFFS)) {
                 for p in d["pointers"].as_array().into_iter().flatten() {
@@ -91,7 +118,13 @@ pub fn tables(report: &Value) -> String {
     }
 
     let c = &report["callers"];
-    let mut rows = vec![row(&["CALLER", "DIALECTS", "CALLS", "LAST SEEN", "METHODS"])];
+    let mut rows = vec![row(&[
+        "CALLER",
+        "DIALECTS",
+        "CALLS",
+        "LAST SEEN",
+        "METHODS",
+    ])];
     for t in c["tracked"].as_array().into_iter().flatten() {
         let dialects = t["dialects"]
             .as_object()
@@ -115,7 +148,13 @@ pub fn tables(report: &Value) -> String {
                 .to_string()
             })
             .unwrap_or_default();
-        rows.push(vec![text(&t["caller"]), dialects, text(&t["calls"]), last, methods]);
+        rows.push(vec![
+            text(&t["caller"]),
+            dialects,
+            text(&t["calls"]),
+            last,
+            methods,
+        ]);
     }
     out.push_str(&format!("\nCallers (by {})\n", text(&c["rule"])));
     out.push_str(&grid(&rows));
@@ -209,9 +248,18 @@ mod tests {
         });
         let t = tables(&report);
         for needle in [
-            "ROUTE", "plans", "0 (was 10)", "rolled back", "error rate 1.000",
-            "SHADOW_ERROR", "/result/state", "\"done\"", "auth:0123456789ab", "legacy 5",
-            "2023-11-14T22:13:20Z", "and 2 other callers (7 calls)",
+            "ROUTE",
+            "plans",
+            "0 (was 10)",
+            "rolled back",
+            "error rate 1.000",
+            "SHADOW_ERROR",
+            "/result/state",
+            "\"done\"",
+            "auth:0123456789ab",
+            "legacy 5",
+            "2023-11-14T22:13:20Z",
+            "and 2 other callers (7 calls)",
         ] {
             assert!(t.contains(needle), "{needle:?} missing from:\n{t}");
         }
@@ -219,7 +267,12 @@ mod tests {
         let lines: Vec<&str> = t.lines().skip(1).take(3).collect();
         let at: Vec<usize> = lines
             .iter()
-            .map(|l| l.find("legacy").or(l.find("modern")).or(l.find("UPSTREAM")).unwrap())
+            .map(|l| {
+                l.find("legacy")
+                    .or(l.find("modern"))
+                    .or(l.find("UPSTREAM"))
+                    .unwrap()
+            })
             .collect();
         assert!(at.windows(2).all(|w| w[0] == w[1]), "{lines:#?}");
     }

@@ -71,8 +71,7 @@ impl ShadowStats {
                 last.push_back(DiffRecord {
                     method: method.to_owned(),
                     request_id: compare::cut(request_id, 128),
-                    at: humantime::format_rfc3339_millis(std::time::SystemTime::now())
-                        .to_string(),
+                    at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
                     pointers,
                 });
                 self.diff.fetch_add(1, Ordering::Relaxed)
@@ -149,7 +148,9 @@ async fn drain(rx: mpsc::Receiver<Job>, concurrency: usize) {
 /// The JSON-RPC document an outcome is compared as.
 fn document(outcome: &Outcome) -> Value {
     match outcome {
-        Outcome::Result(raw) => json!({"result": serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null)}),
+        Outcome::Result(raw) => {
+            json!({"result": serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null)})
+        }
         Outcome::Error(e) => json!({"error": e}),
     }
 }

@@ -87,7 +87,13 @@ fn callers_keep_their_side_and_plain_routes_have_one() {
             assert_eq!(m.pick(0, &who(&a)), first);
         }
     }
-    assert_eq!(m.pick(1, &Who::default()), Pick { upstream: 0, side: 0 });
+    assert_eq!(
+        m.pick(1, &Who::default()),
+        Pick {
+            upstream: 0,
+            side: 0
+        }
+    );
 }
 
 #[test]
@@ -106,9 +112,23 @@ fn an_erroring_canary_is_rolled_back_and_stays_out_until_its_route_changes() {
     }
     assert_eq!(m.pick(0, &who(&auth)).side, 1, "4 calls are not judged");
     // Healthy primary calls do not count for the canary.
-    m.finished(0, Pick { upstream: 0, side: 0 }, &failed(), Duration::ZERO, None, "");
+    m.finished(
+        0,
+        Pick {
+            upstream: 0,
+            side: 0,
+        },
+        &failed(),
+        Duration::ZERO,
+        None,
+        "",
+    );
     m.finished(0, pick, &failed(), Duration::from_millis(1), None, "");
-    assert_eq!(m.pick(0, &who(&auth)).side, 0, "rolled back: everyone on the primary");
+    assert_eq!(
+        m.pick(0, &who(&auth)).side,
+        0,
+        "rolled back: everyone on the primary"
+    );
     let report = m.report();
     let route = &report["routes"][0];
     assert_eq!(route["rollback"]["state"], "rolled_back");
@@ -124,7 +144,10 @@ fn an_erroring_canary_is_rolled_back_and_stays_out_until_its_route_changes() {
     // A reload that leaves the route as it was keeps the rollback (and the counts)...
     let kept = build(&c, Some(&m));
     assert_eq!(kept.pick(0, &who(&auth)).side, 0);
-    assert_eq!(kept.report()["routes"][0]["rollback"]["state"], "rolled_back");
+    assert_eq!(
+        kept.report()["routes"][0]["rollback"]["state"],
+        "rolled_back"
+    );
     let calls = |m: &Migration, side: usize| {
         m.report()["routes"][0]["sides"][side]["calls"]
             .as_u64()

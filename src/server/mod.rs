@@ -305,7 +305,10 @@ async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Resp
                     last_event_id: header_str(headers, &LAST_EVENT_ID),
                     a2a_version: header_str(headers, &A2A_VERSION),
                     headers: Some(headers),
-                    peer: parts.extensions.get::<crate::admin::Peer>().map(|p| p.0.ip()),
+                    peer: parts
+                        .extensions
+                        .get::<crate::admin::Peer>()
+                        .map(|p| p.0.ip()),
                     request_id: request_id.to_str().ok(),
                 };
                 state.gateway.handle(&bytes, &meta).await
