@@ -667,13 +667,15 @@ async fn migration_needs_an_admin_token_once_tokens_are_set() {
 
 #[test]
 fn migration_keys_are_validated_with_their_paths() {
-    let mut c = Config::default();
-    c.upstreams = vec![wiregate::config::Upstream {
-        name: "old".into(),
-        url: "http://127.0.0.1:1/rpc".into(),
-        dialect: Dialect::Legacy,
-        timeout_ms: 1000,
-    }];
+    let mut c = Config {
+        upstreams: vec![wiregate::config::Upstream {
+            name: "old".into(),
+            url: "http://127.0.0.1:1/rpc".into(),
+            dialect: Dialect::Legacy,
+            timeout_ms: 1000,
+        }],
+        ..Config::default()
+    };
     let mut r = split("r", &["*"], &[("old", 0), ("nope", 5)]);
     r.upstream = "old".into();
     r.sticky = "cookie".into();

@@ -105,6 +105,8 @@ fn split_route(glob: &str, a: (String, u32), b: (String, u32)) -> Route {
 #[given(
     regex = r#"^a gateway splitting "([^"]*)" between "([^"]*)" weight (\d+) and "([^"]*)" weight (\d+), rolled back past (\d+) percent errors over (\d+) calls$"#
 )]
+// cucumber hands each capture over as an argument.
+#[allow(clippy::too_many_arguments)]
 async fn splitting_with_rollback(
     w: &mut World,
     glob: String,
