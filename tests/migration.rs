@@ -714,3 +714,42 @@ fn migration_keys_are_validated_with_their_paths() {
         assert!(keys.iter().any(|k| k == key), "{key} not in {keys:?}");
     }
 }
+
+/// The commented migration example in the shipped `gateway.toml`, uncommented, loads and
+/// validates, and `check-config` can print it.
+#[test]
+fn the_shipped_migration_example_is_valid() {
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml")).unwrap();
+    let start = shipped.find("# [[routes]]\n# name = \"plans\"").unwrap();
+    let end = shipped[start..].find("\n\n").unwrap() + start;
+    let example: String = shipped[start..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(example.contains("[routes.rollback]"), "{example}");
+    let mut text = String::new();
+    for (name, dialect) in [
+        ("legacy", "legacy"),
+        ("modern", "jsonrpc"),
+        ("legacy-2", "legacy"),
+    ] {
+        text.push_str(&format!(
+            "[[upstreams]]\nname = \"{name}\"\nurl = \"http://127.0.0.1:9/rpc\"\ndialect = \"{dialect}\"\n"
+        ));
+    }
+    text.push_str(&example);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, &text).unwrap();
+    let c = Config::load(&path, true).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let r = &c.routes[0];
+    assert_eq!(r.name, "plans");
+    assert_eq!(r.split[1].weight, 10);
+    assert_eq!(r.shadow_noise, "legacy-2");
+    assert_eq!(r.rollback.as_ref().unwrap().min_calls, 50);
+    let printed = c.to_masked_toml();
+    assert!(printed.contains("shadow_ignore"), "{printed}");
+}
