@@ -107,6 +107,7 @@ thread_local! {
 /// Records one served call. The handles of a label set are looked up in a cache rather than
 /// registered anew on every call (the registry hashes and compares every label each time).
 pub fn record_call(l: CallLabels<'_>, elapsed: Duration) {
+    crate::scope::note_call(l.client_dialect, l.upstream);
     let method = &l.method[..l
         .method
         .char_indices()

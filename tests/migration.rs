@@ -668,12 +668,12 @@ async fn migration_needs_an_admin_token_once_tokens_are_set() {
 #[test]
 fn migration_keys_are_validated_with_their_paths() {
     let mut c = Config {
-        upstreams: vec![wiregate::config::Upstream {
-            name: "old".into(),
-            url: "http://127.0.0.1:1/rpc".into(),
-            dialect: Dialect::Legacy,
-            timeout_ms: 1000,
-        }],
+        upstreams: vec![wiregate::config::Upstream::new(
+            "old",
+            "http://127.0.0.1:1/rpc",
+            Dialect::Legacy,
+            1000,
+        )],
         ..Config::default()
     };
     let mut r = split("r", &["*"], &[("old", 0), ("nope", 5)]);
@@ -752,4 +752,66 @@ fn the_shipped_migration_example_is_valid() {
     assert_eq!(r.rollback.as_ref().unwrap().min_calls, 50);
     let printed = c.to_masked_toml();
     assert!(printed.contains("shadow_ignore"), "{printed}");
+}
+
+/// A reload (the same path as SIGHUP) keeps a route's figures and its rollback while the route
+/// keeps its name and split; a reload that changes the split brings the side back.
+#[tokio::test]
+async fn a_reload_keeps_the_figures_and_a_changed_split_brings_a_side_back() {
+    let old = legacy_echo().run().await;
+    let bad = erroring().run().await;
+    let configure = |c: &mut Config, canary_weight: u32| {
+        c.upstreams = vec![
+            wiregate::config::Upstream::new("old", &old.url(), Dialect::Legacy, 5000),
+            wiregate::config::Upstream::new("bad", &bad.url(), Dialect::Jsonrpc, 5000),
+        ];
+        let mut r = split(
+            "reloaded-plans",
+            &["plan.*"],
+            &[("old", 0), ("bad", canary_weight)],
+        );
+        r.rollback = Some(Rollback {
+            min_calls: 3,
+            ..Rollback::default()
+        });
+        c.routes = vec![r];
+    };
+    let gw = gateway().with(|c| configure(c, 100)).start().await;
+    let body = jsonrpc("plan.get", json!({}));
+    let call = || gw.rpc(&body);
+    for _ in 0..3 {
+        assert_eq!(call().await.json()["error"]["code"], -32603);
+    }
+    assert_eq!(
+        call().await.json()["result"]["via"],
+        "legacy",
+        "rolled back"
+    );
+    let state = |r: &Value| {
+        let p = route(r, "reloaded-plans");
+        (
+            p["rollback"]["state"].as_str().unwrap().to_owned(),
+            p["sides"][1]["calls"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(state(&report(&gw).await), ("rolled_back".into(), 3));
+
+    let mut same = Config::default();
+    same.server.listen = gw.addr;
+    configure(&mut same, 100);
+    same.validate().unwrap();
+    let running = gw.running.as_ref().unwrap();
+    assert!(running.reload(&same).reloaded);
+    assert_eq!(state(&report(&gw).await), ("rolled_back".into(), 3));
+    assert_eq!(call().await.json()["result"]["via"], "legacy");
+
+    let mut changed = same.clone();
+    configure(&mut changed, 50);
+    assert!(running.reload(&changed).reloaded);
+    assert_eq!(state(&report(&gw).await), ("armed".into(), 3));
+    assert_eq!(
+        call().await.json()["error"]["code"],
+        -32603,
+        "the side is back"
+    );
 }

@@ -25,8 +25,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
 use metrics::Counter;
 use serde_json::{json, Value};
 
@@ -123,7 +121,6 @@ pub struct Migration {
     queue: Option<Queue>,
     /// Start of the clock the rollback windows read (kept across reloads).
     epoch: Instant,
-    admin_tokens: Vec<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -191,7 +188,6 @@ impl Migration {
             callers,
             queue,
             epoch: previous.map_or_else(Instant::now, |p| p.epoch),
-            admin_tokens: config.server.admin_tokens.clone(),
         }
     }
 
@@ -378,18 +374,6 @@ impl Migration {
             at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             trip,
         });
-    }
-
-    /// `GET /migration`: the report, for admin callers only.
-    pub fn serve(
-        &self,
-        peer: Option<crate::admin::Peer>,
-        headers: &HeaderMap,
-    ) -> axum::response::Response {
-        match crate::admin::authorize(peer, headers, &self.admin_tokens) {
-            Ok(()) => axum::Json(self.report()).into_response(),
-            Err(e) => e.route_response(),
-        }
     }
 
     /// Everything `/migration` shows: per route its sides, rollback and shadow; per caller its

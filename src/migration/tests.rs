@@ -8,12 +8,8 @@ use crate::wire::legacy::Auth;
 fn config(weights: (u32, u32), rollback: Option<Rollback>) -> Config {
     let mut c = Config::default();
     for (name, dialect) in [("old", Dialect::Legacy), ("new", Dialect::Jsonrpc)] {
-        c.upstreams.push(Upstream {
-            name: name.into(),
-            url: "http://127.0.0.1:1/rpc".into(),
-            dialect,
-            timeout_ms: 1000,
-        });
+        c.upstreams
+            .push(Upstream::new(name, "http://127.0.0.1:1/rpc", dialect, 1000));
     }
     c.routes.push(Route {
         methods: vec!["plan.*".into()],
