@@ -11,7 +11,7 @@
 #   benches/migration_load.sh                     # 32 connections, 10 s each
 #   DURATION=5s CONNS=64 benches/migration_load.sh
 #
-# Installs wrk with apt-get when missing. Loopback only; each gateway gets one worker thread.
+# NO_BUILD=1 uses the release binaries as they are. Installs wrk with apt-get when missing. Loopback only; each gateway gets one worker thread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
@@ -20,7 +20,7 @@ THREADS=${THREADS:-2}
 BASE=${BASE_PORT:-19100}
 
 command -v wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-cargo build --release --quiet --bin wiregate --example legacy_upstream
+[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }

@@ -426,10 +426,13 @@ impl Gateway {
             )
         } else if let Some(bridge) = sid {
             ("sid", self.to_sid(bridge, call).await)
-        } else if let Some((route, _)) = self.router.route(&call.method) {
-            // The migration step: which side of a split serves this caller, and a copy of the
-            // call for the route's shadow; the shadow is sent later, off the caller's path.
-            let pick = self.migration.pick(route, &who);
+        } else if let Some((route, pick)) = self
+            .router
+            .route(&call.method)
+            .and_then(|(route, _)| Some((route, self.migration.pick(route, &who)?)))
+        {
+            // The migration step (above): which side of a split serves this caller; here a copy
+            // of the call for the route's shadow, sent later, off the caller's path.
             let shadow = self.migration.shadow_copy(route, pick, &call);
             let up = &self.upstreams[pick.upstream];
             let side_started = Instant::now();

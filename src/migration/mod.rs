@@ -264,10 +264,12 @@ impl Migration {
         lock(&self.callers).saw(&id, dialect, method, unix_ms());
     }
 
-    /// The side of route `route` serving this caller, counted.
-    pub fn pick(&self, route: usize, who: &Who<'_>) -> Pick {
-        let r = &self.routes[route];
+    /// The side of route `route` serving this caller, counted; `None` for a route without an
+    /// upstream (only an unvalidated configuration has one).
+    pub fn pick(&self, route: usize, who: &Who<'_>) -> Option<Pick> {
+        let r = self.routes.get(route)?;
         let side = match r.sides.len() {
+            0 => return None,
             1 => 0,
             _ => {
                 let weights: Vec<u32> = r
@@ -290,10 +292,10 @@ impl Migration {
         let s = &r.sides[side];
         s.stats.calls.fetch_add(1, Ordering::Relaxed);
         s.stats.counter.increment(1);
-        Pick {
+        Some(Pick {
             upstream: s.upstream,
             side,
-        }
+        })
     }
 
     /// A copy of the call for the route's shadow, when this call is to be shadowed: the route

@@ -67,7 +67,7 @@ fn canary_pick(m: &Migration) -> (Auth, Pick) {
     (0..10_000)
         .map(|i| Auth::bearer(&format!("caller-{i}")))
         .find_map(|a| {
-            let p = m.pick(0, &who(&a));
+            let p = m.pick(0, &who(&a)).unwrap();
             (p.side == 1).then_some((a, p))
         })
         .expect("some caller is on the canary")
@@ -78,18 +78,19 @@ fn callers_keep_their_side_and_plain_routes_have_one() {
     let m = build(&config((50, 50), None), None);
     for i in 0..200 {
         let a = Auth::bearer(&format!("c{i}"));
-        let first = m.pick(0, &who(&a));
+        let first = m.pick(0, &who(&a)).unwrap();
         for _ in 0..3 {
-            assert_eq!(m.pick(0, &who(&a)), first);
+            assert_eq!(m.pick(0, &who(&a)).unwrap(), first);
         }
     }
     assert_eq!(
         m.pick(1, &Who::default()),
-        Pick {
+        Some(Pick {
             upstream: 0,
             side: 0
-        }
+        })
     );
+    assert_eq!(m.pick(7, &Who::default()), None, "no such route");
 }
 
 #[test]
@@ -106,7 +107,11 @@ fn an_erroring_canary_is_rolled_back_and_stays_out_until_its_route_changes() {
     for _ in 0..4 {
         m.finished(0, pick, &failed(), Duration::from_millis(1), None, "");
     }
-    assert_eq!(m.pick(0, &who(&auth)).side, 1, "4 calls are not judged");
+    assert_eq!(
+        m.pick(0, &who(&auth)).unwrap().side,
+        1,
+        "4 calls are not judged"
+    );
     // Healthy primary calls do not count for the canary.
     m.finished(
         0,
@@ -121,7 +126,7 @@ fn an_erroring_canary_is_rolled_back_and_stays_out_until_its_route_changes() {
     );
     m.finished(0, pick, &failed(), Duration::from_millis(1), None, "");
     assert_eq!(
-        m.pick(0, &who(&auth)).side,
+        m.pick(0, &who(&auth)).unwrap().side,
         0,
         "rolled back: everyone on the primary"
     );
@@ -139,7 +144,7 @@ fn an_erroring_canary_is_rolled_back_and_stays_out_until_its_route_changes() {
 
     // A reload that leaves the route as it was keeps the rollback (and the counts)...
     let kept = build(&c, Some(&m));
-    assert_eq!(kept.pick(0, &who(&auth)).side, 0);
+    assert_eq!(kept.pick(0, &who(&auth)).unwrap().side, 0);
     assert_eq!(
         kept.report()["routes"][0]["rollback"]["state"],
         "rolled_back"
@@ -155,7 +160,7 @@ fn an_erroring_canary_is_rolled_back_and_stays_out_until_its_route_changes() {
     assert!(canary_calls >= 2);
     let changed = build(&config((40, 60), Some(rule)), Some(&kept));
     assert_eq!(changed.report()["routes"][0]["rollback"]["state"], "armed");
-    assert_eq!(changed.pick(0, &who(&auth)).side, 1);
+    assert_eq!(changed.pick(0, &who(&auth)).unwrap().side, 1);
     assert_eq!(
         calls(&changed, 1),
         canary_calls + 1,
@@ -174,7 +179,7 @@ fn a_healthy_canary_stays() {
     for _ in 0..50 {
         m.finished(0, pick, &ok(), Duration::from_millis(1), None, "");
     }
-    assert_eq!(m.pick(0, &who(&auth)).side, 1);
+    assert_eq!(m.pick(0, &who(&auth)).unwrap().side, 1);
     assert_eq!(m.report()["routes"][0]["rollback"]["state"], "armed");
 }
 
