@@ -628,6 +628,20 @@ async fn callers_can_be_told_apart_by_a_header() {
 }
 
 #[tokio::test]
+async fn callers_can_be_told_apart_by_address() {
+    let old = legacy_echo().run().await;
+    let gw = gateway()
+        .upstream("old", &old.url(), Dialect::Legacy, 5000)
+        .route(&["*"], "old")
+        .with(|c| c.migration.caller = "ip".into())
+        .start()
+        .await;
+    gw.rpc(&jsonrpc("a", json!({}))).await;
+    let r = report(&gw).await;
+    assert_eq!(r["callers"]["tracked"][0]["caller"], "127.0.0.1", "{r}");
+}
+
+#[tokio::test]
 async fn migration_needs_an_admin_token_once_tokens_are_set() {
     let old = legacy_echo().run().await;
     let open = gateway()

@@ -242,7 +242,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         // wrapper that held one by value would copy it (measured with callgrind: tens of
         // thousands of instructions of memcpy per call).
         let handled: Pin<Box<dyn Future<Output = Response> + Send>> = if fast {
-            Box::pin(rpc(State(live.state.clone()), req))
+            Box::pin(rpc_call(live.state.clone(), req, self.peer))
         } else {
             let router = live.router.clone();
             Box::pin(async move {
@@ -395,6 +395,17 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
 }
 
 async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    rpc_call(state, req, peer).await
+}
+
+/// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
+/// builds no extensions map), for splits sticky by `ip` and the caller report.
+async fn rpc_call(
+    state: AppState,
+    req: axum::extract::Request,
+    peer: Option<crate::admin::Peer>,
+) -> Response {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
@@ -427,10 +438,7 @@ async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Resp
                     last_event_id: header_str(headers, &LAST_EVENT_ID),
                     a2a_version: header_str(headers, &A2A_VERSION),
                     headers: Some(headers),
-                    peer: parts
-                        .extensions
-                        .get::<crate::admin::Peer>()
-                        .map(|p| p.0.ip()),
+                    peer: peer.map(|p| p.0.ip()),
                     request_id: request_id.to_str().ok(),
                 };
                 state.gateway.handle(&bytes, &meta).await
