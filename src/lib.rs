@@ -36,6 +36,7 @@ pub mod feed;
 pub mod forwarded;
 pub mod listener;
 pub mod logging;
+pub mod migration;
 pub mod passthrough;
 pub mod proxy;
 pub mod reply;

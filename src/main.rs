@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use wiregate::config::{Config, Dialect, Route, Upstream};
+use wiregate::config::{Config, Dialect, Route, SplitSide, Upstream};
 use wiregate::{demo, server};
 
 /// A protocol gateway: legacy agent envelope ⇄ JSON-RPC 2.0, and sid --raw ⇄ HTTP + SSE.
@@ -30,6 +30,19 @@ struct Cli {
 enum Command {
     /// Print the effective configuration (secrets masked), or every error with its key path.
     CheckConfig,
+    /// Print a running gateway's migration report (`GET /migration`) as tables: splits,
+    /// rollbacks, shadow comparisons, and who still speaks legacy.
+    Migration {
+        /// The gateway's base URL (default: `http://` + `server.listen` of the configuration).
+        #[arg(long)]
+        url: Option<String>,
+        /// An admin token (default: the first of `server.admin_tokens`, if any).
+        #[arg(long, env = "WIREGATE_ADMIN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Print the report's JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
     /// Ask a running gateway to re-read its configuration (as SIGHUP does) and print what it
     /// did: reloaded, or refused with every error; and what needs a restart.
     Reload {
@@ -78,6 +91,9 @@ fn main() -> ExitCode {
     if let Some(Command::DemoSid { args }) = &cli.command {
         wiregate::demo::sid::run(args.clone());
         return ExitCode::SUCCESS;
+    }
+    if let Some(Command::Migration { url, token, json }) = &cli.command {
+        return migration_report(&cli, url.clone(), token.clone(), *json);
     }
     let config = match load(&cli) {
         Ok(c) => c,
@@ -174,10 +190,43 @@ async fn run(
             Dialect::Legacy,
             1000,
         )];
-        config.routes = vec![Route {
-            methods: vec!["*".into()],
-            upstream: "demo-legacy".into(),
-        }];
+        // Its migrated counterpart: plan status split 90/10 by caller token (and shadowed, to
+        // show a difference), echo and session.create shadowed; the rest stays on legacy.
+        let (modern, _task) = demo::jsonrpc_upstream(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            demo::Faults::default(),
+        )
+        .await?;
+        config.upstreams.push(Upstream::new(
+            "demo-modern",
+            &format!("http://{modern}/rpc"),
+            Dialect::Jsonrpc,
+            1000,
+        ));
+        let side = |upstream: &str, weight| SplitSide {
+            upstream: upstream.into(),
+            weight,
+        };
+        config.routes = vec![
+            Route {
+                name: "plan-status".into(),
+                split: vec![side("demo-legacy", 90), side("demo-modern", 10)],
+                shadow: "demo-modern".into(),
+                shadow_ignore: vec!["/result/updated_at".into()],
+                rollback: Some(Default::default()),
+                ..Route::to(&["_cleveragents/plan/*"], "")
+            },
+            Route {
+                name: "echo-and-sessions".into(),
+                shadow: "demo-modern".into(),
+                shadow_ignore: vec!["/result/session_id".into()],
+                ..Route::to(&["echo", "session.*"], "demo-legacy")
+            },
+            Route {
+                name: "everything-else".into(),
+                ..Route::to(&["*"], "demo-legacy")
+            },
+        ];
         // The demo server's domain-event feed, served as SSE on /events.
         config.events.source = format!("http://{addr}/events");
         // The sid bridge, over the fake sid this very binary carries.
@@ -267,6 +316,24 @@ fn print_demo(addr: SocketAddr, context: &str) {
     );
     println!("# the legacy server's domain events as SSE task updates, one plan's life cycle:");
     println!("curl -sN 'http://{addr}/events?taskId=plan-1'\n");
+    println!("# migrating: plan status goes 90 % to the legacy server, 10 % to the JSON-RPC one,");
+    println!("# each caller (by token) always to the same side; answers with updated_at are the new one's:");
+    println!(
+        "for i in $(seq 1 20); do curl -s {h} -H \"Authorization: Bearer caller-$i\" http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"_cleveragents/plan/status\",\"params\":{{\"plan_id\":\"P1\"}}}}'; echo; done"
+    );
+    println!("# ...the legacy side's answers are shadowed to the JSON-RPC server and compared (its phase differs);");
+    println!("# echo and session.create are shadowed too (session_id ignored), and match:");
+    println!(
+        "curl -s {h} http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"echo\",\"params\":{{\"hi\":1}}}}'"
+    );
+    println!(
+        "curl -s {h} http://{addr}/rpc -d '{{\"a2a_version\":\"1.0\",\"request_id\":\"r2\",\"operation\":\"session.create\",\"auth\":{{\"scheme\":\"bearer\",\"token\":\"old-client\"}}}}'"
+    );
+    println!("# the migration report: calls per side, rollback state, shadow counts and differences, callers:");
+    println!("curl -s http://{addr}/migration");
+    let exe =
+        std::env::current_exe().map_or_else(|_| "wiregate".into(), |p| p.display().to_string());
+    println!("{exe} migration --url http://{addr}\n");
     println!("# metrics:  curl -s http://{addr}/metrics | grep wiregate_");
 }
 
@@ -289,4 +356,65 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// `wiregate migration`: fetches `/migration` and prints it.
+fn migration_report(cli: &Cli, url: Option<String>, token: Option<String>, json: bool) -> ExitCode {
+    // The configuration only supplies defaults here; an explicit --url needs none.
+    let config = match (&url, load(cli)) {
+        (_, Ok(c)) => Some(c),
+        (Some(_), Err(_)) => None,
+        (None, Err(code)) => return code,
+    };
+    let url = url.unwrap_or_else(|| {
+        let listen = config.as_ref().map_or_else(
+            || SocketAddr::from(([127, 0, 0, 1], 8080)),
+            |c| c.server.listen,
+        );
+        let ip = match listen.ip().is_unspecified() {
+            true => std::net::IpAddr::from([127, 0, 0, 1]),
+            false => listen.ip(),
+        };
+        format!("http://{}", SocketAddr::new(ip, listen.port()))
+    });
+    let token = token.or_else(|| config.and_then(|c| c.server.admin_tokens.first().cloned()));
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(fetch_report(&url, token.as_deref())) {
+        Ok(report) if json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(report) => {
+            print!("{}", wiregate::migration::report::tables(&report));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("wiregate migration: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn fetch_report(url: &str, token: Option<&str>) -> Result<serde_json::Value, String> {
+    let target = format!("{}/migration", url.trim_end_matches('/'));
+    let (status, body) = wiregate::admin::request(axum::http::Method::GET, &target, token).await?;
+    if !status.is_success() {
+        return Err(format!(
+            "{target} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("{target} sent no JSON report: {e}"))
 }

@@ -1,4 +1,5 @@
-//! Method → upstream routing by glob, first match wins.
+//! Method → route by glob, first match wins. Which upstream of the route then serves the call
+//! (its one `upstream`, or a side of its `split`) is `migration`'s to say.
 
 use crate::config::Route;
 
@@ -9,20 +10,19 @@ pub struct Router {
 }
 
 impl Router {
-    /// Routes resolved against the upstream names (validated config: every name exists).
-    pub fn new(routes: &[Route], upstream_names: &[&str]) -> Self {
+    /// The routes' globs, in order.
+    pub fn new(routes: &[Route]) -> Self {
         Router {
             routes: routes
                 .iter()
-                .filter_map(|r| {
-                    let idx = upstream_names.iter().position(|n| *n == r.upstream)?;
-                    Some((r.methods.clone(), idx))
-                })
+                .enumerate()
+                .map(|(i, r)| (r.methods.clone(), i))
                 .collect(),
         }
     }
 
-    /// The index of the upstream serving `method`, and the glob that matched it.
+    /// The index of the route serving `method` (its position in `[[routes]]`), and the glob
+    /// that matched it.
     pub fn route(&self, method: &str) -> Option<(usize, &str)> {
         self.routes.iter().find_map(|(globs, idx)| {
             globs
@@ -93,18 +93,12 @@ mod tests {
     #[test]
     fn first_match_wins() {
         let routes = vec![
-            Route {
-                methods: vec!["plan.get".into()],
-                upstream: "new".into(),
-            },
-            Route {
-                methods: vec!["plan.*".into()],
-                upstream: "old".into(),
-            },
+            Route::to(&["plan.get"], "new"),
+            Route::to(&["plan.*"], "old"),
         ];
-        let r = Router::new(&routes, &["old", "new"]);
-        assert_eq!(r.route("plan.get").unwrap().0, 1);
-        assert_eq!(r.route("plan.list").unwrap().0, 0);
+        let r = Router::new(&routes);
+        assert_eq!(r.route("plan.get").unwrap(), (0, "plan.get"));
+        assert_eq!(r.route("plan.list").unwrap(), (1, "plan.*"));
         assert!(r.route("other").is_none());
     }
 }

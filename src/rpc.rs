@@ -22,6 +22,7 @@ use crate::config::{Config, Dialect};
 use crate::error::GatewayError;
 use crate::facade::Facade;
 use crate::feed::Feed;
+use crate::migration::{Migration, Who};
 use crate::proxy::UpstreamClient;
 use crate::reply::{
     add_server_timing, empty_reply, error_status, json_reply, single_reply, status_of, Reply,
@@ -36,14 +37,14 @@ use crate::wire::legacy::{Auth, LegacyBody, LegacyRequest, LegacyResponse};
 use crate::wire::translate::{self, ErrorTable};
 
 /// The pivot form of one call, whatever dialect it arrived in.
-#[derive(Debug)]
-struct Call {
-    method: String,
-    params: Option<Box<RawValue>>,
+#[derive(Clone, Debug)]
+pub(crate) struct Call {
+    pub(crate) method: String,
+    pub(crate) params: Option<Box<RawValue>>,
     /// The id sent upstream (legacy `request_id`, or the JSON-RPC id); never used for the answer.
-    upstream_id: String,
-    notification: bool,
-    auth: Option<Auth>,
+    pub(crate) upstream_id: String,
+    pub(crate) notification: bool,
+    pub(crate) auth: Option<Auth>,
     /// The A2A version and operation, when the call speaks a published A2A version.
     spec: Option<SpecCall>,
 }
@@ -57,13 +58,19 @@ pub struct Meta<'a> {
     pub last_event_id: Option<&'a str>,
     /// `A2A-Version`.
     pub a2a_version: Option<&'a str>,
+    /// All the request's headers (a split's `sticky = "header:NAME"`, the caller report).
+    pub headers: Option<&'a HeaderMap>,
+    /// The client's address (`sticky = "ip"`).
+    pub peer: Option<std::net::IpAddr>,
+    /// The request's `X-Request-Id` (named in shadow differences).
+    pub request_id: Option<&'a str>,
 }
 
 /// A call's outcome in JSON-RPC terms, with what the upstream reported of its own time.
 #[derive(Debug)]
-struct Done {
-    outcome: Outcome,
-    timing_ms: Option<f64>,
+pub(crate) struct Done {
+    pub(crate) outcome: Outcome,
+    pub(crate) timing_ms: Option<f64>,
 }
 
 /// The request-path state built from the configuration.
@@ -80,6 +87,7 @@ pub struct Gateway {
     bridge: Option<Arc<Bridge>>,
     a2a: Option<Arc<A2a>>,
     feed: Option<Arc<Feed>>,
+    migration: Migration,
 }
 
 impl Gateway {
@@ -104,18 +112,20 @@ impl Gateway {
             ))
         });
         let feed = (!config.events.source.is_empty()).then(|| Feed::start(config.events.clone()));
-        Self::with_services(config, bridge, a2a, feed)
+        Self::with_services(config, bridge, a2a, feed, None)
     }
 
     /// The gateway of a reloaded configuration: routes, upstreams and the legacy rules anew,
     /// the running sid bridge, A2A service and event feed kept (their sessions, contexts and
-    /// subscribers are not disturbed by a reload).
+    /// subscribers are not disturbed by a reload), and the migration state carried over: a
+    /// route that keeps its name keeps its figures and rollbacks (see `migration`).
     pub fn reloaded(&self, config: &Config) -> Self {
         Self::with_services(
             config,
             self.bridge.clone(),
             self.a2a.clone(),
             self.feed.clone(),
+            Some(&self.migration),
         )
     }
 
@@ -124,17 +134,19 @@ impl Gateway {
         bridge: Option<Arc<Bridge>>,
         a2a: Option<Arc<A2a>>,
         feed: Option<Arc<Feed>>,
+        previous: Option<&Migration>,
     ) -> Self {
         let upstreams: Vec<UpstreamClient> = config
             .upstreams
             .iter()
             .map(|u| UpstreamClient::new(u.clone(), config.server.max_upstream_body_bytes))
             .collect();
-        let names: Vec<&str> = upstreams.iter().map(UpstreamClient::name).collect();
+        let table = ErrorTable::with_overrides(&config.legacy.error_codes);
         Gateway {
             facade: Facade::new(),
-            router: Router::new(&config.routes, &names),
-            table: ErrorTable::with_overrides(&config.legacy.error_codes),
+            router: Router::new(&config.routes),
+            migration: Migration::new(config, &upstreams, &table, previous),
+            table,
             deprecation: config.legacy.deprecation,
             sunset: config
                 .legacy
@@ -172,6 +184,11 @@ impl Gateway {
         }
     }
 
+    /// Splits, shadows, rollbacks and the caller report.
+    pub fn migration(&self) -> &Migration {
+        &self.migration
+    }
+
     /// The configured upstreams.
     pub fn upstreams(&self) -> &[UpstreamClient] {
         &self.upstreams
@@ -186,7 +203,7 @@ impl Gateway {
                 &LegacyResponse::error(fault.request_id, fault.error),
                 None,
             ),
-            Ok(Inbound::Legacy(Ok(req))) => self.handle_legacy(req).await,
+            Ok(Inbound::Legacy(Ok(req))) => self.handle_legacy(req, meta).await,
             Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) => {
                 let spec = self.classify(&req.method, meta);
                 if req.id.is_some() {
@@ -328,7 +345,7 @@ impl Gateway {
             spec,
         };
         let client_dialect = spec.map_or("jsonrpc", |s| s.version.label());
-        let result = self.dispatch(call, client_dialect).await;
+        let result = self.dispatch(call, client_dialect, meta).await;
         let id = id?;
         Some(match result {
             Ok(done) => (
@@ -347,7 +364,7 @@ impl Gateway {
         })
     }
 
-    async fn handle_legacy(&self, req: LegacyRequest) -> Reply {
+    async fn handle_legacy(&self, req: LegacyRequest, meta: &Meta<'_>) -> Reply {
         let request_id = req.request_id.clone();
         let call = Call {
             method: req.operation,
@@ -357,7 +374,7 @@ impl Gateway {
             auth: req.auth,
             spec: None,
         };
-        match self.dispatch(call, "legacy").await {
+        match self.dispatch(call, "legacy", meta).await {
             Ok(done) => {
                 let resp = Response {
                     id: Id::Null,
@@ -380,9 +397,16 @@ impl Gateway {
         &self,
         call: Call,
         client_dialect: &'static str,
+        meta: &Meta<'_>,
     ) -> Result<Done, GatewayError> {
         let started = Instant::now();
         let method = call.method.clone();
+        let who = Who {
+            auth: call.auth.as_ref(),
+            headers: meta.headers,
+            ip: meta.peer,
+        };
+        self.migration.saw(&who, client_dialect, &method);
         let sid = self
             .bridge
             .as_ref()
@@ -403,12 +427,20 @@ impl Gateway {
             )
         } else if let Some(bridge) = sid {
             ("sid", self.to_sid(bridge, call).await)
-        } else if let Some((idx, _)) = self.router.route(&call.method) {
-            let up = &self.upstreams[idx];
-            let r = match up.dialect() {
-                Dialect::Legacy => self.to_legacy_upstream(up, call).await,
-                Dialect::Jsonrpc => self.to_jsonrpc_upstream(up, call).await,
-            };
+        } else if let Some((route, pick)) = self
+            .router
+            .route(&call.method)
+            .and_then(|(route, _)| Some((route, self.migration.pick(route, &who)?)))
+        {
+            // The migration step (above): which side of a split serves this caller; here a copy
+            // of the call for the route's shadow, sent later, off the caller's path.
+            let shadow = self.migration.shadow_copy(route, pick, &call);
+            let up = &self.upstreams[pick.upstream];
+            let side_started = Instant::now();
+            let r = forward(up, &self.table, call).await;
+            let request_id = meta.request_id.unwrap_or_default();
+            self.migration
+                .finished(route, pick, &r, side_started.elapsed(), shadow, request_id);
             if let Err(e) = &r {
                 telemetry::record_upstream_error(up.name(), e.kind());
                 tracing::warn!(upstream = up.name(), method = %method, error = %e, "upstream call failed");
@@ -462,58 +494,6 @@ impl Gateway {
         })
     }
 
-    async fn to_legacy_upstream(
-        &self,
-        up: &UpstreamClient,
-        call: Call,
-    ) -> Result<Done, GatewayError> {
-        let req = Request {
-            method: call.method,
-            params: call.params,
-            id: None,
-        };
-        let legacy = translate::request_to_legacy(req, call.upstream_id, call.auth)
-            .map_err(|e| GatewayError::InvalidParams(e.message))?;
-        let body = legacy.to_vec();
-        let answer = up.post(Bytes::from(body), None).await?;
-        let resp: LegacyResponse = crate::wire::from_json(&answer.body)
-            .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
-        let timing_ms = resp.timing_ms;
-        let outcome = match resp.body {
-            LegacyBody::Success(data) => Outcome::Result(data.unwrap_or_else(null_raw)),
-            LegacyBody::Error(e) => Outcome::Error(translate::error_to_jsonrpc(&e, &self.table)),
-        };
-        Ok(Done { outcome, timing_ms })
-    }
-
-    async fn to_jsonrpc_upstream(
-        &self,
-        up: &UpstreamClient,
-        call: Call,
-    ) -> Result<Done, GatewayError> {
-        let req = Request {
-            method: call.method,
-            params: call.params,
-            id: (!call.notification).then_some(Id::String(call.upstream_id)),
-        };
-        let body = serde_json::to_vec(&req).expect("a request always serialises");
-        let authorization = call.auth.as_ref().and_then(Auth::to_header);
-        let answer = up.post(Bytes::from(body), authorization.as_deref()).await?;
-        if call.notification {
-            // Nothing is answered to a notification; the upstream's body, if any, is dropped.
-            return Ok(Done {
-                outcome: Outcome::Result(null_raw()),
-                timing_ms: None,
-            });
-        }
-        let resp: Response = crate::wire::from_json(&answer.body)
-            .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
-        Ok(Done {
-            outcome: resp.outcome,
-            timing_ms: None,
-        })
-    }
-
     fn legacy_reply(
         &self,
         status: StatusCode,
@@ -535,4 +515,65 @@ impl Gateway {
         }
         reply
     }
+}
+
+/// One call to one upstream in that upstream's dialect, its answer brought to JSON-RPC terms:
+/// the primary's exchange and a shadow's are the same.
+pub(crate) async fn forward(
+    up: &UpstreamClient,
+    table: &ErrorTable,
+    call: Call,
+) -> Result<Done, GatewayError> {
+    match up.dialect() {
+        Dialect::Legacy => to_legacy_upstream(up, table, call).await,
+        Dialect::Jsonrpc => to_jsonrpc_upstream(up, call).await,
+    }
+}
+
+async fn to_legacy_upstream(
+    up: &UpstreamClient,
+    table: &ErrorTable,
+    call: Call,
+) -> Result<Done, GatewayError> {
+    let req = Request {
+        method: call.method,
+        params: call.params,
+        id: None,
+    };
+    let legacy = translate::request_to_legacy(req, call.upstream_id, call.auth)
+        .map_err(|e| GatewayError::InvalidParams(e.message))?;
+    let body = legacy.to_vec();
+    let answer = up.post(Bytes::from(body), None).await?;
+    let resp: LegacyResponse = crate::wire::from_json(&answer.body)
+        .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
+    let timing_ms = resp.timing_ms;
+    let outcome = match resp.body {
+        LegacyBody::Success(data) => Outcome::Result(data.unwrap_or_else(null_raw)),
+        LegacyBody::Error(e) => Outcome::Error(translate::error_to_jsonrpc(&e, table)),
+    };
+    Ok(Done { outcome, timing_ms })
+}
+
+async fn to_jsonrpc_upstream(up: &UpstreamClient, call: Call) -> Result<Done, GatewayError> {
+    let req = Request {
+        method: call.method,
+        params: call.params,
+        id: (!call.notification).then_some(Id::String(call.upstream_id)),
+    };
+    let body = serde_json::to_vec(&req).expect("a request always serialises");
+    let authorization = call.auth.as_ref().and_then(Auth::to_header);
+    let answer = up.post(Bytes::from(body), authorization.as_deref()).await?;
+    if call.notification {
+        // Nothing is answered to a notification; the upstream's body, if any, is dropped.
+        return Ok(Done {
+            outcome: Outcome::Result(null_raw()),
+            timing_ms: None,
+        });
+    }
+    let resp: Response = crate::wire::from_json(&answer.body)
+        .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
+    Ok(Done {
+        outcome: resp.outcome,
+        timing_ms: None,
+    })
 }

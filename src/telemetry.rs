@@ -18,6 +18,13 @@ pub const REQUESTS: &str = "wiregate_requests_total";
 pub const LATENCY: &str = "wiregate_request_duration_seconds";
 /// Upstream failures, by upstream × kind.
 pub const UPSTREAM_ERRORS: &str = "wiregate_upstream_errors_total";
+/// Calls per side of a route (a split's sides, or a plain route's one upstream).
+pub const SPLIT_CALLS: &str = "wiregate_split_calls_total";
+/// Shadow comparisons by route × method × outcome (`match`, `diff`, `noise`, `shadow_error`,
+/// `dropped`).
+pub const SHADOW: &str = "wiregate_shadow_total";
+/// Automatic rollbacks of a split side, by route.
+pub const ROLLBACKS: &str = "wiregate_rollbacks_total";
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -142,6 +149,34 @@ pub fn record_call(l: CallLabels<'_>, elapsed: Duration) {
             cache.calls.insert(key.as_str().into(), m);
         }
     });
+}
+
+/// The counter of calls to one side of a route, registered once when the route is built (the
+/// recorder is installed first, so the handle is a live one).
+pub fn split_counter(route: &str, upstream: &str) -> Counter {
+    install();
+    metrics::counter!(SPLIT_CALLS, "route" => route.to_owned(), "upstream" => upstream.to_owned())
+}
+
+/// The counter of one route's rollbacks.
+pub fn rollback_counter(route: &str) -> Counter {
+    install();
+    metrics::counter!(ROLLBACKS, "route" => route.to_owned())
+}
+
+/// Records one shadow outcome. The method label is bounded as `wiregate_requests_total`'s is.
+pub fn record_shadow(route: &str, method: &str, outcome: &'static str) {
+    let method = {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.methods.contains(method) || cache.methods.len() < MAX_METHODS {
+            cache.methods.insert(method.into());
+            method.to_owned()
+        } else {
+            OTHER_METHOD.to_owned()
+        }
+    };
+    metrics::counter!(SHADOW, "route" => route.to_owned(), "method" => method, "outcome" => outcome)
+        .increment(1);
 }
 
 /// Records one upstream failure.

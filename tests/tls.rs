@@ -127,10 +127,7 @@ async fn a_certificate_renewed_on_disk_is_served_after_a_reload_without_dropping
     config.server.listen = gw.addr;
     config.server.tls = listener_tls(&old, "");
     config.upstreams = vec![Upstream::new("legacy", &up.url(), Dialect::Legacy, 2000)];
-    config.routes = vec![wiregate::config::Route {
-        methods: vec!["*".into()],
-        upstream: "legacy".into(),
-    }];
+    config.routes = vec![wiregate::config::Route::to(&["*"], "legacy")];
     config.validate().unwrap();
     let applied = gw.running.as_ref().unwrap().reload(&config);
     assert!(applied.reloaded, "{applied:?}");

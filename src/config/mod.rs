@@ -6,6 +6,7 @@
 mod a2a;
 mod events;
 mod log;
+mod migration;
 mod server;
 mod sid;
 mod upstream;
@@ -13,6 +14,7 @@ mod upstream;
 pub use a2a::A2a;
 pub use events::{Events, EventsMap};
 pub use log::{Log, LogFormat};
+pub use migration::{is_json_pointer, Migration, Rollback, SplitSide, Sticky};
 pub use server::{Cors, Server, ServerTls};
 pub use sid::{Sid, SID_INTERNAL_OPS, SID_OFF_BY_DEFAULT_OPS, SID_OPS};
 pub use upstream::{Dialect, Legacy, Passthrough, Route, Upstream};
@@ -47,6 +49,9 @@ pub struct Config {
     /// Log format and access lines.
     #[serde(default)]
     pub log: Log,
+    /// Splits, shadows and rollbacks: how callers are told apart, the shadow queue.
+    #[serde(default)]
+    pub migration: Migration,
 }
 
 /// One problem with the configuration.
@@ -112,6 +117,8 @@ impl Config {
             &self.legacy,
             &mut issues,
         );
+        migration::validate_routes(&self.routes, &self.upstreams, &mut issues);
+        self.migration.validate(&mut issues);
         if self.sid.enabled {
             self.sid.validate(&self.server, &mut issues);
         }

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use super::migration::{Rollback, SplitSide};
 use super::Issues;
 
 /// The dialect an upstream speaks.
@@ -87,14 +88,84 @@ impl Upstream {
     }
 }
 
-/// `[[routes]]`.
+/// `[[routes]]`: which methods go where. A route names one `upstream`, or a weighted `split`
+/// between several (migration keys: see `config::migration`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Route {
     /// Method globs (`*` any run of characters, `?` one character).
     pub methods: Vec<String>,
-    /// Upstream name.
+    /// Upstream name (empty when the route has a `split`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub upstream: String,
+    /// The route's name in metrics and `/migration`; empty: `routes[i]`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Weighted sides; the first is the primary, the one a rollback keeps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<SplitSide>,
+    /// Which side a caller keeps: `"auth"`, `"header:NAME"` or `"ip"`.
+    #[serde(default = "default_sticky")]
+    pub sticky: String,
+    /// An upstream each call is also sent to, its answer compared and never returned.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shadow: String,
+    /// The fraction of calls shadowed.
+    #[serde(default = "default_sample")]
+    pub shadow_sample: f64,
+    /// JSON pointers (into `{"result": ..}` / `{"error": ..}`) left out of the comparison.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadow_ignore: Vec<String>,
+    /// A second instance of the primary's server: fields that differ between the two are noise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shadow_noise: String,
+    /// Automatic rollback of the split's non-primary sides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<Rollback>,
+}
+
+fn default_sticky() -> String {
+    "auth".into()
+}
+
+fn default_sample() -> f64 {
+    1.0
+}
+
+impl Default for Route {
+    fn default() -> Self {
+        Route {
+            methods: Vec::new(),
+            upstream: String::new(),
+            name: String::new(),
+            split: Vec::new(),
+            sticky: default_sticky(),
+            shadow: String::new(),
+            shadow_sample: default_sample(),
+            shadow_ignore: Vec::new(),
+            shadow_noise: String::new(),
+            rollback: None,
+        }
+    }
+}
+
+impl Route {
+    /// A route sending `methods` to one upstream.
+    pub fn to(methods: &[&str], upstream: &str) -> Self {
+        Route {
+            methods: methods.iter().map(|m| (*m).to_owned()).collect(),
+            upstream: upstream.into(),
+            ..Route::default()
+        }
+    }
+
+    /// Its name, `routes[i]` when none is configured (`i` its position).
+    pub fn display_name(&self, i: usize) -> String {
+        match self.name.is_empty() {
+            true => format!("routes[{i}]"),
+            false => self.name.clone(),
+        }
+    }
 }
 
 /// `[legacy]`.
@@ -173,12 +244,6 @@ pub(super) fn validate(
             issues.add(
                 format!("routes[{i}].methods"),
                 "must name at least one method glob".into(),
-            );
-        }
-        if !names.contains(r.upstream.as_str()) {
-            issues.add(
-                format!("routes[{i}].upstream"),
-                format!("no upstream is named {:?}", r.upstream),
             );
         }
     }

@@ -127,6 +127,7 @@ fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/migration", get(migration))
         .route(reload::PATH, post(reload::handler))
         .fallback(pass_through)
 }
@@ -251,7 +252,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         // wrapper that held one by value would copy it (measured with callgrind: tens of
         // thousands of instructions of memcpy per call).
         let handled: Pin<Box<dyn Future<Output = Response> + Send>> = if fast {
-            Box::pin(rpc(State(live.state.clone()), req))
+            Box::pin(rpc_call(live.state.clone(), req, self.peer))
         } else {
             let router = live.router.clone();
             Box::pin(async move {
@@ -404,6 +405,17 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
 }
 
 async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    rpc_call(state, req, peer).await
+}
+
+/// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
+/// builds no extensions map), for splits sticky by `ip` and the caller report.
+async fn rpc_call(
+    state: AppState,
+    req: axum::extract::Request,
+    peer: Option<crate::admin::Peer>,
+) -> Response {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
@@ -435,6 +447,9 @@ async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Resp
                     authorization: header_str(headers, &header::AUTHORIZATION),
                     last_event_id: header_str(headers, &LAST_EVENT_ID),
                     a2a_version: header_str(headers, &A2A_VERSION),
+                    headers: Some(headers),
+                    peer: peer.map(|p| p.0.ip()),
+                    request_id: request_id.to_str().ok(),
                 };
                 state.gateway.handle(&bytes, &meta).await
             }
@@ -639,6 +654,15 @@ async fn readyz(State(state): State<AppState>) -> Response {
         axum::Json(json!({"ready": ready, "upstreams": report})),
     )
         .into_response()
+}
+
+/// `GET /migration`: splits, shadows, rollbacks and callers (admin callers only).
+async fn migration(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    if let Err(e) = crate::admin::authorize(peer, req.headers(), &state.admin_tokens) {
+        return e.route_response();
+    }
+    axum::Json(state.gateway.migration().report()).into_response()
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {

@@ -6,6 +6,7 @@ mod support;
 
 mod a2a_steps;
 mod events_steps;
+mod migrating_safely_steps;
 mod migration_steps;
 mod raw_steps;
 mod sid_steps;
@@ -53,6 +54,7 @@ pub struct World {
     seen_count: usize,
     feed_url: Option<String>,
     sse_reader: Option<support::SseReader>,
+    safely: migrating_safely_steps::Story,
 }
 
 #[tokio::main]

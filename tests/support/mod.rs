@@ -245,10 +245,7 @@ impl GatewayBuilder {
 
     /// Routes method globs to an upstream.
     pub fn route(mut self, methods: &[&str], upstream: &str) -> Self {
-        self.config.routes.push(Route {
-            methods: methods.iter().map(|m| m.to_string()).collect(),
-            upstream: upstream.into(),
-        });
+        self.config.routes.push(Route::to(methods, upstream));
         self
     }
 

@@ -1,0 +1,188 @@
+//! Shadow traffic: copies of calls sent to a route's `shadow` upstream (and `shadow_noise`) after
+//! the caller has its answer, compared with what the caller got.
+//!
+//! The caller's task only puts a job on a bounded queue (`migration.shadow_queue`), never
+//! waiting: when it is full the shadow is dropped and counted. One task drains the queue with at
+//! most `migration.shadow_concurrency` exchanges in flight. Jobs carry everything they need
+//! (clients, figures), so a reload that replaces the migration state lets the old drain finish
+//! its queue and end.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::proxy::UpstreamClient;
+use crate::rpc::{forward, Call};
+use crate::telemetry;
+use crate::wire::jsonrpc::Outcome;
+use crate::wire::translate::ErrorTable;
+
+use super::compare::{self, PointerDiff, Verdict};
+
+/// Differences kept per route for `/migration`.
+pub const LAST_DIFFS: usize = 50;
+
+/// One reported difference.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiffRecord {
+    /// The method called.
+    pub method: String,
+    /// The call's `X-Request-Id` (or its JSON-RPC / legacy id when it had none).
+    pub request_id: String,
+    /// When it was compared (RFC 3339).
+    pub at: String,
+    /// What differs.
+    pub pointers: Vec<PointerDiff>,
+}
+
+/// A route's shadow figures; kept across reloads for a route that keeps its name.
+#[derive(Debug, Default)]
+pub struct ShadowStats {
+    /// Equal answers.
+    pub matched: AtomicU64,
+    /// Different answers.
+    pub diff: AtomicU64,
+    /// Answers differing only where the two primaries differ.
+    pub noise: AtomicU64,
+    /// The shadow failed (unreachable, timed out, not a valid envelope).
+    pub shadow_error: AtomicU64,
+    /// Shadows not sent: the queue was full.
+    pub dropped: AtomicU64,
+    /// The last [`LAST_DIFFS`] differences, newest last.
+    pub last_diffs: Mutex<VecDeque<DiffRecord>>,
+}
+
+impl ShadowStats {
+    fn record(&self, route: &str, method: &str, request_id: &str, verdict: Verdict) {
+        telemetry::record_shadow(route, method, verdict.label());
+        match verdict {
+            Verdict::Match => self.matched.fetch_add(1, Ordering::Relaxed),
+            Verdict::Noise => self.noise.fetch_add(1, Ordering::Relaxed),
+            Verdict::Diff(pointers) => {
+                let mut last = self.last_diffs.lock().unwrap_or_else(|e| e.into_inner());
+                if last.len() == LAST_DIFFS {
+                    last.pop_front();
+                }
+                last.push_back(DiffRecord {
+                    method: method.to_owned(),
+                    request_id: compare::cut(request_id, 128),
+                    at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+                    pointers,
+                });
+                self.diff.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+    }
+}
+
+/// Where a route's shadows go and how they are judged.
+#[derive(Debug)]
+pub struct Target {
+    /// The route's name.
+    pub route: String,
+    /// The shadow upstream.
+    pub shadow: UpstreamClient,
+    /// The primary's second instance, for noise.
+    pub noise: Option<UpstreamClient>,
+    /// Pointers left out of the comparison.
+    pub ignore: Vec<String>,
+    /// The fraction of calls shadowed.
+    pub sample: f64,
+    /// Legacy error codes, to bring a legacy shadow's errors to JSON-RPC terms.
+    pub table: ErrorTable,
+    /// The figures.
+    pub stats: Arc<ShadowStats>,
+}
+
+/// One shadow to send.
+#[derive(Debug)]
+pub(crate) struct Job {
+    /// Where.
+    pub(crate) target: Arc<Target>,
+    /// The call as the primary got it.
+    pub(crate) call: Call,
+    /// What the caller got, in JSON-RPC terms.
+    pub(crate) primary: Outcome,
+    /// The call's request id.
+    pub(crate) request_id: String,
+}
+
+/// The sending end of the queue.
+#[derive(Clone, Debug)]
+pub struct Queue(mpsc::Sender<Job>);
+
+impl Queue {
+    /// A queue of `capacity` jobs drained with `concurrency` exchanges at once, on the current
+    /// runtime; `None` outside one (a unit test building the state).
+    pub fn start(capacity: usize, concurrency: usize) -> Option<Queue> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (tx, rx) = mpsc::channel(capacity);
+        runtime.spawn(drain(rx, concurrency));
+        Some(Queue(tx))
+    }
+
+    /// Queues a job, or drops and counts it when the queue is full. Never waits.
+    pub(crate) fn offer(&self, job: Job) {
+        if let Err(e) = self.0.try_send(job) {
+            let job = match e {
+                mpsc::error::TrySendError::Full(j) | mpsc::error::TrySendError::Closed(j) => j,
+            };
+            job.target.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            let method = compare::cut(&job.call.method, 64);
+            telemetry::record_shadow(&job.target.route, &method, "dropped");
+        }
+    }
+}
+
+async fn drain(rx: mpsc::Receiver<Job>, concurrency: usize) {
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|j| (j, rx)) })
+        .for_each_concurrent(concurrency, run)
+        .await;
+}
+
+/// The JSON-RPC document an outcome is compared as.
+fn document(outcome: &Outcome) -> Value {
+    match outcome {
+        Outcome::Result(raw) => {
+            json!({"result": serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null)})
+        }
+        Outcome::Error(e) => json!({"error": e}),
+    }
+}
+
+async fn run(job: Job) {
+    let t = &job.target;
+    let noise = async {
+        match &t.noise {
+            Some(n) => forward(n, &t.table, job.call.clone())
+                .await
+                .ok()
+                .map(|d| document(&d.outcome)),
+            None => None,
+        }
+    };
+    let shadow = forward(&t.shadow, &t.table, job.call.clone());
+    let (shadow, noise) = tokio::join!(shadow, noise);
+    let method = compare::cut(&job.call.method, 64);
+    match shadow {
+        Err(e) => {
+            tracing::debug!(route = %t.route, method = %method, error = %e, "shadow call failed");
+            t.stats.shadow_error.fetch_add(1, Ordering::Relaxed);
+            telemetry::record_shadow(&t.route, &method, "shadow_error");
+        }
+        Ok(done) => {
+            let verdict = compare::compare(
+                &document(&job.primary),
+                &document(&done.outcome),
+                noise.as_ref(),
+                &t.ignore,
+            );
+            t.stats.record(&t.route, &method, &job.request_id, verdict);
+        }
+    }
+}
