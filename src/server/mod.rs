@@ -48,6 +48,19 @@ pub struct AppState {
     max_body: usize,
     body_timeout: Duration,
     events_timing: sse_stream::Timing,
+    admin_tokens: crate::console::AdminTokens,
+}
+
+impl axum::extract::FromRef<AppState> for Arc<Gateway> {
+    fn from_ref(state: &AppState) -> Self {
+        state.gateway.clone()
+    }
+}
+
+impl axum::extract::FromRef<AppState> for crate::console::AdminTokens {
+    fn from_ref(state: &AppState) -> Self {
+        state.admin_tokens.clone()
+    }
 }
 
 impl AppState {
@@ -62,6 +75,7 @@ impl AppState {
                 retry_ms: config.events.reconnect_ms.max(1000),
                 linger: sse_stream::LINGER,
             },
+            admin_tokens: crate::console::AdminTokens(config.server.admin_tokens.clone().into()),
         }
     }
 }
@@ -89,7 +103,7 @@ impl RpcPaths {
 
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing, see
 /// [`Front`]; their entries here give the other methods their 405.)
-fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
+fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     let mut router = axum::Router::new();
     for p in rpc_paths.0.iter() {
         router = router
@@ -105,6 +119,23 @@ fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route(crate::console::PATH, get(crate::console::page))
+        .route("/console/assets/{file}", get(crate::console::asset))
+        .nest("/console/api", console_api(state))
+}
+
+/// The console's data: its own routes, and the RPC and event-stream handlers served again
+/// behind the admin rule (the page reads nothing else but `/migration`).
+fn console_api(state: &AppState) -> axum::Router<AppState> {
+    crate::console::api()
+        .route("/rpc", post(rpc))
+        .route("/tasks/{task_id}/events", get(task_events))
+        .route("/contexts/{context_id}/events", get(context_events))
+        .route("/events", get(domain_events))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::console::admin_only,
+        ))
 }
 
 /// The service a connection is served by: `POST /rpc`, nearly every request a gateway sees, goes
@@ -127,7 +158,7 @@ impl Front {
         let state = AppState::new(gateway, config);
         let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
         Front {
-            router: routes(&rpc_paths).with_state(state.clone()),
+            router: routes(&rpc_paths, &state).with_state(state.clone()),
             rpc_paths,
             state,
             activity: None,

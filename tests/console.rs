@@ -1,0 +1,495 @@
+//! The web console in a real browser: Debian's Chromium, driven through chromedriver, against
+//! a gateway on a loopback port fronting a legacy upstream, a domain-event feed and the fake
+//! sid. Screenshots of each view go to `target/console-screenshots/`.
+//!
+//! Every wait polls a condition with a generous deadline (a slow 2-core machine runs a build
+//! beside this); nothing is asserted on elapsed time.
+
+#[path = "console/relay.rs"]
+mod relay;
+mod support;
+#[path = "console/webdriver.rs"]
+mod webdriver;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::{domain_record, feed_server, gateway, legacy_echo, FeedMode};
+use webdriver::{wait_for, Browser, LogEntry};
+use wiregate::config::Dialect;
+
+/// How long any one condition may take to come true.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// One browser at a time: two Chromiums on two cores beside a build slow each other down.
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn shots() -> PathBuf {
+    // target/<profile>/wiregate → target/console-screenshots
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_wiregate"));
+    bin.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("console-screenshots")
+}
+
+/// The text the fake sid's `slow` script streams: forty deltas, 50 ms apart.
+fn slow_text() -> String {
+    (0..40).map(|i| format!("chunk {i} ")).collect()
+}
+
+/// Console entries that are errors or warnings, except those `allowed` says are expected.
+fn unexpected(logs: &[LogEntry], allowed: impl Fn(&LogEntry) -> bool) -> Vec<LogEntry> {
+    logs.iter()
+        .filter(|e| e.level == "SEVERE" || e.level == "WARNING")
+        .filter(|e| !allowed(e))
+        .cloned()
+        .collect()
+}
+
+async fn assert_no_console_errors(b: &Browser, step: &str) {
+    let bad = unexpected(&b.logs().await, |_| false);
+    assert!(bad.is_empty(), "console errors during {step}: {bad:#?}");
+}
+
+async fn state_is(b: &Browser, state: &str) -> bool {
+    b.attr("#task-state", "data-state").await.as_deref() == Some(state)
+}
+
+/// Sends `text` from the Agents view's form, in `context` (a new one when `None`).
+async fn send_from_page(b: &Browser, text: &str, context: Option<&str>) {
+    if let Some(ctx) = context {
+        let option = format!("#send-context option[value=\"{ctx}\"]");
+        wait_for("the context in the form's list", WAIT, || async {
+            b.find(&option).await
+        })
+        .await;
+        b.click("#send-context").await;
+        b.click(&option).await;
+        assert_eq!(
+            b.eval(
+                "return document.getElementById('send-context').value",
+                json!([])
+            )
+            .await,
+            json!(ctx)
+        );
+    }
+    b.type_into("#send-text", text).await;
+    b.click("#send-button").await;
+}
+
+/// Polls the open task's text until it reaches `state`, returning every text seen on the way.
+async fn watch_task(b: &Browser, state: &str) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let done = state_is(b, state).await;
+        let text = b.text("#task-text").await.unwrap_or_default();
+        if seen.last() != Some(&text) {
+            seen.push(text);
+        }
+        if done {
+            return seen;
+        }
+        if std::time::Instant::now() >= deadline {
+            let page = b
+                .eval(
+                    "return {status: document.getElementById('send-status').textContent, \
+                     log: document.getElementById('task-log').textContent, \
+                     panel: {...document.getElementById('task-panel').dataset}}",
+                    json!([]),
+                )
+                .await;
+            panic!(
+                "timed out waiting for the task to be {state}; texts seen: {seen:#?}; page: \
+                 {page}; console: {:#?}",
+                b.logs().await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_in_chromium_against_the_fake_sid() {
+    let _one = ONE_BROWSER.lock().await;
+    let upstream = legacy_echo().run().await;
+    let records = vec![
+        domain_record(1, "plan.created", "plan-1", json!({"title": "first"})),
+        domain_record(2, "plan.phase_changed", "plan-1", json!({"phase": "apply"})),
+        domain_record(3, "plan.created", "plan-2", json!({"title": "second"})),
+        domain_record(
+            4,
+            "checkpoint.created",
+            "plan-2",
+            json!({"checkpoint": "c1"}),
+        ),
+        domain_record(5, "plan.applied", "plan-1", json!({})),
+    ];
+    let feed = feed_server(records, FeedMode::Ndjson, None, true).await;
+    let feed_url = feed.url();
+    let gw = gateway()
+        .upstream("legacy-upstream", &upstream.url(), Dialect::Legacy, 2000)
+        .route(&["*"], "legacy-upstream")
+        .sid("console-browser")
+        .with(move |c| c.events.source = feed_url)
+        .start()
+        .await;
+    // The browser reaches the gateway through a relay that can cut a stream mid-turn.
+    let relay = relay::Relay::start(gw.addr).await;
+    let base = format!("http://{}", relay.addr);
+    let b = Browser::start(1280, 900).await;
+
+    // 1. The console loads (Overview), reads its data, and logs no error.
+    b.goto(&format!("{base}/console")).await;
+    wait_for("the upstream's readiness on the Overview", WAIT, || async {
+        let t = b
+            .text("#upstreams li[data-upstream=\"legacy-upstream\"]")
+            .await?;
+        t.contains("reachable").then_some(())
+    })
+    .await;
+    assert_eq!(
+        b.attr("body", "data-access").await.as_deref(),
+        Some("granted")
+    );
+    assert_no_console_errors(&b, "loading the console").await;
+
+    // 2. The Overview's charts show the calls this test makes (legacy calls: only this test
+    // makes them, and the counters are the process's).
+    for i in 0..7 {
+        let a = gw
+            .rpc(&json!({"a2a_version": "1.0", "request_id": format!("c{i}"),
+                         "operation": "plan.get", "params": {"plan_id": "P1"}, "auth": null}))
+            .await;
+        assert_eq!(a.json()["status"], "success", "{}", a.text);
+    }
+    let series = "#rate-chart path[data-series=\"legacy · ok\"]";
+    wait_for(
+        "7 legacy calls in the Overview's legend and chart",
+        WAIT,
+        || async {
+            let total = b
+                .attr(
+                    "#rate-legend li[data-dialect=\"legacy\"][data-outcome=\"ok\"]",
+                    "data-total",
+                )
+                .await?;
+            let sum = b.attr(series, "data-sum").await?;
+            (total == "7" && sum == "7").then_some(())
+        },
+    )
+    .await;
+    let peak: f64 = b.attr(series, "data-max").await.unwrap().parse().unwrap();
+    assert!(peak >= 1.0, "the rate line rises for the calls: {peak}");
+    let p50 = b.text("#p50").await.unwrap();
+    assert!(p50.ends_with("ms"), "p50 shown: {p50}");
+    let legend = b.text("#rate-legend").await.unwrap();
+    assert!(legend.contains("legacy · ok 7 calls"), "{legend}");
+    b.screenshot(&shots().join("overview.png")).await;
+    assert_no_console_errors(&b, "the Overview").await;
+
+    // 3. A message sent from the page (a new context) shows its text deltas as they come, in
+    // order, and completes.
+    b.click("#tab-agents").await;
+    wait_for("the Agents view", WAIT, || async {
+        b.find("#view-agents:not([hidden]) #send-form").await
+    })
+    .await;
+    send_from_page(&b, "slow please", None).await;
+    let seen = watch_task(&b, "completed").await;
+    let expected = slow_text();
+    assert_eq!(seen.last().unwrap(), &expected, "the whole answer, once");
+    for s in &seen {
+        assert!(
+            expected.starts_with(s.as_str()),
+            "every text shown is a prefix of the answer, deltas in order: {s:?}"
+        );
+    }
+    let partial = seen
+        .iter()
+        .filter(|s| !s.is_empty() && s.as_str() != expected)
+        .count();
+    assert!(
+        partial >= 2,
+        "the text grew delta by delta while streaming: {seen:#?}"
+    );
+    assert_eq!(
+        b.attr("#task-panel", "data-repeats").await.as_deref(),
+        Some("0")
+    );
+    let context = b.attr("#task-panel", "data-context").await.unwrap();
+    let first_task = b.attr("#task-panel", "data-task").await.unwrap();
+    assert!(!context.is_empty() && !first_task.is_empty());
+    assert_no_console_errors(&b, "streaming a message").await;
+
+    // 4. In the same context, a tool call asks for confirmation: the choices are buttons; a
+    // click answers and the task completes.
+    send_from_page(&b, "run a tool please", Some(&context)).await;
+    wait_for("the prompt's choices as buttons", WAIT, || async {
+        let yes = b.find("#prompt-choices button[data-choice=\"yes\"]").await;
+        let no = b.find("#prompt-choices button[data-choice=\"no\"]").await;
+        (yes.is_some() && no.is_some() && state_is(&b, "input-required").await).then_some(())
+    })
+    .await;
+    let prompt = b.text("#prompt-message").await.unwrap();
+    assert!(prompt.contains("Allow this call?"), "{prompt}");
+    let tool_task = b.attr("#task-panel", "data-task").await.unwrap();
+    assert_ne!(tool_task, first_task);
+    b.screenshot(&shots().join("agents-prompt.png")).await;
+    b.click("#prompt-choices button[data-choice=\"yes\"]").await;
+    watch_task(&b, "completed").await;
+    assert!(
+        b.find("#task-prompt[hidden]").await.is_some(),
+        "the prompt is gone"
+    );
+    let text = b.text("#task-text").await.unwrap();
+    assert!(text.starts_with("Let me run a command."), "{text}");
+    let task = gw.call("tasks/get", json!({"id": tool_task})).await;
+    assert_eq!(task["result"]["status"]["state"], "completed", "{task}");
+    assert_eq!(task["result"]["contextId"], json!(context));
+    assert_no_console_errors(&b, "answering a prompt").await;
+
+    // 5. The stream is cut by the server side mid-turn (after 5 of 40 deltas): the page
+    // resumes with Last-Event-ID and shows the whole text once.
+    relay.cut_after(5);
+    send_from_page(&b, "slow again", Some(&context)).await;
+    let seen = watch_task(&b, "completed").await;
+    assert_eq!(relay.cuts(), 1, "the stream was cut");
+    assert_eq!(
+        seen.last().unwrap(),
+        &expected,
+        "nothing repeated, nothing lost"
+    );
+    assert!(seen.iter().all(|s| expected.starts_with(s.as_str())));
+    let cut_task = b.attr("#task-panel", "data-task").await.unwrap();
+    let resumes: u32 = b
+        .attr("#task-panel", "data-resumes")
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(resumes >= 1, "the page reconnected");
+    assert_eq!(
+        b.attr("#task-panel", "data-repeats").await.as_deref(),
+        Some("0"),
+        "the gateway resent nothing the page already had"
+    );
+    let resumed: Vec<String> = relay
+        .heads()
+        .into_iter()
+        .filter(|h| h.starts_with(&format!("get /console/api/tasks/{cut_task}/events")))
+        .collect();
+    let with_id: Vec<u64> = resumed
+        .iter()
+        .filter_map(|h| {
+            h.lines()
+                .find_map(|l| l.strip_prefix("last-event-id: "))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .collect();
+    assert!(
+        !with_id.is_empty(),
+        "the resume carried Last-Event-ID: {resumed:#?}"
+    );
+    // The only errors allowed: the browser reporting the connection the relay cut.
+    let logs = b.logs().await;
+    let bad = unexpected(&logs, |e| {
+        e.message.contains("/console/api/") && e.message.contains("net::ERR_")
+    });
+    assert!(bad.is_empty(), "console errors during the cut: {bad:#?}");
+    let log = b.text("#task-log").await.unwrap();
+    assert!(
+        log.contains("stream dropped; resuming after event"),
+        "{log}"
+    );
+    b.screenshot(&shots().join("agents.png")).await;
+
+    // 6. The domain events, live, and filtered by task id.
+    b.click("#tab-events").await;
+    let rows =
+        |filter: &'static str| {
+            let b = &b;
+            async move {
+                b.eval(
+                "return [...document.querySelectorAll('#events-rows tr')].map(r => r.dataset.task)",
+                json!([]),
+            )
+            .await
+            .as_array()
+            .map(|a| a.iter().map(|v| v.as_str().unwrap_or("").to_owned()).collect::<Vec<_>>())
+            .filter(|tasks| {
+                tasks.len() == if filter.is_empty() { 5 } else { 2 }
+                    && (filter.is_empty() || tasks.iter().all(|t| t == filter))
+            })
+            }
+        };
+    wait_for("the five domain events", WAIT, || rows("")).await;
+    b.type_into("#events-task", "plan-2").await;
+    b.click("#events-filter button").await;
+    wait_for("plan-2's two events alone", WAIT, || rows("plan-2")).await;
+    b.screenshot(&shots().join("events.png")).await;
+    assert_no_console_errors(&b, "the Events view").await;
+
+    // 7. Migration: the gateway's /migration report, or the placeholder while it has none.
+    b.click("#tab-migration").await;
+    let shown = wait_for("the Migration view", WAIT, || async {
+        b.attr("#migration-body", "data-state")
+            .await
+            .filter(|s| s == "unavailable" || s == "shown")
+    })
+    .await;
+    let text = b.text("#migration-body").await.unwrap();
+    if shown == "unavailable" {
+        assert!(text.contains("not available"), "{text}");
+        // Chromium reports the 404 it got; nothing else may appear.
+        let logs = b.logs().await;
+        let bad = unexpected(&logs, |e| {
+            e.message.contains(
+                "/migration - Failed to load resource: the server responded with a status of 404",
+            )
+        });
+        assert!(
+            bad.is_empty(),
+            "console errors in the Migration view: {bad:#?}"
+        );
+    } else {
+        assert_no_console_errors(&b, "the Migration view").await;
+    }
+    b.screenshot(&shots().join("migration.png")).await;
+
+    // 8. A phone's width: one column, nothing wider than the screen.
+    b.resize(390, 844).await;
+    for view in ["overview", "agents", "events"] {
+        b.click(&format!("#tab-{view}")).await;
+        let fits = wait_for(&format!("the {view} view at 390 px"), WAIT, || async {
+            let v: Value = b
+                .eval(
+                    "return [document.documentElement.scrollWidth, window.innerWidth]",
+                    json!([]),
+                )
+                .await;
+            let (scroll, width) = (v[0].as_u64()?, v[1].as_u64()?);
+            (width <= 420).then_some(scroll <= width)
+        })
+        .await;
+        assert!(fits, "the {view} view is wider than a 390 px screen");
+        b.screenshot(&shots().join(format!("{view}-390.png"))).await;
+    }
+    assert_no_console_errors(&b, "the narrow layout").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_admin_tokens_the_data_is_refused_until_a_token_is_typed() {
+    let _one = ONE_BROWSER.lock().await;
+    let gw = gateway()
+        .sid("console-token")
+        .with(|c| c.server.admin_tokens = vec!["console-secret-token".into()])
+        .start()
+        .await;
+
+    // The data routes themselves, without a browser.
+    let refused = gw.get("/console/api/stats").await;
+    assert_eq!(refused.status, 401, "{}", refused.text);
+    let ok = gw
+        .http
+        .get(format!("{}/console/api/stats", gw.base()))
+        .bearer_auth("console-secret-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let rpc = gw
+        .post_to(
+            "/console/api/rpc",
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}}),
+        )
+        .await;
+    assert_eq!(
+        rpc.status, 401,
+        "the console's RPC route is behind the rule too"
+    );
+    assert_eq!(
+        gw.get("/console").await.status,
+        200,
+        "the page itself loads"
+    );
+
+    let b = Browser::start(1280, 900).await;
+    b.goto(&format!("{}/console", gw.base())).await;
+    wait_for("the refusal banner", WAIT, || async {
+        let visible = b.find("#access:not([hidden])").await.is_some();
+        let msg = b.text("#access-message").await?;
+        (visible && msg.contains("Refused (401)") && msg.contains("admin token")).then_some(())
+    })
+    .await;
+    assert_eq!(
+        b.attr("body", "data-access").await.as_deref(),
+        Some("refused")
+    );
+    assert!(
+        b.text("#upstreams").await.unwrap().contains("loading"),
+        "no data was shown"
+    );
+    b.screenshot(&shots().join("access-refused.png")).await;
+    // Chromium reports each refused call; those are the only errors.
+    let logs = b.logs().await;
+    assert!(
+        logs.iter().any(|e| e.message.contains("401")),
+        "the refused calls were made: {logs:#?}"
+    );
+    let bad = unexpected(&logs, |e| {
+        e.message.contains("/console/api/") && e.message.contains("401 (Unauthorized)")
+    });
+    assert!(bad.is_empty(), "other console errors: {bad:#?}");
+
+    // A wrong token is refused and said so; the right one lets the data in.
+    b.type_into("#token-input", "wrong").await;
+    b.click("#token-form button").await;
+    wait_for("the wrong token refused", WAIT, || async {
+        let msg = b.text("#access-message").await?;
+        msg.contains("not accepted").then_some(())
+    })
+    .await;
+    b.type_into("#token-input", "console-secret-token").await;
+    b.click("#token-form button").await;
+    wait_for("the Overview's data with the token", WAIT, || async {
+        let state = b.text("#bridge-state").await?;
+        let hidden = b.find("#access[hidden]").await.is_some();
+        (hidden && state.contains("sid bridge healthy")).then_some(())
+    })
+    .await;
+    assert_eq!(
+        b.attr("body", "data-access").await.as_deref(),
+        Some("granted")
+    );
+    let stored = b
+        .eval(
+            "return [sessionStorage.getItem('wiregate.adminToken'), localStorage.length, document.cookie]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        stored,
+        json!(["console-secret-token", 0, ""]),
+        "the token, in session storage only"
+    );
+    let page = b
+        .eval("return document.documentElement.outerHTML", json!([]))
+        .await;
+    assert!(
+        !page.as_str().unwrap().contains("console-secret-token"),
+        "the token is not written into the page"
+    );
+    let _ = b.logs().await;
+    b.click("#tab-agents").await;
+    wait_for("the Agents view with the token", WAIT, || async {
+        let t = b.text("#contexts").await?;
+        t.contains("No contexts yet").then_some(())
+    })
+    .await;
+    assert_no_console_errors(&b, "using the console with a token").await;
+}
