@@ -493,3 +493,127 @@ async fn with_admin_tokens_the_data_is_refused_until_a_token_is_typed() {
     .await;
     assert_no_console_errors(&b, "using the console with a token").await;
 }
+
+/// Kills the demo when the test ends, however it ends.
+struct Demo(std::process::Child);
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_prints_the_console_url_and_every_view_works_against_it() {
+    use std::io::BufRead;
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wiregate"))
+        .current_dir(dir.path())
+        .args(["--demo", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _demo = Demo(child);
+    let url = tokio::task::spawn_blocking(move || {
+        let mut out = std::io::BufReader::new(stdout);
+        let mut printed = String::new();
+        while !printed.contains("# metrics") {
+            assert!(
+                out.read_line(&mut printed).unwrap() > 0,
+                "demo output ended early:\n{printed}"
+            );
+        }
+        printed
+            .split_whitespace()
+            .find(|w| w.starts_with("http://") && w.ends_with("/console"))
+            .unwrap_or_else(|| panic!("no console URL in {printed:?}"))
+            .to_owned()
+    })
+    .await
+    .unwrap();
+
+    let b = Browser::start(1280, 900).await;
+    b.goto(&url).await;
+    wait_for(
+        "the demo's upstream, bridge and feed on the Overview",
+        WAIT,
+        || async {
+            let up = b
+                .text("#upstreams li[data-upstream=\"demo-legacy\"]")
+                .await?;
+            let state = b.text("#bridge-state").await?;
+            (up.contains("reachable")
+                && state.contains("1 contexts")
+                && state.contains("event feed connected"))
+            .then_some(())
+        },
+    )
+    .await;
+    // A call to the demo shows on the chart.
+    let answer = reqwest::Client::new()
+        .post(url.replace("/console", "/rpc"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"hi": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    wait_for("the call on the chart", WAIT, || async {
+        let total = b
+            .attr(
+                "#rate-legend li[data-dialect=\"jsonrpc\"][data-outcome=\"ok\"]",
+                "data-total",
+            )
+            .await?;
+        (total == "1").then_some(())
+    })
+    .await;
+    assert_no_console_errors(&b, "the demo's Overview").await;
+
+    b.click("#tab-agents").await;
+    wait_for(
+        "the demo's context and its completed task",
+        WAIT,
+        || async {
+            let t = b.text("#contexts").await?;
+            (t.contains("context ") && t.contains("completed")).then_some(())
+        },
+    )
+    .await;
+    b.click("#contexts button[data-task]").await;
+    wait_for(
+        "the demo's first answer, opened from the list",
+        WAIT,
+        || async {
+            let text = b.text("#task-text").await?;
+            (text == "Hello from the mock model." && state_is(&b, "completed").await).then_some(())
+        },
+    )
+    .await;
+    assert_no_console_errors(&b, "the demo's Agents view").await;
+
+    b.click("#tab-events").await;
+    wait_for("the demo feed's events", WAIT, || async {
+        let n = b
+            .eval(
+                "return document.querySelectorAll('#events-rows tr').length",
+                json!([]),
+            )
+            .await
+            .as_u64()?;
+        (n >= 1).then_some(())
+    })
+    .await;
+    assert_no_console_errors(&b, "the demo's Events view").await;
+
+    b.click("#tab-migration").await;
+    wait_for("the Migration view", WAIT, || async {
+        b.attr("#migration-body", "data-state")
+            .await
+            .filter(|s| s == "unavailable" || s == "shown")
+    })
+    .await;
+}

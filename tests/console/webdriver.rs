@@ -160,11 +160,17 @@ impl Browser {
             .json()
             .await
             .unwrap();
-        resp["value"]
-            .as_object()
-            .and_then(|o| o.values().next())
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
+        match resp["value"]["error"].as_str() {
+            None => {}
+            Some("no such element") => return None,
+            Some(e) => panic!("WebDriver find {css}: {e}: {}", resp["value"]["message"]),
+        }
+        // An element reference is an object with one member, named by the W3C's constant.
+        let id = resp["value"]["element-6066-11e4-a52e-4f735466cecf"].as_str();
+        Some(
+            id.unwrap_or_else(|| panic!("not an element: {resp}"))
+                .to_owned(),
+        )
     }
 
     /// Clicks the element matching `css` as a user would (WebDriver's element click: scrolled

@@ -27,7 +27,7 @@ function niceMax(v) {
  * `figure`, replacing what was there. A null value breaks the line. `label` describes the
  * chart for screen readers; `unit` is appended to the y axis's top value.
  */
-export function lineChart(figure, { series, tMin, tMax, label, unit = '', width = 600, height = 180 }) {
+export function lineChart(figure, { series, tMin, tMax, label, unit = '', width = 600, height = 180, stroke = 2 }) {
   const W = width;
   const H = height;
   let max = 0;
@@ -64,7 +64,7 @@ export function lineChart(figure, { series, tMin, tMax, label, unit = '', width 
       d += pen ? `L${x(t).toFixed(1)} ${y(v).toFixed(1)}` : `M${x(t).toFixed(1)} ${y(v).toFixed(1)}h0.01`;
       pen = true;
     }
-    const path = el('path', { d: d || 'M0 0', fill: 'none', stroke: s.color, 'stroke-width': 2, 'stroke-linecap': 'round', 'stroke-linejoin': 'round',
+    const path = el('path', { d: d || 'M0 0', fill: 'none', stroke: s.color, 'stroke-width': stroke, 'stroke-linecap': 'round', 'stroke-linejoin': 'round',
       'data-series': s.name, 'data-sum': sum, 'data-max': smax, 'vector-effect': 'non-scaling-stroke' });
     path.append(el('title', {}, s.name));
     svg.append(path);

@@ -99,7 +99,7 @@ async function refreshStats() {
       { name: 'p50', color: PALETTE[0], points: gaps(lat('p50_ms')) },
       { name: 'p99', color: PALETTE[2], points: gaps(lat('p99_ms')) },
     ],
-    tMin, tMax, unit: ' ms',
+    tMin, tMax, unit: ' ms', stroke: 4,
     label: `Latency per second over the last 15 minutes: p50 ${fmtMs(s.p50_ms)}, p99 ${fmtMs(s.p99_ms)}`,
   });
   $('p50').textContent = fmtMs(s.p50_ms);
