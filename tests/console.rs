@@ -308,6 +308,50 @@ async fn console_in_chromium_against_the_fake_sid() {
     );
     b.screenshot(&shots().join("agents.png")).await;
 
+    // 5b. Cancel: the gateway's answer is shown (over stdio, sid reads the interrupt only when
+    // the turn ends, and the answer says so).
+    send_from_page(&b, "slow, to be canceled", Some(&context)).await;
+    wait_for("the cancel button while the task streams", WAIT, || async {
+        b.find("#cancel-button:not([hidden])").await
+    })
+    .await;
+    b.click("#cancel-button").await;
+    wait_for("the cancel's answer in the task's log", WAIT, || async {
+        let log = b.text("#task-log").await?;
+        // The gateway's own note, from its answer to tasks/cancel.
+        log.contains("cancel asked: sid over stdio reads the interrupt only when")
+            .then_some(())
+    })
+    .await;
+    watch_task(&b, "completed").await;
+    assert_no_console_errors(&b, "canceling a task").await;
+
+    // 5c. Keyboard and labels: every field has a label, every button a name, and a view is
+    // reached from the keyboard (Enter on its tab).
+    let unlabelled = b
+        .eval(
+            "return [...document.querySelectorAll('input, select, textarea')].filter(e => !e.labels.length).map(e => e.id)\
+             .concat([...document.querySelectorAll('button')].filter(b => !b.textContent.trim() && !b.getAttribute('aria-label')).map(b => b.outerHTML))",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        unlabelled,
+        json!([]),
+        "fields without a label, buttons without a name"
+    );
+    b.type_into("#tab-overview", "\u{E007}").await;
+    wait_for("the Overview from the keyboard", WAIT, || async {
+        b.find("#view-overview:not([hidden])").await
+    })
+    .await;
+    let focused = b.eval("return document.activeElement.id", json!([])).await;
+    assert_eq!(
+        focused, "h-overview",
+        "the focus moves to the view's heading"
+    );
+    b.click("#tab-agents").await;
+
     // 6. The domain events, live, and filtered by task id.
     b.click("#tab-events").await;
     let rows =
@@ -380,6 +424,30 @@ async fn console_in_chromium_against_the_fake_sid() {
         b.screenshot(&shots().join(format!("{view}-390.png"))).await;
     }
     assert_no_console_errors(&b, "the narrow layout").await;
+
+    // 9. Dark, by the system setting.
+    b.resize(1280, 900).await;
+    b.cdp(
+        "Emulation.setEmulatedMedia",
+        json!({"features": [{"name": "prefers-color-scheme", "value": "dark"}]}),
+    )
+    .await;
+    b.click("#tab-agents").await;
+    let background = wait_for("the dark colours", WAIT, || async {
+        let bg = b
+            .eval(
+                "return getComputedStyle(document.body).backgroundColor",
+                json!([]),
+            )
+            .await;
+        bg.as_str()
+            .filter(|c| *c == "rgb(18, 18, 21)")
+            .map(str::to_owned)
+    })
+    .await;
+    assert_eq!(background, "rgb(18, 18, 21)");
+    b.screenshot(&shots().join("agents-dark.png")).await;
+    assert_no_console_errors(&b, "the dark scheme").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,8 +5,8 @@
 //! text from a page would mean parsing it there. So [`record`] (called where
 //! [`telemetry::record_call`](crate::telemetry::record_call) counts a call) keeps one small slot
 //! per second that saw calls, in a ring bounded to [`WINDOW_SECS`] slots, with at most
-//! [`MAX_SERIES`] dialect × outcome series (later ones fold into `other`). At most about 190 KB
-//! whatever the load; nothing when idle.
+//! [`MAX_SERIES`] dialect × outcome series (later ones fold into `other`). At most 900 slots of 200 bytes
+//! (180 KB) whatever the load; nothing when idle.
 
 use std::collections::VecDeque;
 use std::sync::{LazyLock, Mutex};
@@ -239,6 +239,12 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_second_costs_200_bytes() {
+        // What the module's and README's memory bound says: 900 of these at most.
+        assert_eq!(std::mem::size_of::<Slot>(), 200);
+    }
 
     #[test]
     fn counts_per_second_and_series() {

@@ -224,6 +224,16 @@ impl Browser {
         .map(str::to_owned)
     }
 
+    /// Runs a Chrome DevTools Protocol command through chromedriver.
+    pub async fn cdp(&self, cmd: &str, params: Value) -> Value {
+        self.command(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({"cmd": cmd, "params": params})),
+        )
+        .await
+    }
+
     /// Resizes the window.
     pub async fn resize(&self, width: u32, height: u32) {
         self.command(

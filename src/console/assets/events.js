@@ -1,11 +1,12 @@
 // Events: the legacy server's domain events as they arrive, filterable by task id.
 
-import { openStream } from './api.js';
+import { getJson, openStream } from './api.js';
 
 const $ = (id) => document.getElementById(id);
 const MAX_ROWS = 500;
 let stream = null;
 let wired = false;
+let visible = false;
 
 function cell(text) {
   const td = document.createElement('td');
@@ -43,7 +44,8 @@ function start() {
   });
 }
 
-export function show() {
+export async function show() {
+  visible = true;
   if (!wired) {
     $('events-filter').addEventListener('submit', (e) => {
       e.preventDefault();
@@ -51,10 +53,22 @@ export function show() {
     });
     wired = true;
   }
-  start();
+  // Without a feed there is nothing to open (and a 404 would be a console error).
+  try {
+    const o = await getJson('/console/api/overview');
+    if (!o.events) {
+      $('events-status').textContent = 'no event feed is configured (events.source)';
+      $('events-status').dataset.state = 'unconfigured';
+      return;
+    }
+  } catch {
+    return;
+  }
+  if (visible) start();
 }
 
 export function hide() {
+  visible = false;
   if (stream) stream.close();
   stream = null;
 }
