@@ -37,7 +37,7 @@ fn shots() -> PathBuf {
 
 /// The text the fake sid's `slow` script streams: forty deltas, 50 ms apart.
 fn slow_text() -> String {
-    (0..40).map(|i| format!("chunk {i} ")).collect()
+    slow_deltas().concat()
 }
 
 /// Console entries that are errors or warnings, except those `allowed` says are expected.
@@ -79,6 +79,29 @@ async fn send_from_page(b: &Browser, text: &str, context: Option<&str>) {
     }
     b.type_into("#send-text", text).await;
     b.click("#send-button").await;
+}
+
+/// Records, in the page, each piece of text added to the task's text as it is added (a
+/// MutationObserver sees every append, however fast they come).
+async fn observe_deltas(b: &Browser) {
+    b.eval(
+        "window.__deltas = []; if (window.__obs) window.__obs.disconnect(); \
+         window.__obs = new MutationObserver(rs => { for (const r of rs) for (const n of r.addedNodes) \
+           if (n.nodeType === Node.TEXT_NODE) window.__deltas.push(n.data); }); \
+         window.__obs.observe(document.getElementById('task-text'), {childList: true});",
+        json!([]),
+    )
+    .await;
+}
+
+/// The pieces of text [`observe_deltas`] saw added, in order.
+async fn observed_deltas(b: &Browser) -> Vec<String> {
+    serde_json::from_value(b.eval("return window.__deltas", json!([])).await).unwrap()
+}
+
+/// The deltas of the fake sid's `slow` script.
+fn slow_deltas() -> Vec<String> {
+    (0..40).map(|i| format!("chunk {i} ")).collect()
 }
 
 /// Polls the open task's text until it reaches `state`, returning every text seen on the way.
@@ -199,6 +222,7 @@ async fn console_in_chromium_against_the_fake_sid() {
         b.find("#view-agents:not([hidden]) #send-form").await
     })
     .await;
+    observe_deltas(&b).await;
     send_from_page(&b, "slow please", None).await;
     let seen = watch_task(&b, "completed").await;
     let expected = slow_text();
@@ -209,13 +233,10 @@ async fn console_in_chromium_against_the_fake_sid() {
             "every text shown is a prefix of the answer, deltas in order: {s:?}"
         );
     }
-    let partial = seen
-        .iter()
-        .filter(|s| !s.is_empty() && s.as_str() != expected)
-        .count();
-    assert!(
-        partial >= 2,
-        "the text grew delta by delta while streaming: {seen:#?}"
+    assert_eq!(
+        observed_deltas(&b).await,
+        slow_deltas(),
+        "each delta added to the page as it came, in order"
     );
     assert_eq!(
         b.attr("#task-panel", "data-repeats").await.as_deref(),
@@ -256,6 +277,7 @@ async fn console_in_chromium_against_the_fake_sid() {
     // 5. The stream is cut by the server side mid-turn (after 5 of 40 deltas): the page
     // resumes with Last-Event-ID and shows the whole text once.
     relay.cut_after(5);
+    observe_deltas(&b).await;
     send_from_page(&b, "slow again", Some(&context)).await;
     let seen = watch_task(&b, "completed").await;
     assert_eq!(relay.cuts(), 1, "the stream was cut");
@@ -265,6 +287,11 @@ async fn console_in_chromium_against_the_fake_sid() {
         "nothing repeated, nothing lost"
     );
     assert!(seen.iter().all(|s| expected.starts_with(s.as_str())));
+    assert_eq!(
+        observed_deltas(&b).await,
+        slow_deltas(),
+        "across the cut, each delta added once, in order"
+    );
     let cut_task = b.attr("#task-panel", "data-task").await.unwrap();
     let resumes: u32 = b
         .attr("#task-panel", "data-resumes")
