@@ -39,6 +39,39 @@ pub fn authorize(
         .ok_or(GatewayError::Unauthorized)
 }
 
+/// What the command line's admin subcommands (`wiregate reload`, …) send to a running gateway:
+/// `method` on `url` with an optional bearer token; the answer's status and body.
+pub async fn request(
+    method: axum::http::Method,
+    url: &str,
+    token: Option<&str>,
+) -> Result<(axum::http::StatusCode, bytes::Bytes), String> {
+    use http_body_util::BodyExt;
+    let uri: axum::http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let connector = crate::tls::connector(None, Some(std::time::Duration::from_secs(10)));
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, axum::body::Body>(connector);
+    let mut req = axum::http::Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req
+        .body(axum::body::Body::empty())
+        .map_err(|e| e.to_string())?;
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(30), client.request(req))
+        .await
+        .map_err(|_| format!("{url}: no answer within 30 s"))?
+        .map_err(|e| format!("{url}: {e}"))?;
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, body))
+}
+
 /// Loopback, including an IPv4 loopback address mapped into IPv6.
 fn is_loopback(addr: SocketAddr) -> bool {
     match addr {

@@ -135,7 +135,10 @@ pub struct Reader {
 impl Reader {
     /// Reads, reconnecting for ever; [`Feed::close`] drops this future wherever it waits.
     async fn run(mut self, cfg: EventsConfig, feed: Arc<Feed>) {
-        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+        let tls = crate::tls::client_config_for(&cfg.source, &cfg.ca_file)
+            .expect("events.source's TLS settings are validated at start");
+        let client: Client<_, Empty<Bytes>> =
+            Client::builder(TokioExecutor::new()).build(crate::tls::connector(tls, None));
         let first = Duration::from_millis(cfg.reconnect_ms);
         let mut backoff = first;
         loop {

@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod a2a;
+pub mod access;
 pub mod activity;
 pub mod admin;
 pub mod bridge;
@@ -33,13 +34,19 @@ pub mod error;
 pub mod events;
 pub mod facade;
 pub mod feed;
+pub mod forwarded;
 pub mod listener;
+pub mod logging;
+pub mod passthrough;
 pub mod proxy;
 pub mod reply;
 pub mod router;
 pub mod rpc;
+pub mod scope;
 pub mod server;
 pub mod sse_conn;
 pub mod stream;
 pub mod telemetry;
+pub mod tls;
+pub mod trace;
 pub mod wire;

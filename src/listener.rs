@@ -38,10 +38,10 @@ impl Bounded {
     }
 }
 
-/// An accepted socket and its permit.
+/// An accepted socket (or the TLS session on it) and its permit.
 #[derive(Debug)]
-pub struct Conn {
-    io: TcpStream,
+pub struct Conn<S = TcpStream> {
+    io: S,
     /// Bytes [`sniff`](Conn::sniff) read, served again before the socket's.
     prefix: Bytes,
     _permit: OwnedSemaphorePermit,
@@ -65,6 +65,29 @@ impl Conn {
         self.io.peer_addr().ok()
     }
 
+    /// The TLS handshake, within `deadline` (the handshake is the first thing a TLS client
+    /// sends, so the same rule as a plain connection's first bytes); `None` when it fails or
+    /// takes longer.
+    pub async fn tls_accept(
+        self,
+        config: std::sync::Arc<rustls::ServerConfig>,
+        deadline: std::time::Duration,
+    ) -> Option<Conn<tokio_rustls::server::TlsStream<TcpStream>>> {
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        match tokio::time::timeout(deadline, acceptor.accept(self.io)).await {
+            Ok(Ok(io)) => Some(Conn {
+                io,
+                prefix: Bytes::new(),
+                _permit: self._permit,
+            }),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
     /// The bytes read ahead and the socket, for a caller that reads on before hyper does.
     pub fn parts_mut(&mut self) -> (&mut Bytes, &mut TcpStream) {
         (&mut self.prefix, &mut self.io)
@@ -75,11 +98,13 @@ impl Conn {
     pub fn into_stream(self) -> (TcpStream, OwnedSemaphorePermit) {
         (self.io, self._permit)
     }
+}
 
+impl<S: AsyncRead + Unpin> Conn<S> {
     /// Reads until the first bytes tell HTTP/2's preface from anything else, within `deadline`;
     /// `None` when the peer stays silent that long or closes first. The bytes are kept and read
     /// again by whoever serves the connection.
-    pub async fn sniff(mut self, deadline: std::time::Duration) -> Option<(Conn, Protocol)> {
+    pub async fn sniff(mut self, deadline: std::time::Duration) -> Option<(Self, Protocol)> {
         let mut buf = Vec::with_capacity(H2_PREFACE.len());
         let read = async {
             loop {
@@ -146,7 +171,7 @@ impl Bounded {
     }
 }
 
-impl AsyncRead for Conn {
+impl<S: AsyncRead + Unpin> AsyncRead for Conn<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -162,7 +187,7 @@ impl AsyncRead for Conn {
     }
 }
 
-impl AsyncWrite for Conn {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Conn<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -30,6 +30,16 @@ struct Cli {
 enum Command {
     /// Print the effective configuration (secrets masked), or every error with its key path.
     CheckConfig,
+    /// Ask a running gateway to re-read its configuration (as SIGHUP does) and print what it
+    /// did: reloaded, or refused with every error; and what needs a restart.
+    Reload {
+        /// The gateway's base URL (default: http://<server.listen> of the configuration).
+        #[arg(long)]
+        url: Option<String>,
+        /// A token of `server.admin_tokens` (or WIREGATE_ADMIN_TOKEN).
+        #[arg(long, env = "WIREGATE_ADMIN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
     /// Run the fake sid that `--demo` bridges (`demo-sid --raw`).
     #[command(hide = true)]
     DemoSid {
@@ -77,12 +87,18 @@ fn main() -> ExitCode {
         print!("{}", config.to_masked_toml());
         return ExitCode::SUCCESS;
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if let Some(Command::Reload { url, token }) = &cli.command {
+        let url = url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", config.server.listen));
+        return admin_call(
+            axum::http::Method::POST,
+            &url,
+            server::reload::PATH,
+            token.as_deref(),
+        );
+    }
+    let log = wiregate::logging::init(&config.log);
     // One worker: a current-thread runtime, which wakes tasks without cross-thread handoffs.
     let mut builder = match config.server.worker_threads {
         1 => tokio::runtime::Builder::new_current_thread(),
@@ -101,7 +117,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config, cli.demo)) {
+    let reload_source = (!cli.demo).then(|| (cli.config.clone(), cli.listen));
+    match runtime.block_on(run(config, cli.demo, reload_source, log)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("wiregate: {e}");
@@ -110,15 +127,53 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(mut config: Config, demo_mode: bool) -> std::io::Result<()> {
+/// Sends one admin request and prints the answer; exit status 0 for a 2xx answer.
+fn admin_call(method: axum::http::Method, base: &str, path: &str, token: Option<&str>) -> ExitCode {
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(wiregate::admin::request(method, &url, token)) {
+        Ok((status, body)) => {
+            println!("{}", String::from_utf8_lossy(&body));
+            if status.is_success() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("wiregate: {url} answered {status}");
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("wiregate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What a reload re-reads: the `--config` file (or ./gateway.toml), with `--listen` applied.
+type ReloadSource = (Option<PathBuf>, Option<SocketAddr>);
+
+async fn run(
+    mut config: Config,
+    demo_mode: bool,
+    reload_source: Option<ReloadSource>,
+    log: wiregate::logging::LogHandle,
+) -> std::io::Result<()> {
     if demo_mode {
         let (addr, _task) = demo::legacy_upstream(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        config.upstreams = vec![Upstream {
-            name: "demo-legacy".into(),
-            url: format!("http://{addr}/a2a"),
-            dialect: Dialect::Legacy,
-            timeout_ms: 1000,
-        }];
+        config.upstreams = vec![Upstream::new(
+            "demo-legacy",
+            &format!("http://{addr}/a2a"),
+            Dialect::Legacy,
+            1000,
+        )];
         config.routes = vec![Route {
             methods: vec!["*".into()],
             upstream: "demo-legacy".into(),
@@ -136,6 +191,22 @@ async fn run(mut config: Config, demo_mode: bool) -> std::io::Result<()> {
     let running = server::serve(&config).await?;
     let addr = running.addr;
     tracing::info!(%addr, "wiregate listening");
+    if let Some((path, listen)) = reload_source {
+        let load = move || {
+            let (path, explicit) = match &path {
+                Some(p) => (p.clone(), true),
+                None => (PathBuf::from("gateway.toml"), false),
+            };
+            let mut c = Config::load(&path, explicit)?;
+            if let Some(l) = listen {
+                c.server.listen = l;
+            }
+            Ok(c)
+        };
+        running
+            .reloader()
+            .watch(load, move |c: &Config| log.apply(&c.log))?;
+    }
     if demo_mode {
         let context = match running.gateway().bridge() {
             Some(b) => {

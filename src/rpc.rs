@@ -78,25 +78,20 @@ pub struct Gateway {
     batch_concurrency: usize,
     batch_len: usize,
     bridge: Option<Arc<Bridge>>,
-    a2a: Option<A2a>,
+    a2a: Option<Arc<A2a>>,
     feed: Option<Arc<Feed>>,
 }
 
 impl Gateway {
-    /// Builds the gateway from a validated configuration.
+    /// Builds the gateway from a validated configuration, starting its sid bridge and event
+    /// feed when they are configured.
     pub fn new(config: &Config) -> Self {
-        let upstreams: Vec<UpstreamClient> = config
-            .upstreams
-            .iter()
-            .map(|u| UpstreamClient::new(u.clone(), config.server.max_upstream_body_bytes))
-            .collect();
-        let names: Vec<&str> = upstreams.iter().map(UpstreamClient::name).collect();
         let bridge = config
             .sid
             .enabled
             .then(|| Bridge::start(config.sid.clone()));
         let a2a = bridge.as_ref().filter(|_| config.a2a.enabled).map(|b| {
-            A2a::new(
+            Arc::new(A2a::new(
                 b.clone(),
                 config.a2a.clone(),
                 config
@@ -106,8 +101,36 @@ impl Gateway {
                     .map_or("/rpc", |p| p.trim_end_matches('/'))
                     .to_owned(),
                 !config.sid.bearer_tokens.is_empty(),
-            )
+            ))
         });
+        let feed = (!config.events.source.is_empty()).then(|| Feed::start(config.events.clone()));
+        Self::with_services(config, bridge, a2a, feed)
+    }
+
+    /// The gateway of a reloaded configuration: routes, upstreams and the legacy rules anew,
+    /// the running sid bridge, A2A service and event feed kept (their sessions, contexts and
+    /// subscribers are not disturbed by a reload).
+    pub fn reloaded(&self, config: &Config) -> Self {
+        Self::with_services(
+            config,
+            self.bridge.clone(),
+            self.a2a.clone(),
+            self.feed.clone(),
+        )
+    }
+
+    fn with_services(
+        config: &Config,
+        bridge: Option<Arc<Bridge>>,
+        a2a: Option<Arc<A2a>>,
+        feed: Option<Arc<Feed>>,
+    ) -> Self {
+        let upstreams: Vec<UpstreamClient> = config
+            .upstreams
+            .iter()
+            .map(|u| UpstreamClient::new(u.clone(), config.server.max_upstream_body_bytes))
+            .collect();
+        let names: Vec<&str> = upstreams.iter().map(UpstreamClient::name).collect();
         Gateway {
             facade: Facade::new(),
             router: Router::new(&config.routes, &names),
@@ -121,7 +144,7 @@ impl Gateway {
             batch_len: config.server.max_batch_len,
             bridge,
             a2a,
-            feed: (!config.events.source.is_empty()).then(|| Feed::start(config.events.clone())),
+            feed,
             upstreams,
         }
     }
@@ -138,7 +161,7 @@ impl Gateway {
 
     /// The A2A service, when the sid bridge and `[a2a]` are on.
     pub fn a2a(&self) -> Option<&A2a> {
-        self.a2a.as_ref()
+        self.a2a.as_deref()
     }
 
     /// Which dialect a JSON-RPC call speaks; always the seed's (or a route's) without `[a2a]`.

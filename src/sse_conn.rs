@@ -115,9 +115,10 @@ fn parse(head: &[u8]) -> Option<Get> {
     })
 }
 
-/// Writes `resp` and its body on `io`, then closes. A stream ends when its body does, or when
-/// the client closes its side (watched meanwhile, so a subscriber that left frees its place).
-pub async fn write(mut io: TcpStream, get: &Get, resp: Response) {
+/// Writes `resp` and its body on `io`, then closes; returns the body bytes written. A stream
+/// ends when its body does, or when the client closes its side (watched meanwhile, so a
+/// subscriber that left frees its place).
+pub async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
     let (parts, body) = resp.into_parts();
     let known = body_len(&body);
     let chunked = known.is_none() && !get.http10;
@@ -154,8 +155,9 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) {
     }
     head.extend_from_slice(b"\r\n");
     if io.write_all(&head).await.is_err() {
-        return;
+        return 0;
     }
+    let mut sent = 0u64;
     drop(head);
     let (mut rd, mut wr) = io.into_split();
     let mut body = std::pin::pin!(body);
@@ -171,7 +173,7 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) {
                     said += n;
                     continue;
                 }
-                _ => return,
+                _ => return sent,
             },
         };
         let Some(Ok(frame)) = frame else {
@@ -190,13 +192,15 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) {
             wr.write_all(&data).await
         };
         if written.is_err() {
-            return;
+            return sent;
         }
+        sent += data.len() as u64;
     }
     if chunked {
         let _ = wr.write_all(b"0\r\n\r\n").await;
     }
     let _ = wr.shutdown().await;
+    sent
 }
 
 /// The body's length when it is all known up front (a JSON answer, not a stream).

@@ -243,7 +243,8 @@ async fn demo_a2a_lines_serve_the_card_and_a_spec_stream() {
 
 #[tokio::test]
 async fn credentials_never_reach_the_log() {
-    let (guard, url, _context, mut stderr) = start_demo(&[("RUST_LOG", "trace")]);
+    let (guard, url, _context, mut stderr) =
+        start_demo(&[("RUST_LOG", "trace"), ("WIREGATE_LOG__ACCESS", "true")]);
     let http = reqwest::Client::new();
     http.post(format!("{url}/rpc"))
         .header("content-type", "application/json")
@@ -267,8 +268,9 @@ async fn credentials_never_reach_the_log() {
     let mut log = String::new();
     stderr.read_to_string(&mut log).unwrap();
     assert!(
-        log.contains("rpc"),
-        "the per-request line is logged:\n{log}"
+        log.lines()
+            .any(|l| l.contains("access") && l.contains("path=/rpc") && l.contains("status=")),
+        "the access line is logged:\n{log}"
     );
     assert!(!log.contains("SECRET-HEADER-TOKEN"), "{log}");
     assert!(!log.contains("SECRET-BODY-TOKEN"), "{log}");

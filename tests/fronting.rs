@@ -66,3 +66,169 @@ fn rpc_paths_that_cannot_work_are_refused_by_name() {
     c.server.rpc_paths = vec!["/a2a".into(), "/v1/agent-rpc/".into()];
     c.validate().unwrap();
 }
+
+mod browsers_and_tracing {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use serde_json::json;
+    use wiregate::config::Dialect;
+
+    use crate::support::{domain_record, feed_server, gateway, jsonrpc_echo, FeedMode};
+
+    const APP: &str = "https://app.example";
+
+    async fn with_cors(origins: &[&str]) -> crate::support::TestGateway {
+        let up = jsonrpc_echo().run().await;
+        let records = vec![domain_record(1, "plan.created", "plan-1", json!({"n": 1}))];
+        let feed = feed_server(records, FeedMode::Ndjson, None, true).await;
+        let origins: Vec<String> = origins.iter().map(|o| o.to_string()).collect();
+        gateway()
+            .upstream("modern", &up.url(), Dialect::Jsonrpc, 2000)
+            .route(&["*"], "modern")
+            .with(move |c| {
+                c.server.cors.allow_origins = origins;
+                c.events.source = feed.url();
+            })
+            .start()
+            .await
+    }
+
+    #[tokio::test]
+    async fn an_allowed_origin_gets_preflight_and_cors_headers_on_calls_and_streams() {
+        let gw = with_cors(&[APP]).await;
+        let pre = gw
+            .http
+            .request(reqwest::Method::OPTIONS, format!("{}/rpc", gw.base()))
+            .header("origin", APP)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "content-type, authorization",
+            )
+            .send()
+            .await
+            .unwrap();
+        assert!(pre.status().is_success(), "{}", pre.status());
+        assert_eq!(pre.headers()["access-control-allow-origin"], APP);
+        let allowed = pre.headers()["access-control-allow-methods"]
+            .to_str()
+            .unwrap();
+        assert!(allowed.contains("POST"), "{allowed}");
+        let headers = pre.headers()["access-control-allow-headers"]
+            .to_str()
+            .unwrap();
+        assert!(headers.contains("authorization"), "{headers}");
+
+        let call = gw
+            .http
+            .post(format!("{}/rpc", gw.base()))
+            .header("origin", APP)
+            .header("content-type", "application/json")
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(call.headers()["access-control-allow-origin"], APP);
+        assert!(call.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("x-request-id"));
+        let body: serde_json::Value = call.json().await.unwrap();
+        assert_eq!(body["result"]["via"], "jsonrpc");
+
+        // An EventSource-style GET of a stream (served off hyper on HTTP/1).
+        let stream = gw
+            .http
+            .get(format!("{}/events", gw.base()))
+            .header("origin", APP)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.status(), 200);
+        assert_eq!(stream.headers()["access-control-allow-origin"], APP);
+        let mut events = eventsource_stream::EventStream::new(stream.bytes_stream());
+        let first = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.id, "1");
+    }
+
+    #[tokio::test]
+    async fn a_refused_origin_gets_no_cors_headers() {
+        let gw = with_cors(&[APP]).await;
+        for path in ["/rpc", "/events"] {
+            let pre = gw
+                .http
+                .request(reqwest::Method::OPTIONS, format!("{}{path}", gw.base()))
+                .header("origin", "https://evil.example")
+                .header("access-control-request-method", "POST")
+                .send()
+                .await
+                .unwrap();
+            assert!(pre.headers().get("access-control-allow-origin").is_none());
+        }
+        let stream = gw
+            .http
+            .get(format!("{}/events", gw.base()))
+            .header("origin", "https://evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert!(stream
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none());
+        // Without [server.cors], no CORS headers at all, as before.
+        let plain = with_cors(&[]).await;
+        let call = plain
+            .http
+            .post(format!("{}/rpc", plain.base()))
+            .header("origin", APP)
+            .header("content-type", "application/json")
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(call.headers().get("access-control-allow-origin").is_none());
+        // "*" allows any origin.
+        let any = with_cors(&["*"]).await;
+        let r = any
+            .http
+            .get(format!("{}/healthz", any.base()))
+            .header("origin", "https://anyone.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["access-control-allow-origin"], "*");
+    }
+
+    #[tokio::test]
+    async fn traceparent_reaches_the_upstream_with_a_new_span_or_starts_a_trace() {
+        let up = jsonrpc_echo().run().await;
+        let gw = gateway()
+            .upstream("modern", &up.url(), Dialect::Jsonrpc, 2000)
+            .route(&["*"], "modern")
+            .start()
+            .await;
+        let client = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        gw.rpc_with(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "m"}),
+            &[("traceparent", client)],
+        )
+        .await;
+        gw.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "m"}))
+            .await;
+        let seen = up.seen();
+        let continued = seen[0].headers["traceparent"].to_str().unwrap();
+        assert!(continued.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
+        assert!(continued.ends_with("-01"));
+        assert_ne!(&continued[36..52], "00f067aa0ba902b7", "a new span per hop");
+        let started = seen[1].headers["traceparent"].to_str().unwrap();
+        assert_eq!(started.len(), 55);
+        assert!(!started.contains("4bf92f3577b34da6a3ce929d0e0e4736"));
+    }
+}

@@ -10,6 +10,9 @@ use super::Issues;
 pub struct Events {
     /// URL of the feed (NDJSON or SSE); empty turns the feed off.
     pub source: String,
+    /// PEM CAs an `https://` source is verified against; empty: the platform's roots.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ca_file: String,
     /// First reconnect backoff step; doubles up to 30 s.
     pub reconnect_ms: u64,
     /// Events kept for resumption.
@@ -52,6 +55,7 @@ impl Default for Events {
     fn default() -> Self {
         Events {
             source: String::new(),
+            ca_file: String::new(),
             reconnect_ms: 1000,
             replay_events: 4096,
             subscriber_buffer: None,
@@ -69,10 +73,16 @@ impl Events {
             return;
         }
         match self.source.parse::<axum::http::Uri>() {
-            Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {}
+            Ok(uri)
+                if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() =>
+            {
+                if let Err(e) = crate::tls::client_config_for(&self.source, &self.ca_file) {
+                    issues.add(format!("events.{}", e.key), e.message);
+                }
+            }
             _ => issues.add(
                 "events.source".into(),
-                "must be an http:// URL with a host".into(),
+                "must be an http:// or https:// URL with a host".into(),
             ),
         }
         for (key, v) in [

@@ -5,15 +5,17 @@
 
 mod a2a;
 mod events;
+mod log;
 mod server;
 mod sid;
 mod upstream;
 
 pub use a2a::A2a;
 pub use events::{Events, EventsMap};
-pub use server::Server;
+pub use log::{Log, LogFormat};
+pub use server::{Cors, Server, ServerTls};
 pub use sid::{Sid, SID_INTERNAL_OPS, SID_OFF_BY_DEFAULT_OPS, SID_OPS};
-pub use upstream::{Dialect, Legacy, Route, Upstream};
+pub use upstream::{Dialect, Legacy, Passthrough, Route, Upstream};
 
 use std::path::Path;
 
@@ -31,6 +33,9 @@ pub struct Config {
     pub upstreams: Vec<Upstream>,
     /// Method → upstream routes; first match wins.
     pub routes: Vec<Route>,
+    /// Paths forwarded unchanged to an upstream; longest prefix wins.
+    #[serde(default)]
+    pub passthrough: Vec<Passthrough>,
     /// Legacy-dialect behaviour.
     pub legacy: Legacy,
     /// The sid bridge.
@@ -39,6 +44,9 @@ pub struct Config {
     pub events: Events,
     /// The published A2A protocol over the sid bridge.
     pub a2a: A2a,
+    /// Log format and access lines.
+    #[serde(default)]
+    pub log: Log,
 }
 
 /// One problem with the configuration.
@@ -97,7 +105,13 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut issues = Issues::default();
         self.server.validate(&mut issues);
-        upstream::validate(&self.upstreams, &self.routes, &self.legacy, &mut issues);
+        upstream::validate(
+            &self.upstreams,
+            &self.routes,
+            &self.passthrough,
+            &self.legacy,
+            &mut issues,
+        );
         if self.sid.enabled {
             self.sid.validate(&self.server, &mut issues);
         }

@@ -65,6 +65,41 @@ pub struct Server {
     /// Bearer tokens for the admin routes (`/migration`, `/console`); empty: those routes
     /// answer loopback clients only.
     pub admin_tokens: Vec<String>,
+    /// Peers (CIDRs) whose own `X-Forwarded-For` / `Forwarded` headers are kept and extended on
+    /// pass-through; from anyone else they are replaced.
+    pub trusted_proxies: Vec<String>,
+    /// TLS on the listener.
+    pub tls: ServerTls,
+    /// Cross-origin access for browser pages.
+    pub cors: Cors,
+}
+
+/// `[server.tls]`: when `cert` and `key` are both set, the listener speaks TLS 1.2 and 1.3
+/// (ALPN `h2`, `http/1.1`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerTls {
+    /// PEM certificate chain, leaf first.
+    pub cert: String,
+    /// PEM private key of the leaf.
+    pub key: String,
+    /// PEM CAs; when set, clients must present a certificate signed by one of them (mTLS).
+    pub client_ca: String,
+}
+
+impl ServerTls {
+    /// Whether TLS is on.
+    pub fn enabled(&self) -> bool {
+        !self.cert.is_empty() && !self.key.is_empty()
+    }
+}
+
+/// `[server.cors]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Cors {
+    /// Exact origins (`https://app.example`) or `["*"]`; empty: no CORS headers at all.
+    pub allow_origins: Vec<String>,
 }
 
 impl Default for Server {
@@ -82,6 +117,9 @@ impl Default for Server {
             header_read_timeout_ms: 30_000,
             body_read_timeout_ms: 30_000,
             admin_tokens: Vec::new(),
+            trusted_proxies: Vec::new(),
+            tls: ServerTls::default(),
+            cors: Cors::default(),
         }
     }
 }
@@ -106,6 +144,50 @@ impl Server {
                     "must be at least 16 visible ASCII characters".into(),
                 );
             }
+        }
+        for (i, c) in self.trusted_proxies.iter().enumerate() {
+            if crate::forwarded::parse_cidr(c).is_none() {
+                issues.add(
+                    format!("server.trusted_proxies[{i}]"),
+                    format!("{c:?} is not an address or CIDR (\"10.0.0.0/8\", \"::1\")"),
+                );
+            }
+        }
+        if self.tls.cert.is_empty() != self.tls.key.is_empty() {
+            issues.add(
+                "server.tls".into(),
+                "cert and key are set together, or neither".into(),
+            );
+        } else if self.tls.enabled() {
+            if let Err(e) = crate::tls::server_config(&self.tls) {
+                issues.add(format!("server.tls.{}", e.key), e.message);
+            }
+        } else if !self.tls.client_ca.is_empty() {
+            issues.add(
+                "server.tls.client_ca".into(),
+                "needs server.tls.cert and server.tls.key".into(),
+            );
+        }
+        let wildcard = self.cors.allow_origins.iter().any(|o| o == "*");
+        for (i, o) in self.cors.allow_origins.iter().enumerate() {
+            let valid = o == "*"
+                || (axum::http::HeaderValue::from_str(o).is_ok()
+                    && matches!(o.parse::<axum::http::Uri>(), Ok(u)
+                        if u.scheme().is_some() && u.host().is_some()
+                            && u.path_and_query().is_none_or(|p| p.as_str() == "/")
+                            && !o.ends_with('/')));
+            if !valid {
+                issues.add(
+                    format!("server.cors.allow_origins[{i}]"),
+                    format!("{o:?} is not an origin (scheme://host[:port]) or \"*\""),
+                );
+            }
+        }
+        if wildcard && self.cors.allow_origins.len() > 1 {
+            issues.add(
+                "server.cors.allow_origins".into(),
+                "\"*\" stands alone".into(),
+            );
         }
         for (key, v) in [
             ("server.max_body_bytes", self.max_body_bytes as u64),

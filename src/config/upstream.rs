@@ -33,13 +33,34 @@ impl Dialect {
 pub struct Upstream {
     /// Name routes refer to.
     pub name: String,
-    /// `http://host:port/path`.
+    /// `http://host:port/path` or `https://host:port/path`.
     pub url: String,
     /// Its dialect.
     pub dialect: Dialect,
     /// Per-call timeout.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// PEM file of the CAs an `https://` upstream's certificate is verified against; empty:
+    /// the platform's roots.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ca_file: String,
+    /// PEM certificate chain presented to an `https://` upstream that asks for one (mTLS).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_cert: String,
+    /// The private key of `client_cert` (PEM).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_key: String,
+}
+
+/// `[[passthrough]]`: requests the gateway does not answer itself, forwarded unchanged.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Passthrough {
+    /// Path prefix, matched on whole segments (`/files` matches `/files` and `/files/a`, not
+    /// `/filesystem`); the longest one wins.
+    pub prefix: String,
+    /// The upstream whose scheme and authority requests go to (their own path and query kept).
+    pub upstream: String,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -47,6 +68,19 @@ fn default_timeout_ms() -> u64 {
 }
 
 impl Upstream {
+    /// An upstream with no TLS settings of its own.
+    pub fn new(name: &str, url: &str, dialect: Dialect, timeout_ms: u64) -> Self {
+        Upstream {
+            name: name.into(),
+            url: url.into(),
+            dialect,
+            timeout_ms,
+            ca_file: String::new(),
+            client_cert: String::new(),
+            client_key: String::new(),
+        }
+    }
+
     /// The per-call timeout.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)
@@ -96,10 +130,12 @@ fn parse_date(s: &str) -> Option<SystemTime> {
         .or_else(|| humantime::parse_rfc3339(&full).ok())
 }
 
-/// Checks the upstreams (names unique, URLs usable) and that every route names one of them.
+/// Checks the upstreams (names unique, URLs usable, TLS files readable) and that every route
+/// and pass-through names one of them.
 pub(super) fn validate(
     upstreams: &[Upstream],
     routes: &[Route],
+    passthrough: &[Passthrough],
     legacy: &Legacy,
     issues: &mut Issues,
 ) {
@@ -114,12 +150,16 @@ pub(super) fn validate(
             );
         }
         match u.url.parse::<axum::http::Uri>() {
-            Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {}
+            Ok(uri)
+                if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {}
             Ok(_) => issues.add(
                 format!("upstreams[{i}].url"),
-                "must be an http:// URL with a host".into(),
+                "must be an http:// or https:// URL with a host".into(),
             ),
             Err(e) => issues.add(format!("upstreams[{i}].url"), e.to_string()),
+        }
+        if let Err(e) = crate::tls::client_config(u) {
+            issues.add(format!("upstreams[{i}].{}", e.key), e.message);
         }
         if u.timeout_ms == 0 {
             issues.add(
@@ -139,6 +179,29 @@ pub(super) fn validate(
             issues.add(
                 format!("routes[{i}].upstream"),
                 format!("no upstream is named {:?}", r.upstream),
+            );
+        }
+    }
+    let mut prefixes = HashSet::new();
+    for (i, p) in passthrough.iter().enumerate() {
+        let ok = p.prefix.starts_with('/')
+            && !p.prefix.contains(['?', '#', ' '])
+            && !p.prefix.split('/').any(|seg| seg == ".." || seg == ".");
+        if !ok {
+            issues.add(
+                format!("passthrough[{i}].prefix"),
+                "must be an absolute path such as \"/\" or \"/files\"".into(),
+            );
+        } else if !prefixes.insert(p.prefix.trim_end_matches('/')) {
+            issues.add(
+                format!("passthrough[{i}].prefix"),
+                format!("duplicate prefix {:?}", p.prefix),
+            );
+        }
+        if !names.contains(p.upstream.as_str()) {
+            issues.add(
+                format!("passthrough[{i}].upstream"),
+                format!("no upstream is named {:?}", p.upstream),
             );
         }
     }

@@ -35,6 +35,8 @@ pub struct Head<'a> {
     pub host: &'a str,
     /// An `Authorization` header, already checked to be a valid header value.
     pub authorization: Option<&'a str>,
+    /// A `traceparent` header (55 visible characters).
+    pub traceparent: Option<&'a [u8]>,
 }
 
 /// An upstream's complete answer.
@@ -299,7 +301,7 @@ fn chunk_size(line: &[u8]) -> Result<usize, Error> {
 /// An open connection to an upstream and its buffers, kept between exchanges.
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
+    stream: super::stream::Stream,
     /// Bytes read and not consumed yet.
     read: BytesMut,
     /// The request being written.
@@ -310,6 +312,11 @@ impl Conn {
     /// Wraps a connected stream (Nagle off: a request is written whole, in one call).
     pub fn new(stream: TcpStream) -> Self {
         let _ = stream.set_nodelay(true);
+        Self::over(super::stream::Stream::Plain(stream))
+    }
+
+    /// Wraps a connection already set up (TLS over TCP, say).
+    pub fn over(stream: super::stream::Stream) -> Self {
         Conn {
             stream,
             read: BytesMut::new(),
@@ -320,8 +327,7 @@ impl Conn {
     /// Whether an idle connection is still open: nothing pending on it, not even an EOF. Reads
     /// only when the reactor has seen it readable, so a quiet connection costs no system call.
     pub fn is_open(&self) -> bool {
-        let mut probe = [0u8; 1];
-        matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+        self.stream.is_open()
     }
 
     /// POSTs `body` and reads the whole answer, its body bounded by `limit` bytes.
@@ -427,6 +433,11 @@ impl Conn {
         if let Some(a) = head.authorization {
             w.extend_from_slice(b"authorization: ");
             w.extend_from_slice(a.as_bytes());
+            w.extend_from_slice(b"\r\n");
+        }
+        if let Some(t) = head.traceparent {
+            w.extend_from_slice(b"traceparent: ");
+            w.extend_from_slice(t);
             w.extend_from_slice(b"\r\n");
         }
         w.extend_from_slice(b"content-length: ");

@@ -11,6 +11,7 @@
 
 /// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).
 pub mod h1;
+mod stream;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -53,6 +54,11 @@ pub struct UpstreamClient {
     path: String,
     idle: Arc<Mutex<Vec<Pooled>>>,
     max_body: usize,
+    /// For an `https://` upstream: its TLS client and the name its certificate must show.
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -81,10 +87,19 @@ impl UpstreamClient {
             .parse()
             .expect("upstream URLs are validated at start");
         let authority = uri.authority().expect("upstream URLs have a host").clone();
-        let port = authority.port_u16().unwrap_or(80);
+        let https = uri.scheme_str() == Some("https");
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         let host = authority.host().trim_matches(['[', ']']);
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        let tls = crate::tls::client_config(&config)
+            .expect("upstream TLS settings are validated at start")
+            .map(|cfg| {
+                let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+                    .expect("a URI host is a server name");
+                (tokio_rustls::TlsConnector::from(cfg), name)
+            });
         UpstreamClient {
+            tls,
             addr: format!("{host}:{port}"),
             host: authority.as_str().to_owned(),
             path,
@@ -111,10 +126,12 @@ impl UpstreamClient {
         body: Bytes,
         authorization: Option<&str>,
     ) -> Result<Answer, GatewayError> {
+        let traceparent = crate::scope::trace().map(|t| t.traceparent());
         let head = h1::Head {
             path: &self.path,
             host: &self.host,
             authorization: authorization.filter(|a| h1::is_header_value(a)),
+            traceparent: traceparent.as_ref().map(|t| t.as_bytes()),
         };
         let exchange = async {
             // A pooled connection may turn out dead only when used; the request then could not
@@ -183,14 +200,25 @@ impl UpstreamClient {
         }
     }
 
+    /// A new connection: TCP, then the TLS handshake for an `https://` upstream (SNI and the
+    /// verified name are the URL's host).
     async fn connect(&self) -> Result<h1::Conn, h1::Error> {
-        TcpStream::connect(&self.addr)
+        let connect_error = |source| h1::Error::Connect {
+            addr: self.addr.clone(),
+            source,
+        };
+        let tcp = TcpStream::connect(&self.addr)
             .await
-            .map(h1::Conn::new)
-            .map_err(|source| h1::Error::Connect {
-                addr: self.addr.clone(),
-                source,
-            })
+            .map_err(connect_error)?;
+        let Some((connector, name)) = &self.tls else {
+            return Ok(h1::Conn::new(tcp));
+        };
+        let _ = tcp.set_nodelay(true);
+        let tls = connector
+            .connect(name.clone(), tcp)
+            .await
+            .map_err(connect_error)?;
+        Ok(h1::Conn::over(stream::Stream::Tls(Box::new(tls))))
     }
 
     /// Whether a TCP connection to the upstream can be opened now.

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use arc_swap::ArcSwap;
+
 use super::streams::stream_route;
 use super::Front;
 use crate::activity::Activity;
@@ -20,6 +22,7 @@ use crate::sse_conn;
 pub(super) async fn accept_loop(
     mut listener: crate::listener::Bounded,
     front: Front,
+    tls: Option<Arc<ArcSwap<rustls::ServerConfig>>>,
     header_read_timeout: Duration,
     mut stopped: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
@@ -39,29 +42,53 @@ pub(super) async fn accept_loop(
             conn = listener.accept() => conn,
             _ = stopped.wait_for(|s| *s) => break,
         };
-        tokio::spawn(serve_conn(
-            conn,
-            builder.clone(),
-            front.clone(),
-            header_read_timeout,
-            stopped.clone(),
-        ));
+        let (builder, front, stopped) = (builder.clone(), front.clone(), stopped.clone());
+        match &tls {
+            None => tokio::spawn(serve_conn(
+                conn,
+                builder,
+                front,
+                header_read_timeout,
+                stopped,
+            )),
+            Some(tls) => {
+                // The certificate of the moment: a reload's new one serves new connections.
+                let config = tls.load_full();
+                tokio::spawn(async move {
+                    let peer = conn.peer().map(crate::admin::Peer);
+                    if let Some(conn) = conn.tls_accept(config, header_read_timeout).await {
+                        serve_http(
+                            conn,
+                            None,
+                            builder,
+                            front,
+                            peer,
+                            header_read_timeout,
+                            stopped,
+                        )
+                        .await;
+                    }
+                })
+            }
+        };
     }
     listener.close().await;
     Ok(())
 }
 
-/// Serves one connection: its first bytes within `timeout`, then HTTP until it ends, it idles
-/// (HTTP/2, no call in flight for `timeout`) or the gateway stops; the last two close it
-/// gracefully (calls in flight finish).
+type Builder = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
+
+/// Serves one plain connection: its first bytes within `timeout`; an HTTP/1 event-stream GET
+/// off hyper ([`sse_conn`]), anything else as [`serve_http`] does.
 async fn serve_conn(
     conn: crate::listener::Conn,
-    builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    builder: Builder,
     front: Front,
     timeout: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
     use crate::listener::Protocol;
+    let peer = conn.peer().map(crate::admin::Peer);
     let sniffed = tokio::select! {
         s = conn.sniff(timeout) => s,
         _ = stopped.wait_for(|s| *s) => None,
@@ -69,7 +96,6 @@ async fn serve_conn(
     let Some((mut conn, proto)) = sniffed else {
         return;
     };
-    let peer = conn.peer().map(crate::admin::Peer);
     // An event stream on HTTP/1 is served off hyper, for its memory (see `sse_conn`).
     if proto == Protocol::Http1 {
         let (prefix, io) = conn.parts_mut();
@@ -79,10 +105,30 @@ async fn serve_conn(
                 sse_conn::Head::Gone => return,
                 sse_conn::Head::Other(read) => read,
                 sse_conn::Head::Get(get, read) => {
-                    match stream_route(&front.state, &get.uri, &get.headers) {
-                        Some(resp) => {
+                    let live = front.live.load_full();
+                    let started = std::time::Instant::now();
+                    let trace = crate::trace::TraceContext::for_call(&get.headers);
+                    match stream_route(&live.state, &get.uri, &get.headers) {
+                        Some(mut resp) => {
+                            if let Some(cors) = &live.cors {
+                                resp =
+                                    super::cors::stream_headers(cors, &get.uri, &get.headers, resp)
+                                        .await;
+                            }
+                            let status = resp.status();
                             let (io, _permit) = conn.into_stream();
-                            sse_conn::write(io, &get, resp).await;
+                            let bytes = sse_conn::write(io, &get, resp).await;
+                            if live.access {
+                                crate::access::Line {
+                                    method: axum::http::Method::GET,
+                                    path: get.uri.path().to_owned(),
+                                    status,
+                                    started,
+                                    trace_id: trace.trace_id_hex(),
+                                    note: crate::scope::Note::default(),
+                                }
+                                .emit(bytes);
+                            }
                             return;
                         }
                         None => read,
@@ -92,8 +138,41 @@ async fn serve_conn(
             *conn.parts_mut().0 = read;
         }
     }
+    serve_http(conn, Some(proto), builder, front, peer, timeout, stopped).await;
+}
+
+/// Serves HTTP on a connection until it ends, it idles (HTTP/2, no call in flight for
+/// `timeout`) or the gateway stops; the last two close it gracefully (calls in flight finish).
+/// A connection whose first bytes are not read yet (`proto` unknown: a TLS session) gets
+/// `timeout` to send them, so a silent client cannot hold its slot there either.
+async fn serve_http<S>(
+    conn: crate::listener::Conn<S>,
+    proto: Option<crate::listener::Protocol>,
+    builder: Builder,
+    front: Front,
+    peer: Option<crate::admin::Peer>,
+    timeout: Duration,
+    mut stopped: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use crate::listener::Protocol;
+    let tls = proto.is_none();
+    let (conn, proto) = match proto {
+        Some(p) => (conn, p),
+        None => {
+            let sniffed = tokio::select! {
+                s = conn.sniff(timeout) => s,
+                _ = stopped.wait_for(|s| *s) => None,
+            };
+            match sniffed {
+                Some(c) => c,
+                None => return,
+            }
+        }
+    };
     let activity = (proto == Protocol::Http2).then(|| Arc::new(Activity::new()));
-    let front = front.tracking(activity.clone(), peer);
+    let front = front.tracking(activity.clone(), peer, tls);
     let conn = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), front);
     let mut conn = std::pin::pin!(conn);
     let idle = async {

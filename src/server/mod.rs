@@ -18,18 +18,26 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use arc_swap::ArcSwap;
+use tower_http::cors::CorsLayer;
+
 use crate::activity::Activity;
 use crate::config::Config;
 use crate::error::GatewayError;
+use crate::passthrough::Passthrough;
 use crate::reply::{Reply, ReplyBody};
 use crate::rpc::{Gateway, Meta};
+use crate::scope;
 use crate::stream as sse_stream;
 use crate::telemetry;
+use crate::trace::TraceContext;
 use crate::wire::dialect::{self, Inbound};
 use crate::wire::jsonrpc::{Id, Response as RpcResponse};
 use crate::wire::legacy::LegacyResponse;
 
 mod conn;
+mod cors;
+pub mod reload;
 mod streams;
 
 use conn::accept_loop;
@@ -40,7 +48,8 @@ const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const A2A_VERSION: HeaderName = HeaderName::from_static(crate::a2a::VERSION_HEADER);
 
-/// Shared state of the routes.
+/// Shared state of the routes: what one configuration builds. A reload builds a new one;
+/// requests in flight keep the one they started with.
 #[derive(Clone, Debug)]
 pub struct AppState {
     gateway: Arc<Gateway>,
@@ -48,7 +57,9 @@ pub struct AppState {
     max_body: usize,
     body_timeout: Duration,
     events_timing: sse_stream::Timing,
-    admin_tokens: crate::console::AdminTokens,
+    passthrough: Passthrough,
+    admin_tokens: Arc<[String]>,
+    reload: reload::Requests,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<Gateway> {
@@ -59,12 +70,12 @@ impl axum::extract::FromRef<AppState> for Arc<Gateway> {
 
 impl axum::extract::FromRef<AppState> for crate::console::AdminTokens {
     fn from_ref(state: &AppState) -> Self {
-        state.admin_tokens.clone()
+        crate::console::AdminTokens(state.admin_tokens.clone())
     }
 }
 
 impl AppState {
-    fn new(gateway: Arc<Gateway>, config: &Config) -> Self {
+    fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
         AppState {
             gateway,
             metrics: telemetry::install(),
@@ -75,7 +86,9 @@ impl AppState {
                 retry_ms: config.events.reconnect_ms.max(1000),
                 linger: sse_stream::LINGER,
             },
-            admin_tokens: crate::console::AdminTokens(config.server.admin_tokens.clone().into()),
+            passthrough: Passthrough::new(config),
+            admin_tokens: config.server.admin_tokens.clone().into(),
+            reload,
         }
     }
 }
@@ -101,14 +114,16 @@ impl RpcPaths {
     }
 }
 
-/// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing, see
-/// [`Front`]; their entries here give the other methods their 405.)
+/// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
+/// CORS applies, see [`Front`]; their entries here serve it otherwise, and pass other methods
+/// to the pass-through or answer 405.) What no route takes goes to the pass-through, else 404.
 fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     let mut router = axum::Router::new();
     for p in rpc_paths.0.iter() {
+        let rpc_route = || post(rpc).fallback(not_rpc_method);
         router = router
-            .route(p, post(rpc))
-            .route(&format!("{p}/"), post(rpc));
+            .route(p, rpc_route())
+            .route(&format!("{p}/"), rpc_route());
     }
     router
         .route("/tasks/{task_id}/events", get(task_events))
@@ -119,9 +134,11 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route(reload::PATH, post(reload::handler))
         .route(crate::console::PATH, get(crate::console::page))
         .route("/console/assets/{file}", get(crate::console::asset))
         .nest("/console/api", console_api(state))
+        .fallback(pass_through)
 }
 
 /// The console's data: its own routes, and the RPC and event-stream handlers served again
@@ -138,48 +155,82 @@ fn console_api(state: &AppState) -> axum::Router<AppState> {
         ))
 }
 
+/// What one configuration serves: its routes and state, and the CORS rule around them.
+struct Live {
+    state: AppState,
+    router: axum::Router,
+    rpc_paths: RpcPaths,
+    cors: Option<CorsLayer>,
+    access: bool,
+}
+
+impl Live {
+    fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
+        let state = AppState::new(gateway, config, reload);
+        let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
+        let cors = cors::layer(&config.server.cors);
+        let mut router = routes(&rpc_paths, &state).with_state(state.clone());
+        if let Some(c) = &cors {
+            router = router.layer(c.clone());
+        }
+        Live {
+            router,
+            rpc_paths,
+            state,
+            cors,
+            access: config.log.access,
+        }
+    }
+}
+
 /// The service a connection is served by: `POST /rpc`, nearly every request a gateway sees, goes
 /// straight to its handler; everything else through the router. Routing, the handler's service
 /// adapters and their boxing cost about as much per call as the upstream exchange itself
 /// (measured with callgrind: about 4k of 42k instructions per proxied call).
 #[derive(Clone)]
 struct Front {
-    state: AppState,
-    router: axum::Router,
-    rpc_paths: RpcPaths,
+    /// The configuration being served; a reload swaps it.
+    live: Arc<ArcSwap<Live>>,
     /// On an HTTP/2 connection, its calls in flight (HTTP/1's idle time is hyper's to time).
     activity: Option<Arc<Activity>>,
     /// The connection's client, put on each of its requests for the routes that ask.
     peer: Option<crate::admin::Peer>,
+    /// Whether the connection is TLS.
+    tls: bool,
 }
 
 impl Front {
-    fn new(gateway: Arc<Gateway>, config: &Config) -> Self {
-        let state = AppState::new(gateway, config);
-        let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
+    fn new(live: Arc<ArcSwap<Live>>) -> Self {
         Front {
-            router: routes(&rpc_paths, &state).with_state(state.clone()),
-            rpc_paths,
-            state,
+            live,
             activity: None,
             peer: None,
+            tls: false,
         }
     }
 
-    /// The same service for one connection: its client, and its calls counted into `activity`.
-    fn tracking(&self, activity: Option<Arc<Activity>>, peer: Option<crate::admin::Peer>) -> Self {
+    /// The same service for one connection: its client, whether it is TLS, and its calls
+    /// counted into `activity`.
+    fn tracking(
+        &self,
+        activity: Option<Arc<Activity>>,
+        peer: Option<crate::admin::Peer>,
+        tls: bool,
+    ) -> Self {
         Front {
             activity,
             peer,
-            ..self.clone()
+            tls,
+            live: self.live.clone(),
         }
     }
 }
 
-type FrontFuture = futures_util::future::Either<
-    Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>,
-    axum::routing::future::RouteFuture<Infallible>,
->;
+/// Whether a request arrived over TLS (a request extension, for the forwarding headers).
+#[derive(Clone, Copy, Debug)]
+pub struct OverTls;
+
+type FrontFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
 impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
     type Response = Response;
@@ -187,34 +238,63 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
     type Future = FrontFuture;
 
     fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> FrontFuture {
-        use futures_util::future::Either;
-        use futures_util::FutureExt;
+        let live = self.live.load_full();
         let mut req = req.map(Body::new);
         if let Some(peer) = self.peer {
             req.extensions_mut().insert(peer);
         }
-        let fut = if req.method() == axum::http::Method::POST
-            && self.rpc_paths.matches(req.uri().path())
-        {
-            let state = self.state.clone();
-            Either::Left(Box::pin(async move { Ok(rpc(State(state), req).await) }) as Pin<Box<_>>)
-        } else {
-            Either::Right(tower::Service::call(&mut self.router.clone(), req))
-        };
-        match &self.activity {
-            None => fut,
-            Some(a) => {
-                // The call counts as in flight until its answer's body is done or dropped.
-                let call = crate::activity::Call::begin(a.clone());
-                Either::Left(Box::pin(fut.map(move |r| {
-                    r.map(|resp| resp.map(|b| Body::new(call.guard_body(b))))
-                })))
-            }
+        if self.tls {
+            req.extensions_mut().insert(OverTls);
         }
+        let trace = TraceContext::for_call(req.headers());
+        req.extensions_mut().insert(trace);
+        let access = live.access.then(|| {
+            (
+                req.method().clone(),
+                req.uri().path().to_owned(),
+                Instant::now(),
+            )
+        });
+        // The call counts as in flight until its answer's body is done or dropped.
+        let call = self
+            .activity
+            .as_ref()
+            .map(|a| crate::activity::Call::begin(a.clone()));
+        Box::pin(async move {
+            let fast = live.cors.is_none()
+                && req.method() == axum::http::Method::POST
+                && live.rpc_paths.matches(req.uri().path());
+            let handled = async {
+                if fast {
+                    rpc(State(live.state.clone()), req).await
+                } else {
+                    match tower::ServiceExt::oneshot(live.router.clone(), req).await {
+                        Ok(resp) => resp,
+                        Err(never) => match never {},
+                    }
+                }
+            };
+            let (mut resp, note) = scope::run(trace, handled).await;
+            if let Some((method, path, started)) = access {
+                let line = crate::access::Line {
+                    method,
+                    path,
+                    status: resp.status(),
+                    started,
+                    trace_id: trace.trace_id_hex(),
+                    note,
+                };
+                resp = resp.map(|b| Body::new(crate::access::Counted::new(b, line)));
+            }
+            if let Some(call) = call {
+                resp = resp.map(|b| Body::new(call.guard_body(b)));
+            }
+            Ok(resp)
+        })
     }
 }
 
-/// A running gateway: its address and the means to stop it.
+/// A running gateway: its address, the means to reload and to stop it.
 #[derive(Debug)]
 pub struct Running {
     /// The bound address (port 0 resolved).
@@ -222,6 +302,7 @@ pub struct Running {
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
     gateway: Arc<Gateway>,
+    reloader: Arc<reload::Reloader>,
 }
 
 impl Running {
@@ -248,9 +329,20 @@ impl Running {
         tokio::join!(bridge, calls);
     }
 
-    /// The gateway being served.
+    /// The gateway being served (the first configuration's; its sid bridge and event feed
+    /// are shared by every reloaded one).
     pub fn gateway(&self) -> &Arc<Gateway> {
         &self.gateway
+    }
+
+    /// Serves `config` from now on (see [`reload::Reloader::apply`]).
+    pub fn reload(&self, config: &Config) -> reload::Applied {
+        self.reloader.apply(config)
+    }
+
+    /// The reloader, for a loop that re-reads the configuration on a signal or request.
+    pub fn reloader(&self) -> &Arc<reload::Reloader> {
+        &self.reloader
     }
 }
 
@@ -258,16 +350,37 @@ impl Running {
 pub async fn serve(config: &Config) -> std::io::Result<Running> {
     let listener = TcpListener::bind(config.server.listen).await?;
     let addr = listener.local_addr()?;
+    let tls = match config.server.tls.enabled() {
+        true => Some(Arc::new(ArcSwap::new(
+            crate::tls::server_config(&config.server.tls).map_err(|e| {
+                std::io::Error::other(format!("server.tls.{}: {}", e.key, e.message))
+            })?,
+        ))),
+        false => None,
+    };
     let gateway = Arc::new(Gateway::new(config));
-    let front = Front::new(gateway.clone(), config);
+    let requests = reload::Requests::default();
+    let live = Arc::new(ArcSwap::from_pointee(Live::new(
+        gateway.clone(),
+        config,
+        requests.clone(),
+    )));
+    let front = Front::new(live.clone());
     let (stop, stopped) = watch::channel(false);
     let listener = crate::listener::Bounded::new(listener, config.server.max_connections);
     let header_read_timeout = Duration::from_millis(config.server.header_read_timeout_ms);
-    let task = tokio::spawn(accept_loop(listener, front, header_read_timeout, stopped));
+    let task = tokio::spawn(accept_loop(
+        listener,
+        front,
+        tls.clone(),
+        header_read_timeout,
+        stopped,
+    ));
     Ok(Running {
         addr,
         stop,
         task,
+        reloader: Arc::new(reload::Reloader::new(live, tls, config.clone(), requests)),
         gateway,
     })
 }
@@ -339,7 +452,7 @@ async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Resp
             }
         }
     };
-    tracing::info!(
+    tracing::debug!(
         request_id = request_id.to_str().unwrap_or_default(),
         status = reply.status.as_u16(),
         latency_us = started.elapsed().as_micros() as u64,
@@ -450,6 +563,38 @@ async fn agent_card(State(state): State<AppState>, headers: HeaderMap) -> Respon
         )
             .into_response(),
     }
+}
+
+/// A method other than `POST` on an RPC path: the pass-through's when one takes the path,
+/// else 405.
+async fn not_rpc_method(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    match forward(&state, req).await {
+        Ok(resp) => resp,
+        Err(_) => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(header::ALLOW, HeaderValue::from_static("POST"))],
+        )
+            .into_response(),
+    }
+}
+
+/// What no route takes: the pass-through's when a prefix takes the path, else 404.
+async fn pass_through(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    match forward(&state, req).await {
+        Ok(resp) => resp,
+        Err(_) => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn forward(
+    state: &AppState,
+    req: axum::extract::Request,
+) -> Result<Response, axum::extract::Request> {
+    let origin = crate::passthrough::Origin {
+        peer: req.extensions().get::<crate::admin::Peer>().map(|p| p.0),
+        tls: req.extensions().get::<OverTls>().is_some(),
+    };
+    state.passthrough.forward(req, origin).await
 }
 
 async fn healthz() -> Response {

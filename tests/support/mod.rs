@@ -2,6 +2,8 @@
 //! 127.0.0.1 ephemeral ports.
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,16 +35,20 @@ pub struct Seen {
 pub struct Listening {
     /// Bound address.
     pub addr: SocketAddr,
+    /// `http://127.0.0.1:port`, or `https://localhost:port` for a TLS upstream.
+    pub origin: String,
     /// Every request received, in order.
     pub seen: Arc<Mutex<Vec<Seen>>>,
     /// The most requests it was ever handling at once.
     pub max_in_flight: Arc<AtomicUsize>,
+    /// Connections accepted (counted for TLS upstreams only).
+    pub connections: Arc<AtomicUsize>,
 }
 
 impl Listening {
     /// The URL the gateway posts to.
     pub fn url(&self) -> String {
-        format!("http://{}/rpc", self.addr)
+        format!("{}/rpc", self.origin)
     }
 
     /// The most requests it was ever handling at once.
@@ -128,6 +134,15 @@ impl UpstreamBuilder {
 
     /// Starts it on 127.0.0.1:0.
     pub async fn run(self) -> Listening {
+        self.start(None).await
+    }
+
+    /// Starts it on 127.0.0.1:0 over TLS with `config` (reached as `https://localhost`).
+    pub async fn run_tls(self, config: Arc<rustls::ServerConfig>) -> Listening {
+        self.start(Some(config)).await
+    }
+
+    async fn start(self, tls: Option<Arc<rustls::ServerConfig>>) -> Listening {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let max_in_flight = Arc::new(AtomicUsize::new(0));
         let state = UpstreamState {
@@ -140,10 +155,21 @@ impl UpstreamBuilder {
         let app = axum::Router::new()
             .route("/rpc", post(answer))
             .with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let (addr, origin, connections) = match tls {
+            Some(cfg) => {
+                let (addr, n) = pki::serve_tls(app, cfg).await;
+                (addr, format!("https://localhost:{}", addr.port()), n)
+            }
+            None => {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+                (addr, format!("http://{addr}"), Arc::default())
+            }
+        };
         Listening {
+            origin,
+            connections,
             addr,
             seen,
             max_in_flight,
@@ -211,12 +237,9 @@ pub fn gateway() -> GatewayBuilder {
 impl GatewayBuilder {
     /// Adds an upstream.
     pub fn upstream(mut self, name: &str, url: &str, dialect: Dialect, timeout_ms: u64) -> Self {
-        self.config.upstreams.push(Upstream {
-            name: name.into(),
-            url: url.into(),
-            dialect,
-            timeout_ms,
-        });
+        self.config
+            .upstreams
+            .push(Upstream::new(name, url, dialect, timeout_ms));
         self
     }
 

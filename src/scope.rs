@@ -1,0 +1,90 @@
+//! What one request carries through the call path without every function taking it: its
+//! trace context (sent to every upstream it reaches, whatever the dialect's code path) and,
+//! for the access log, which client dialect and upstreams its calls had.
+//!
+//! A tokio task-local, set around a request's handling; code outside a request (tests of
+//! pure parts, background tasks) simply finds none.
+
+use std::cell::RefCell;
+use std::future::Future;
+
+use crate::trace::TraceContext;
+
+/// One request's scope.
+#[derive(Debug)]
+pub struct Scope {
+    /// The hop's trace context.
+    pub trace: TraceContext,
+    note: RefCell<Note>,
+}
+
+/// What the request's calls said of themselves.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// The client's dialect (`legacy`, `jsonrpc`, `a2a-1.0`, …), the first call's.
+    pub dialect: &'static str,
+    /// The upstreams called, each once, comma-separated.
+    pub upstreams: String,
+}
+
+tokio::task_local! {
+    static SCOPE: Scope;
+}
+
+/// Runs `f` as the request with trace context `trace`; returns its output and what its calls
+/// noted.
+pub async fn run<F: Future>(trace: TraceContext, f: F) -> (F::Output, Note) {
+    let scope = Scope {
+        trace,
+        note: RefCell::new(Note::default()),
+    };
+    SCOPE
+        .scope(scope, async move {
+            let out = f.await;
+            let note = SCOPE.with(|s| s.note.take());
+            (out, note)
+        })
+        .await
+}
+
+/// The current request's trace context, if there is a request.
+pub fn trace() -> Option<TraceContext> {
+    SCOPE.try_with(|s| s.trace).ok()
+}
+
+/// Notes that a call of the current request (if any) spoke `dialect` and went to `upstream`.
+pub fn note_call(dialect: &'static str, upstream: &str) {
+    let _ = SCOPE.try_with(|s| {
+        let mut n = s.note.borrow_mut();
+        if n.dialect.is_empty() {
+            n.dialect = dialect;
+        }
+        if !upstream.is_empty() && !n.upstreams.split(',').any(|u| u == upstream) {
+            if !n.upstreams.is_empty() {
+                n.upstreams.push(',');
+            }
+            n.upstreams.push_str(upstream);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn notes_each_upstream_once_and_the_first_dialect() {
+        let ctx = TraceContext::for_call(&Default::default());
+        let ((), note) = run(ctx, async {
+            assert_eq!(trace(), Some(ctx));
+            note_call("legacy", "a");
+            note_call("jsonrpc", "b");
+            note_call("legacy", "a");
+        })
+        .await;
+        assert_eq!(note.dialect, "legacy");
+        assert_eq!(note.upstreams, "a,b");
+        assert_eq!(trace(), None);
+        note_call("legacy", "ignored outside a request");
+    }
+}

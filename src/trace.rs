@@ -1,0 +1,178 @@
+//! W3C Trace Context (`traceparent`, `tracestate`): a call keeps its trace id across the
+//! gateway, and each hop gets a span id of its own. A client that sent none starts a trace here.
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+
+/// `traceparent`.
+pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+/// `tracestate`, passed on unchanged with a valid `traceparent`.
+pub const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
+/// One hop's trace context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceContext {
+    /// The trace, kept from the client's `traceparent` or new.
+    pub trace_id: [u8; 16],
+    /// This hop's span, new for every call.
+    pub span_id: [u8; 8],
+    /// The client's flags (sampled), or sampled when the trace starts here.
+    pub flags: u8,
+}
+
+impl TraceContext {
+    /// The context for a call that arrived with `headers`: the client's trace continued with a
+    /// new span, or a new trace.
+    pub fn for_call(headers: &HeaderMap) -> Self {
+        let random = uuid::Uuid::new_v4().into_bytes();
+        let mut span_id = [0u8; 8];
+        span_id.copy_from_slice(&random[..8]);
+        if span_id == [0; 8] {
+            span_id[7] = 1;
+        }
+        match headers
+            .get(&TRACEPARENT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse)
+        {
+            Some((trace_id, flags)) => TraceContext {
+                trace_id,
+                span_id,
+                flags,
+            },
+            None => {
+                let mut trace_id = uuid::Uuid::new_v4().into_bytes();
+                trace_id[0] |= 1; // never all zeros
+                TraceContext {
+                    trace_id,
+                    span_id,
+                    flags: 1,
+                }
+            }
+        }
+    }
+
+    /// The trace id as 32 lowercase hex digits (what logs show).
+    pub fn trace_id_hex(&self) -> String {
+        hex(&self.trace_id)
+    }
+
+    /// The `traceparent` value sent upstream: this trace, this hop's span.
+    pub fn traceparent(&self) -> HeaderValue {
+        let s = format!(
+            "00-{}-{}-{:02x}",
+            hex(&self.trace_id),
+            hex(&self.span_id),
+            self.flags
+        );
+        HeaderValue::from_str(&s).expect("hex is a valid header value")
+    }
+}
+
+/// `version-traceid-parentid-flags`, version `00` (or a later one, read the same way as the
+/// spec asks); all-zero ids are invalid.
+fn parse(v: &str) -> Option<([u8; 16], u8)> {
+    let v = v.trim();
+    let mut parts = v.split('-');
+    let (version, trace, parent, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if version.len() != 2 || version == "ff" || (version == "00" && parts.next().is_some()) {
+        return None;
+    }
+    let trace = unhex::<16>(trace)?;
+    let parent = unhex::<8>(parent)?;
+    let flags = unhex::<1>(flags)?[0];
+    if trace == [0; 16] || parent == [0; 8] {
+        return None;
+    }
+    Some((trace, flags))
+}
+
+fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    if s.len() != 2 * N
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// Sets the trace headers for the next hop: our `traceparent`, and the client's `tracestate`
+/// only when its `traceparent` was valid (a state without its parent means nothing).
+pub fn set_upstream_headers(headers: &mut HeaderMap, ctx: &TraceContext, client_valid: bool) {
+    headers.insert(TRACEPARENT, ctx.traceparent());
+    if !client_valid {
+        headers.remove(TRACESTATE);
+    }
+}
+
+/// Whether `headers` carry a valid `traceparent`.
+pub fn has_valid_parent(headers: &HeaderMap) -> bool {
+    headers
+        .get(&TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse)
+        .is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn continues_a_valid_trace_with_a_new_span() {
+        let mut h = HeaderMap::new();
+        h.insert(TRACEPARENT, SAMPLE.parse().unwrap());
+        let ctx = TraceContext::for_call(&h);
+        assert_eq!(ctx.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        let out = ctx.traceparent();
+        let out = out.to_str().unwrap();
+        assert!(out.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
+        assert!(out.ends_with("-01"));
+        assert_ne!(&out[36..52], "00f067aa0ba902b7");
+    }
+
+    #[test]
+    fn starts_a_trace_for_missing_or_invalid_parents() {
+        for bad in [
+            "",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+        ] {
+            let mut h = HeaderMap::new();
+            if !bad.is_empty() {
+                h.insert(TRACEPARENT, bad.parse().unwrap());
+            }
+            assert!(!has_valid_parent(&h), "{bad}");
+            let ctx = TraceContext::for_call(&h);
+            assert_ne!(ctx.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+            assert_eq!(ctx.traceparent().len(), 55);
+        }
+    }
+
+    #[test]
+    fn later_versions_are_read_by_their_known_fields() {
+        let later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-follows";
+        assert!(parse(later).is_some());
+    }
+}

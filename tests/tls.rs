@@ -1,0 +1,255 @@
+//! TLS both ways, with certificates made in the test: the listener (HTTP/2 and HTTP/1.1 by
+//! ALPN, client certificates when `client_ca` is set, a renewed certificate picked up on
+//! reload) and `https://` upstreams (verified against `ca_file` or the platform's roots, SNI the
+//! URL's host, client certificates, pooled connections).
+
+mod support;
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{json, Value};
+use wiregate::config::{Config, Dialect, ServerTls, Upstream};
+
+use support::pki::{self, Pki};
+use support::{gateway, legacy_echo};
+
+fn call() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "plan.get", "params": {"plan_id": "P1"}})
+}
+
+async fn post(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, reqwest::Error> {
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(call().to_string())
+        .send()
+        .await
+}
+
+fn listener_tls(issued: &pki::Issued, client_ca: &str) -> ServerTls {
+    let (cert, key) = issued.paths();
+    ServerTls {
+        cert,
+        key,
+        client_ca: client_ca.into(),
+    }
+}
+
+#[tokio::test]
+async fn the_listener_speaks_tls_with_alpn_and_requires_client_certificates_when_told() {
+    let pki = Pki::new("wiregate test CA");
+    let server = pki.issue("gateway", &["localhost", "127.0.0.1"]);
+    let client_id = pki.issue("client", &["client.test"]);
+    let other = Pki::new("someone else's CA");
+    let stranger = other.issue("stranger", &["client.test"]);
+    let up = legacy_echo().run().await;
+    let tls = listener_tls(&server, &pki.ca_file());
+    let gw = gateway()
+        .upstream("legacy", &up.url(), Dialect::Legacy, 2000)
+        .route(&["*"], "legacy")
+        .with(move |c| c.server.tls = tls)
+        .start()
+        .await;
+    let url = format!("https://localhost:{}/rpc", gw.addr.port());
+
+    // A client with a certificate from the CA: HTTP/2 by ALPN, and HTTP/1.1 when that is all
+    // it offers.
+    let h2 = post(&pki::client(&pki, Some(&client_id)), &url)
+        .await
+        .unwrap();
+    assert_eq!(h2.version(), reqwest::Version::HTTP_2);
+    let body: Value = h2.json().await.unwrap();
+    assert_eq!(body["result"]["via"], "legacy", "{body}");
+    let h1_client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(pki.ca_pem().as_bytes()).unwrap())
+        .identity({
+            let mut pem = std::fs::read(&client_id.cert).unwrap();
+            pem.extend(std::fs::read(&client_id.key).unwrap());
+            reqwest::Identity::from_pem(&pem).unwrap()
+        })
+        .http1_only()
+        .build()
+        .unwrap();
+    let h1 = post(&h1_client, &url).await.unwrap();
+    assert_eq!(h1.version(), reqwest::Version::HTTP_11);
+    assert_eq!(h1.status(), 200);
+
+    // No certificate, or one from another CA: refused in the handshake.
+    assert!(post(&pki::client(&pki, None), &url).await.is_err());
+    assert!(post(&pki::client(&pki, Some(&stranger)), &url)
+        .await
+        .is_err());
+    // A client that does not trust the gateway's certificate refuses it.
+    assert!(post(&pki::client(&other, Some(&stranger)), &url)
+        .await
+        .is_err());
+    // Plain HTTP on the TLS port gets nothing.
+    assert!(reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{}/rpc", gw.addr.port()))
+        .header("content-type", "application/json")
+        .body(call().to_string())
+        .send()
+        .await
+        .is_err());
+    // ...and the gateway still serves the good client.
+    let again = post(&pki::client(&pki, Some(&client_id)), &url)
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+}
+
+#[tokio::test]
+async fn a_certificate_renewed_on_disk_is_served_after_a_reload_without_dropping_connections() {
+    let old_ca = Pki::new("old CA");
+    let new_ca = Pki::new("new CA");
+    let old = old_ca.issue("gateway", &["localhost"]);
+    let renewed = new_ca.issue("gateway", &["localhost"]);
+    let up = legacy_echo().run().await;
+    let tls = listener_tls(&old, "");
+    let gw = gateway()
+        .upstream("legacy", &up.url(), Dialect::Legacy, 2000)
+        .route(&["*"], "legacy")
+        .with(move |c| c.server.tls = tls)
+        .start()
+        .await;
+    let url = format!("https://localhost:{}/rpc", gw.addr.port());
+    let trusts_old = pki::client(&old_ca, None);
+    let trusts_new = pki::client(&new_ca, None);
+    assert_eq!(post(&trusts_old, &url).await.unwrap().status(), 200);
+    assert!(post(&trusts_new, &url).await.is_err());
+
+    // The certificate files are replaced and the configuration reloaded.
+    std::fs::copy(&renewed.cert, &old.cert).unwrap();
+    std::fs::copy(&renewed.key, &old.key).unwrap();
+    let mut config: Config = Config::default();
+    config.server.listen = gw.addr;
+    config.server.tls = listener_tls(&old, "");
+    config.upstreams = vec![Upstream::new("legacy", &up.url(), Dialect::Legacy, 2000)];
+    config.routes = vec![wiregate::config::Route {
+        methods: vec!["*".into()],
+        upstream: "legacy".into(),
+    }];
+    config.validate().unwrap();
+    let applied = gw.running.as_ref().unwrap().reload(&config);
+    assert!(applied.reloaded, "{applied:?}");
+
+    // New connections see the renewed certificate...
+    assert_eq!(post(&trusts_new, &url).await.unwrap().status(), 200);
+    // ...while the connection opened before the reload goes on (HTTP/2, kept alive).
+    assert_eq!(post(&trusts_old, &url).await.unwrap().status(), 200);
+    // A new client that trusts only the old CA cannot connect any more.
+    assert!(post(&pki::client(&old_ca, None), &url).await.is_err());
+}
+
+/// A gateway whose one upstream is `up` with the TLS settings `f` makes.
+async fn via_tls_upstream(
+    up: &support::Listening,
+    f: impl FnOnce(&mut Upstream),
+) -> support::TestGateway {
+    let mut u = Upstream::new("secure", &up.url(), Dialect::Legacy, 2000);
+    f(&mut u);
+    gateway()
+        .with(move |c| c.upstreams.push(u))
+        .route(&["*"], "secure")
+        .start()
+        .await
+}
+
+#[tokio::test]
+async fn https_upstreams_are_verified_and_get_client_certificates() {
+    let pki = Pki::new("upstream CA");
+    let up_cert = pki.issue("upstream", &["localhost"]);
+    let gw_client = pki.issue("gateway-client", &["gateway.test"]);
+    // The upstream asks for a client certificate signed by the same CA.
+    let up = legacy_echo()
+        .run_tls(pki::server_config(&up_cert, Some(&pki.ca_file())))
+        .await;
+    assert!(up.url().starts_with("https://localhost:"));
+
+    let (cert, key) = gw_client.paths();
+    let gw = via_tls_upstream(&up, |u| {
+        u.ca_file = pki.ca_file();
+        u.client_cert = cert;
+        u.client_key = key;
+    })
+    .await;
+    for _ in 0..5 {
+        let a = gw.rpc(&call()).await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        assert_eq!(a.json()["result"]["via"], "legacy");
+    }
+    // Five calls, one kept-alive TLS connection.
+    assert_eq!(up.connections.load(Ordering::SeqCst), 1);
+
+    // Without the client certificate the upstream refuses the gateway.
+    let no_cert = via_tls_upstream(&up, |u| u.ca_file = pki.ca_file()).await;
+    let a = no_cert.rpc(&call()).await;
+    assert_eq!(a.status, 502, "{}", a.text);
+    assert_eq!(a.json()["error"]["data"]["kind"], "upstream_unreachable");
+}
+
+#[tokio::test]
+async fn an_upstream_certificate_that_does_not_verify_is_refused() {
+    let pki = Pki::new("upstream CA");
+    let up_cert = pki.issue("upstream", &["localhost"]);
+    let up = legacy_echo()
+        .run_tls(pki::server_config(&up_cert, None))
+        .await;
+    // Trusted CA: served.
+    let ok = via_tls_upstream(&up, |u| u.ca_file = pki.ca_file()).await;
+    assert_eq!(ok.rpc(&call()).await.status, 200);
+    // The platform's roots do not know the test CA.
+    let platform = via_tls_upstream(&up, |_| {}).await;
+    let a = platform.rpc(&call()).await;
+    assert_eq!(a.status, 502, "{}", a.text);
+    assert!(a.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("certificate"));
+    // Another CA's file: refused as well.
+    let other = Pki::new("other CA");
+    let wrong_ca = via_tls_upstream(&up, |u| u.ca_file = other.ca_file()).await;
+    assert_eq!(wrong_ca.rpc(&call()).await.status, 502);
+    // A certificate for another name (the URL's host is what must match).
+    let misnamed = pki.issue("misnamed", &["elsewhere.test"]);
+    let up2 = legacy_echo()
+        .run_tls(pki::server_config(&misnamed, None))
+        .await;
+    let a = via_tls_upstream(&up2, |u| u.ca_file = pki.ca_file())
+        .await
+        .rpc(&call())
+        .await;
+    assert_eq!(a.status, 502, "{}", a.text);
+}
+
+#[test]
+fn tls_settings_are_checked_with_their_key_paths() {
+    let mut c = Config::default();
+    c.server.tls.cert = "/nonexistent/cert.pem".into();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("server.tls: cert and key are set together"),
+        "{e}"
+    );
+    c.server.tls.key = "/nonexistent/key.pem".into();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("server.tls.cert: /nonexistent/cert.pem"), "{e}");
+    let mut c = Config::default();
+    let mut u = Upstream::new("u", "http://127.0.0.1:1/rpc", Dialect::Legacy, 1000);
+    u.ca_file = "/tmp/x.pem".into();
+    c.upstreams.push(u);
+    let mut u = Upstream::new("v", "https://127.0.0.1:1/rpc", Dialect::Legacy, 1000);
+    u.client_cert = "/nonexistent/c.pem".into();
+    c.upstreams.push(u);
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("upstreams[0].ca_file: applies to https:// upstreams only"),
+        "{e}"
+    );
+    assert!(
+        e.contains("upstreams[1].client_cert: client_cert and client_key are set together"),
+        "{e}"
+    );
+}
