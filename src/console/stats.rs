@@ -18,10 +18,18 @@ use serde::Serialize;
 pub const WINDOW_SECS: u64 = 15 * 60;
 /// Distinct dialect × outcome series kept; the last one is `other`.
 pub const MAX_SERIES: usize = 16;
-/// Latency buckets: bucket `i` holds latencies up to `FIRST_BOUND_US × GROWTH^i`.
+/// Latency buckets: bucket `i` holds latencies up to [`BOUNDS_NS`]`[i]`, 100 µs × 1.6^i (the
+/// last also everything beyond).
 const BUCKETS: usize = 32;
-const FIRST_BOUND_US: f64 = 100.0;
-const GROWTH: f64 = 1.6;
+const BOUNDS_NS: [u64; BUCKETS] = {
+    let mut b = [100_000u64; BUCKETS];
+    let mut i = 1;
+    while i < BUCKETS {
+        b[i] = b[i - 1] * 8 / 5;
+        i += 1;
+    }
+    b
+};
 
 /// One second that saw calls.
 #[derive(Clone, Debug)]
@@ -38,19 +46,15 @@ pub struct Sampler {
     series: Vec<(&'static str, Box<str>)>,
 }
 
-/// The upper bound of latency bucket `i`, in microseconds.
-fn bound_us(i: usize) -> f64 {
-    FIRST_BOUND_US * GROWTH.powi(i as i32)
+/// The bucket of a latency: a binary search of the bounds, on every call's path, so no
+/// floating point.
+fn bucket_of(elapsed: Duration) -> usize {
+    let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+    BOUNDS_NS.partition_point(|&b| b < ns).min(BUCKETS - 1)
 }
 
-fn bucket_of(elapsed: Duration) -> usize {
-    let us = elapsed.as_secs_f64() * 1e6;
-    if us <= FIRST_BOUND_US {
-        return 0;
-    }
-    ((us / FIRST_BOUND_US).ln() / GROWTH.ln())
-        .ceil()
-        .min((BUCKETS - 1) as f64) as usize
+fn bound_ms(i: usize) -> f64 {
+    BOUNDS_NS[i] as f64 / 1e6
 }
 
 /// The `q` quantile of a histogram as its bucket's upper bound, in milliseconds; `None` when
@@ -65,10 +69,10 @@ fn quantile_ms(latency: &[u32; BUCKETS], q: f64) -> Option<f64> {
     for (i, &n) in latency.iter().enumerate() {
         seen += u64::from(n);
         if seen >= rank {
-            return Some(bound_us(i) / 1000.0);
+            return Some(bound_ms(i));
         }
     }
-    Some(bound_us(BUCKETS - 1) / 1000.0)
+    Some(bound_ms(BUCKETS - 1))
 }
 
 /// The name of a series the sampler no longer gives a slot of its own.
@@ -241,6 +245,19 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     #[test]
+    fn buckets_grow_by_sixty_percent_from_100_us() {
+        assert_eq!(BOUNDS_NS[0], 100_000);
+        assert_eq!(BOUNDS_NS[1], 160_000);
+        assert_eq!(bucket_of(Duration::from_micros(100)), 0);
+        assert_eq!(bucket_of(Duration::from_nanos(100_001)), 1);
+        assert_eq!(bucket_of(Duration::from_micros(160)), 1);
+        assert_eq!(bucket_of(Duration::ZERO), 0);
+        assert_eq!(bucket_of(Duration::from_secs(3600)), BUCKETS - 1);
+        // The last bound is past a minute, so only the pathological share the last bucket.
+        assert!(BOUNDS_NS[BUCKETS - 2] > 60_000_000_000);
+    }
+
+    #[test]
     fn a_second_costs_200_bytes() {
         // What the module's and README's memory bound says: 900 of these at most.
         assert_eq!(std::mem::size_of::<Slot>(), 200);
@@ -324,8 +341,8 @@ mod tests {
         let snap = s.snapshot(7);
         let p50 = snap.p50_ms.unwrap();
         let p99 = snap.p99_ms.unwrap();
-        assert!((0.9..0.9 * GROWTH + 1e-9).contains(&p50), "p50 {p50}");
-        assert!((200.0..200.0 * GROWTH).contains(&p99), "p99 {p99}");
+        assert!((0.9..0.9 * 1.6).contains(&p50), "p50 {p50}");
+        assert!((200.0..200.0 * 1.6).contains(&p99), "p99 {p99}");
         assert_eq!(snap.samples[0].p50_ms, snap.p50_ms);
         assert_eq!(Sampler::default().snapshot(7).p50_ms, None);
     }
