@@ -712,3 +712,63 @@ async fn demo_prints_the_console_url_and_every_view_works_against_it() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_data_routes_answer_loopback_with_the_bridge_and_calls() {
+    let gw = gateway().sid("console-data").start().await;
+    let sent = gw
+        .call("message/send", support::text_message("hello there"))
+        .await;
+    let task = sent["result"]["id"].as_str().unwrap().to_owned();
+    let context = sent["result"]["contextId"].as_str().unwrap().to_owned();
+
+    let agents = gw.get("/console/api/agents").await;
+    assert_eq!(agents.status, 200, "{}", agents.text);
+    assert_eq!(agents.header("cache-control").as_deref(), Some("no-store"));
+    let agents = agents.json();
+    assert_eq!(agents["enabled"], true);
+    let ctx = &agents["contexts"][0];
+    assert_eq!(ctx["id"], json!(context));
+    assert_eq!(ctx["transport"], "child");
+    assert_eq!(ctx["running"], true);
+    assert_eq!(ctx["tasks"], json!([{"id": task, "state": "completed"}]));
+
+    let overview = gw.get("/console/api/overview").await.json();
+    assert_eq!(overview["sid"]["contexts"], 1, "{overview}");
+    assert_eq!(overview["upstreams"], json!([]));
+    assert_eq!(overview["events"], Value::Null, "no feed configured");
+
+    // The call above is in this second's sample (the counters are the process's: at least it).
+    let stats = gw.get("/console/api/stats").await.json();
+    let i = stats["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|s| s["dialect"] == "jsonrpc" && s["outcome"] == "ok")
+        .expect("a jsonrpc/ok series");
+    assert!(
+        stats["series"][i]["total"].as_u64().unwrap() >= 1,
+        "{stats}"
+    );
+    assert_eq!(stats["window_secs"], 900);
+
+    let page = gw.get("/console").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text.contains("/console/assets/app.js"));
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(
+        page.header("x-content-type-options").as_deref(),
+        Some("nosniff")
+    );
+    let js = gw.get("/console/assets/agents.js").await;
+    assert_eq!(js.status, 200);
+    assert!(js
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/javascript"));
+    assert_eq!(gw.get("/console/assets/nope.js").await.status, 404);
+}
