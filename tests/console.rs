@@ -663,3 +663,47 @@ async fn the_data_routes_answer_loopback_with_the_bridge_and_calls() {
         .starts_with("text/javascript"));
     assert_eq!(gw.get("/console/assets/nope.js").await.status, 404);
 }
+
+#[tokio::test]
+async fn a_foreign_host_or_a_cross_site_page_gets_no_console_data() {
+    let gw = gateway().sid("console-rebind").start().await;
+    let get = |headers: &'static [(&'static str, &'static str)]| {
+        let gw = &gw;
+        async move {
+            let mut req = gw.http.get(format!("{}/console/api/agents", gw.base()));
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            req.send().await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(get(&[]).await, 200);
+    assert_eq!(get(&[("host", "localhost:1")]).await, 200);
+    assert_eq!(get(&[("sec-fetch-site", "same-origin")]).await, 200);
+    // A name resolving to 127.0.0.1 (DNS rebinding) is not loopback to the console.
+    assert_eq!(get(&[("host", "rebound.example:8080")]).await, 403);
+    // A page of another site, as the browser says.
+    assert_eq!(get(&[("sec-fetch-site", "cross-site")]).await, 403);
+    assert_eq!(get(&[("sec-fetch-site", "same-site")]).await, 403);
+
+    // With admin tokens the token decides, whatever the Host; another site's page still not.
+    let gw = gateway()
+        .with(|c| c.server.admin_tokens = vec!["console-secret-token".into()])
+        .start()
+        .await;
+    let with_token = |headers: &'static [(&'static str, &'static str)]| {
+        let gw = &gw;
+        async move {
+            let mut req = gw
+                .http
+                .get(format!("{}/console/api/stats", gw.base()))
+                .bearer_auth("console-secret-token");
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            req.send().await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(with_token(&[("host", "console.example.com")]).await, 200);
+    assert_eq!(with_token(&[("sec-fetch-site", "cross-site")]).await, 403);
+}

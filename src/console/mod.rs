@@ -113,11 +113,61 @@ pub async fn asset(Path(file): Path<String>) -> Response {
 }
 
 /// Refuses a data call the admin rule refuses, with the rule's own error (401 or 403, JSON).
+///
+/// Two more refusals (403) guard a browser's requests, which are this route's callers: one a
+/// browser marks as coming from another site (`Sec-Fetch-Site`), and, when the rule trusts
+/// loopback addresses (no `server.admin_tokens`), one whose `Host` is not a loopback name: a
+/// page of another site whose name is made to resolve to 127.0.0.1 (DNS rebinding) would
+/// otherwise be the console's own origin, from a loopback address.
 pub async fn admin_only(State(tokens): State<AdminTokens>, req: Request, next: Next) -> Response {
     let peer = req.extensions().get::<crate::admin::Peer>().copied();
-    match crate::admin::authorize(peer, req.headers(), &tokens.0) {
+    let headers = req.headers();
+    let verdict = crate::admin::authorize(peer, headers, &tokens.0).and_then(|()| {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .or_else(|| req.uri().authority().map(|a| a.as_str()));
+        let foreign_host = tokens.0.is_empty() && host.is_some_and(|h| !is_loopback_host(h));
+        if foreign_host || is_cross_site(headers) {
+            Err(crate::error::GatewayError::AdminForbidden)
+        } else {
+            Ok(())
+        }
+    });
+    match verdict {
         Ok(()) => next.run(req).await,
         Err(e) => e.route_response(),
+    }
+}
+
+/// A browser's `Sec-Fetch-Site` saying the request was made by another origin's page.
+fn is_cross_site(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v != "same-origin" && v != "none")
+}
+
+/// `localhost` (or a name under it), or a loopback address, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        },
+    };
+    if name.eq_ignore_ascii_case("localhost")
+        || name.len() > 10 && name[name.len() - 10..].eq_ignore_ascii_case(".localhost")
+    {
+        return true;
+    }
+    match name.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(a)) => a.is_loopback(),
+        Ok(std::net::IpAddr::V6(a)) => {
+            a.is_loopback() || a.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => false,
     }
 }
 
@@ -186,6 +236,34 @@ fn no_store(mut resp: Response) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for h in [
+            "127.0.0.1:8080",
+            "127.0.0.1",
+            "127.1.2.3:1",
+            "localhost:8080",
+            "LOCALHOST",
+            "app.localhost:80",
+            "[::1]:8080",
+            "[::1]",
+            "[::ffff:127.0.0.1]:9",
+        ] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in [
+            "evil.example:8080",
+            "evil.example",
+            "10.0.0.1:8080",
+            "[2001:db8::1]:80",
+            "localhost.evil.example",
+            "notlocalhost",
+            "",
+        ] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
 
     #[test]
     fn every_script_the_page_imports_is_embedded() {
