@@ -8,6 +8,12 @@
 #
 #   benches/load.sh                 # 32 and 256 connections, 10 s each
 #   DURATION=5s CONNS="32" benches/load.sh
+#   BASE_BIN=/path/to/old/wiregate benches/load.sh   # adds the same translating row for an
+#                                                    # older build, for before/after in one run
+#
+# Beside the translating rows: wiregate's pass-through (`[[passthrough]]`, the legacy envelope
+# forwarded unchanged) against nginx's proxy_pass, and TLS terminated by wiregate (translating)
+# against nginx terminating TLS (translating nothing), with a certificate made by openssl here.
 #
 # Installs wrk, nginx and haproxy with apt-get when they are missing. Only loopback is used.
 # Each proxy gets one thread, as the peers are configured (nginx 1 worker, haproxy nbthread 1);
@@ -21,6 +27,9 @@ UP_PORT=${UP_PORT:-19000}
 NGINX_PORT=${NGINX_PORT:-19001}
 HAPROXY_PORT=${HAPROXY_PORT:-19002}
 GW_PORT=${GW_PORT:-19003}
+NGINX_TLS_PORT=${NGINX_TLS_PORT:-19004}
+GW_TLS_PORT=${GW_TLS_PORT:-19005}
+BASE_PORT=${BASE_PORT:-19006}
 
 need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
 need wrk wrk
@@ -37,6 +46,10 @@ trap cleanup EXIT
 up_pid=$!
 pids+=($!)
 
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+  -keyout "$work/key.pem" -out "$work/cert.pem" >/dev/null 2>&1
+
 cat >"$work/nginx.conf" <<NGINX
 worker_processes 1;
 daemon off;
@@ -48,6 +61,12 @@ http {
   upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
   server {
     listen 127.0.0.1:$NGINX_PORT;
+    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+  server {
+    listen 127.0.0.1:$NGINX_TLS_PORT ssl;
+    ssl_certificate $work/cert.pem;
+    ssl_certificate_key $work/key.pem;
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
 }
@@ -88,9 +107,25 @@ dialect = "legacy"
 methods = ["*"]
 upstream = "legacy"
 TOML
+# The same gateway, with everything not /rpc passed through (POST /a2a reaches the upstream as
+# is), and a second one terminating TLS.
+cp "$work/gateway.toml" "$work/base.toml"
+sed -i "s/127.0.0.1:$GW_PORT/127.0.0.1:$BASE_PORT/" "$work/base.toml"
+printf '[[passthrough]]\nprefix = "/"\nupstream = "legacy"\n' >>"$work/gateway.toml"
+sed "s/127.0.0.1:$GW_PORT/127.0.0.1:$GW_TLS_PORT/" "$work/base.toml" | sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_TLS_PORT/" >"$work/tls.toml"
+printf '[server.tls]\ncert = "%s"\nkey = "%s"\n' "$work/cert.pem" "$work/key.pem" >>"$work/tls.toml"
+# (TOML: a table after [[routes]] is fine; [server.tls] belongs to [server] by its dotted name.)
 RUST_LOG=warn ./target/release/wiregate --config "$work/gateway.toml" >/dev/null 2>&1 &
 gw_pid=$!
 pids+=($!)
+RUST_LOG=warn ./target/release/wiregate --config "$work/tls.toml" >/dev/null 2>&1 &
+gw_tls_pid=$!
+pids+=($!)
+if [ -n "${BASE_BIN:-}" ]; then
+  RUST_LOG=warn "$BASE_BIN" --config "$work/base.toml" >/dev/null 2>&1 &
+  base_pid=$!
+  pids+=($!)
+fi
 sleep 1
 
 legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
@@ -106,7 +141,7 @@ rpc_ok='"result":{'
 # answers URL BODY GOOD -> exit 0 when the answer has GOOD and no "error" member
 answers() {
   local got
-  got=$(curl -s -m 5 -H 'content-type: application/json' -d "$2" "$3" 2>/dev/null) || return 1
+  got=$(curl -s -m 5 --cacert "$work/cert.pem" -H 'content-type: application/json' -d "$2" "$3" 2>/dev/null) || return 1
   [[ $got == *"$1"* && $got == *'"plan_id":"P1"'* && $got != *'"error"'* ]]
 }
 
@@ -115,6 +150,10 @@ answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$UP_PORT/a2a"
 answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$NGINX_PORT/a2a"
 answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$HAPROXY_PORT/a2a"
 answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_PORT/rpc"
+answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$GW_PORT/a2a"
+answers "$legacy_ok" "$legacy_body" "https://127.0.0.1:$NGINX_TLS_PORT/a2a"
+answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$GW_TLS_PORT/rpc"
+[ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PORT/rpc"
 
 # sample GOOD BODY URL OUT: while $work/sampling exists, checks one answer every 0.2 s (beside
 # wrk's load, so answers under load are seen, not just before it); writes "checked wrong".
@@ -182,11 +221,29 @@ for c in $CONNS; do
   row "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99" "$n_u" "$n_s" "$n_err"
   row "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99" "$h_u" "$h_s" "$h_err"
   row "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99" "$w_u" "$w_s" "$w_err"
-  if [ "$d_err$n_err$h_err$w_err" != nonenonenonenone ]; then
+  read -r p_rps p_p50 p_p99 p_u p_s p_err < <(run passthrough "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$c" "$gw_pid" "$legacy_ok" "$legacy_body")
+  read -r nt_rps nt_p50 nt_p99 nt_u nt_s nt_err < <(run nginx_tls "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
+  read -r wt_rps wt_p50 wt_p99 wt_u wt_s wt_err < <(run wiregate_tls "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$gw_tls_pid" "$rpc_ok" "$rpc_body")
+  row "wiregate pass-through" "$c" "$p_rps" "$p_p50" "$p_p99" "$p_u" "$p_s" "$p_err"
+  row "nginx TLS proxy_pass" "$c" "$nt_rps" "$nt_p50" "$nt_p99" "$nt_u" "$nt_s" "$nt_err"
+  row "wiregate TLS (translating)" "$c" "$wt_rps" "$wt_p50" "$wt_p99" "$wt_u" "$wt_s" "$wt_err"
+  b_err=none
+  if [ -n "${BASE_BIN:-}" ]; then
+    read -r b_rps b_p50 b_p99 b_u b_s b_err < <(run base "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$c" "$base_pid" "$rpc_ok" "$rpc_body")
+    row "wiregate BASE_BIN (transl.)" "$c" "$b_rps" "$b_p50" "$b_p99" "$b_u" "$b_s" "$b_err"
+  fi
+  if [ "$d_err$n_err$h_err$w_err$p_err$nt_err$wt_err$b_err" != nonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
   fi
   awk -v w="$w_rps" -v d="$d_rps" -v n="$n_rps" -v h="$h_rps" -v wp="$w_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
-    printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
+    printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
+  awk -v p="$p_rps" -v n="$n_rps" -v pp="$p_p99" -v np="$n_p99" -v wt="$wt_rps" -v nt="$nt_rps" -v wtp="$wt_p99" -v ntp="$nt_p99" -v c="$c" 'BEGIN {
+    printf "ratios @%s conns: pass-through/nginx %.2f  p99 pass-through/nginx %.2f  wiregate TLS/nginx TLS %.2f  p99 %.2f\n", c, p/n, pp/np, wt/nt, wtp/ntp }'
+  if [ -n "${BASE_BIN:-}" ]; then
+    awk -v w="$w_rps" -v b="$b_rps" -v n="$n_rps" -v wp="$w_p99" -v bp="$b_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: wiregate/BASE_BIN %.2f  wiregate/nginx %.2f vs BASE_BIN/nginx %.2f  p99 wiregate/BASE_BIN %.2f\n", c, w/b, w/n, b/n, wp/bp }'
+  fi
+  echo
 done

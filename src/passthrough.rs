@@ -146,11 +146,7 @@ impl Target {
             .map(str::to_owned)
             .or_else(|| req.uri().authority().map(|a| a.to_string()));
         let client_traced = trace::has_valid_parent(req.headers());
-        let ctx = req
-            .extensions()
-            .get::<TraceContext>()
-            .copied()
-            .unwrap_or_else(|| TraceContext::for_call(req.headers()));
+        let ctx = crate::scope::trace().unwrap_or_else(|| TraceContext::for_call(req.headers()));
         crate::scope::note_call("http", &self.name);
         let (mut parts, body) = req.into_parts();
         let mut uri = axum::http::uri::Parts::default();

@@ -15,6 +15,8 @@ use crate::trace::TraceContext;
 pub struct Scope {
     /// The hop's trace context.
     pub trace: TraceContext,
+    /// Whether the calls' notes are wanted (the access log is on); else noting costs nothing.
+    noting: bool,
     note: RefCell<Note>,
 }
 
@@ -31,11 +33,12 @@ tokio::task_local! {
     static SCOPE: Scope;
 }
 
-/// Runs `f` as the request with trace context `trace`; returns its output and what its calls
-/// noted.
-pub async fn run<F: Future>(trace: TraceContext, f: F) -> (F::Output, Note) {
+/// Runs `f` as the request with trace context `trace`; returns its output and, when `noting`,
+/// what its calls noted.
+pub async fn run<F: Future>(trace: TraceContext, noting: bool, f: F) -> (F::Output, Note) {
     let scope = Scope {
         trace,
+        noting,
         note: RefCell::new(Note::default()),
     };
     SCOPE
@@ -55,6 +58,9 @@ pub fn trace() -> Option<TraceContext> {
 /// Notes that a call of the current request (if any) spoke `dialect` and went to `upstream`.
 pub fn note_call(dialect: &'static str, upstream: &str) {
     let _ = SCOPE.try_with(|s| {
+        if !s.noting {
+            return;
+        }
         let mut n = s.note.borrow_mut();
         if n.dialect.is_empty() {
             n.dialect = dialect;
@@ -75,7 +81,7 @@ mod tests {
     #[tokio::test]
     async fn notes_each_upstream_once_and_the_first_dialect() {
         let ctx = TraceContext::for_call(&Default::default());
-        let ((), note) = run(ctx, async {
+        let ((), note) = run(ctx, true, async {
             assert_eq!(trace(), Some(ctx));
             note_call("legacy", "a");
             note_call("jsonrpc", "b");

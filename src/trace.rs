@@ -58,13 +58,29 @@ impl TraceContext {
 
     /// The `traceparent` value sent upstream: this trace, this hop's span.
     pub fn traceparent(&self) -> HeaderValue {
-        let s = format!(
-            "00-{}-{}-{:02x}",
-            hex(&self.trace_id),
-            hex(&self.span_id),
-            self.flags
-        );
-        HeaderValue::from_str(&s).expect("hex is a valid header value")
+        HeaderValue::from_bytes(&self.traceparent_bytes()).expect("hex is a valid header value")
+    }
+
+    /// The same, laid out on the stack: what the RPC path writes into its request, allocating
+    /// nothing.
+    pub fn traceparent_bytes(&self) -> [u8; 55] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
+        let digits = self
+            .trace_id
+            .iter()
+            .chain(&self.span_id)
+            .chain(std::iter::once(&self.flags));
+        // Positions of each byte's two digits: 3.., 36.., 53..
+        let starts = (0..16)
+            .map(|i| 3 + 2 * i)
+            .chain((0..8).map(|i| 36 + 2 * i))
+            .chain(std::iter::once(53));
+        for (b, at) in digits.zip(starts) {
+            out[at] = HEX[(b >> 4) as usize];
+            out[at + 1] = HEX[(b & 15) as usize];
+        }
+        out
     }
 }
 
@@ -144,6 +160,7 @@ mod tests {
         assert_eq!(ctx.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
         let out = ctx.traceparent();
         let out = out.to_str().unwrap();
+        assert_eq!(out.as_bytes(), &ctx.traceparent_bytes()[..]);
         assert!(out.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
         assert!(out.ends_with("-01"));
         assert_ne!(&out[36..52], "00f067aa0ba902b7");

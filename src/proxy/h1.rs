@@ -35,8 +35,8 @@ pub struct Head<'a> {
     pub host: &'a str,
     /// An `Authorization` header, already checked to be a valid header value.
     pub authorization: Option<&'a str>,
-    /// A `traceparent` header (55 visible characters).
-    pub traceparent: Option<&'a [u8]>,
+    /// A `traceparent` header value.
+    pub traceparent: Option<&'a [u8; 55]>,
 }
 
 /// An upstream's complete answer.
@@ -437,7 +437,7 @@ impl Conn {
         }
         if let Some(t) = head.traceparent {
             w.extend_from_slice(b"traceparent: ");
-            w.extend_from_slice(t);
+            w.extend_from_slice(&t[..]);
             w.extend_from_slice(b"\r\n");
         }
         w.extend_from_slice(b"content-length: ");

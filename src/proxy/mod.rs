@@ -126,12 +126,12 @@ impl UpstreamClient {
         body: Bytes,
         authorization: Option<&str>,
     ) -> Result<Answer, GatewayError> {
-        let traceparent = crate::scope::trace().map(|t| t.traceparent());
+        let traceparent = crate::scope::trace().map(|t| t.traceparent_bytes());
         let head = h1::Head {
             path: &self.path,
             host: &self.host,
             authorization: authorization.filter(|a| h1::is_header_value(a)),
-            traceparent: traceparent.as_ref().map(|t| t.as_bytes()),
+            traceparent: traceparent.as_ref(),
         };
         let exchange = async {
             // A pooled connection may turn out dead only when used; the request then could not
