@@ -28,6 +28,7 @@ pub mod activity;
 pub mod admin;
 pub mod bridge;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod error;
 pub mod events;

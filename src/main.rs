@@ -286,6 +286,10 @@ fn print_demo(addr: SocketAddr, context: &str) {
     println!(
         "wiregate demo listening on http://{addr}  (a demo legacy server answers behind it)\n"
     );
+    println!(
+        "# the web console (overview, agents, events), in a browser:\n#   http://{addr}{}\n",
+        wiregate::console::PATH
+    );
     println!("# a JSON-RPC 2.0 call, translated to the legacy envelope and back:");
     println!(
         "curl -s {h} http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"_cleveragents/plan/status\",\"params\":{{\"plan_id\":\"P1\"}}}}'\n"

@@ -108,6 +108,8 @@ thread_local! {
 /// registered anew on every call (the registry hashes and compares every label each time).
 pub fn record_call(l: CallLabels<'_>, elapsed: Duration) {
     crate::scope::note_call(l.client_dialect, l.upstream);
+    // The console's per-second ring (its charts), beside the Prometheus totals.
+    crate::console::stats::record(l.client_dialect, l.outcome, elapsed);
     let method = &l.method[..l
         .method
         .char_indices()

@@ -5,6 +5,7 @@
 //! [`mapping::Tracker`], so a task started in one dialect can be read in another.
 
 pub mod context;
+pub mod listing;
 pub mod mapping;
 
 use std::collections::HashMap;

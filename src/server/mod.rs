@@ -65,6 +65,18 @@ pub struct AppState {
     reload: reload::Requests,
 }
 
+impl axum::extract::FromRef<AppState> for Arc<Gateway> {
+    fn from_ref(state: &AppState) -> Self {
+        state.gateway.clone()
+    }
+}
+
+impl axum::extract::FromRef<AppState> for crate::console::AdminTokens {
+    fn from_ref(state: &AppState) -> Self {
+        crate::console::AdminTokens(state.admin_tokens.clone())
+    }
+}
+
 impl AppState {
     fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
         AppState {
@@ -110,7 +122,7 @@ impl RpcPaths {
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
 /// CORS applies, see [`Front`]; their entries here serve it otherwise, and pass other methods
 /// to the pass-through or answer 405.) What no route takes goes to the pass-through, else 404.
-fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
+fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     let mut router = axum::Router::new();
     for p in rpc_paths.0.iter() {
         let rpc_route = || post(rpc).fallback(not_rpc_method);
@@ -129,7 +141,24 @@ fn routes(rpc_paths: &RpcPaths) -> axum::Router<AppState> {
         .route("/metrics", get(metrics))
         .route("/migration", get(migration))
         .route(reload::PATH, post(reload::handler))
+        .route(crate::console::PATH, get(crate::console::page))
+        .route("/console/assets/{file}", get(crate::console::asset))
+        .nest("/console/api", console_api(state))
         .fallback(pass_through)
+}
+
+/// The console's data: its own routes, and the RPC and event-stream handlers served again
+/// behind the admin rule (the page reads nothing else but `/migration`).
+fn console_api(state: &AppState) -> axum::Router<AppState> {
+    crate::console::api()
+        .route("/rpc", post(rpc))
+        .route("/tasks/{task_id}/events", get(task_events))
+        .route("/contexts/{context_id}/events", get(context_events))
+        .route("/events", get(domain_events))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::console::admin_only,
+        ))
 }
 
 /// What one configuration serves: its routes and state, and the CORS rule around them.
@@ -146,7 +175,7 @@ impl Live {
         let state = AppState::new(gateway, config, reload);
         let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
         let cors = cors::layer(&config.server.cors);
-        let mut router = routes(&rpc_paths)
+        let mut router = routes(&rpc_paths, &state)
             .nest_service(
                 crate::a2a::rest::PATH,
                 crate::a2a::rest::router(state.gateway.clone()),
