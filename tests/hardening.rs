@@ -414,12 +414,14 @@ command = [{:?}, "--raw", "--tag", "hard-term"]
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let took = term.elapsed();
-    // The grace (2 s), and half a second to kill and reap sid and end the runtime.
+    // The grace (2 s), and a margin to kill and reap sid and end the runtime: 0.2–0.5 s on a
+    // quiet machine, up to 1.3 s seen while other builds shared its two cores. Before the
+    // calls' grace and sid's stop ran side by side this took the sum of both, about 5 s.
     assert!(
         took >= Duration::from_millis(1900),
         "the grace is kept: {took:?}"
     );
-    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    assert!(took < Duration::from_millis(3500), "took {took:?}");
     assert!(status.success(), "{status}");
     call.abort();
 }
