@@ -106,7 +106,7 @@ fn main() -> ExitCode {
     if let Some(Command::Reload { url, token }) = &cli.command {
         let url = url
             .clone()
-            .unwrap_or_else(|| format!("http://{}", config.server.listen));
+            .unwrap_or_else(|| admin_base(config.server.listen));
         return admin_call(
             axum::http::Method::POST,
             &url,
@@ -143,18 +143,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// The base URL the admin subcommands reach a gateway listening on `listen` at (an unspecified
+/// address is reached on loopback).
+fn admin_base(listen: SocketAddr) -> String {
+    let ip = match listen.ip().is_unspecified() {
+        true => std::net::IpAddr::from([127, 0, 0, 1]),
+        false => listen.ip(),
+    };
+    format!("http://{}", SocketAddr::new(ip, listen.port()))
+}
+
+/// The small runtime an admin subcommand's one request runs on.
+fn admin_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
 /// Sends one admin request and prints the answer; exit status 0 for a 2xx answer.
 fn admin_call(method: axum::http::Method, base: &str, path: &str, token: Option<&str>) -> ExitCode {
     let url = format!("{}{path}", base.trim_end_matches('/'));
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match admin_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(wiregate::admin::request(method, &url, token)) {
         Ok((status, body)) => {
@@ -371,26 +386,15 @@ fn migration_report(cli: &Cli, url: Option<String>, token: Option<String>, json:
         (None, Err(code)) => return code,
     };
     let url = url.unwrap_or_else(|| {
-        let listen = config.as_ref().map_or_else(
+        admin_base(config.as_ref().map_or_else(
             || SocketAddr::from(([127, 0, 0, 1], 8080)),
             |c| c.server.listen,
-        );
-        let ip = match listen.ip().is_unspecified() {
-            true => std::net::IpAddr::from([127, 0, 0, 1]),
-            false => listen.ip(),
-        };
-        format!("http://{}", SocketAddr::new(ip, listen.port()))
+        ))
     });
     let token = token.or_else(|| config.and_then(|c| c.server.admin_tokens.first().cloned()));
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match admin_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(fetch_report(&url, token.as_deref())) {
         Ok(report) if json => {

@@ -170,6 +170,12 @@ struct Live {
     access: bool,
 }
 
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live").finish_non_exhaustive()
+    }
+}
+
 impl Live {
     fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
         let state = AppState::new(gateway, config, reload);

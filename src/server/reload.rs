@@ -67,12 +67,6 @@ pub struct Reloader {
     requests: Requests,
 }
 
-impl std::fmt::Debug for Live {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Live").finish_non_exhaustive()
-    }
-}
-
 impl Reloader {
     pub(super) fn new(
         live: Arc<ArcSwap<Live>>,
