@@ -55,7 +55,7 @@ fn responses(events: &[SseEvent], id: &Value) -> Vec<Value> {
 #[tokio::test]
 async fn the_card_is_served_at_both_paths_with_both_interfaces() {
     let gw = a2a_gateway("a2a-card").await;
-    let rpc_url = format!("{}/rpc", gw.base());
+    let rpc_url = format!("{}/", gw.base());
     for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
         let a = gw.get(path).await;
         assert_eq!(a.status, 200, "{path}");
@@ -120,7 +120,7 @@ async fn the_card_is_served_at_both_paths_with_both_interfaces() {
     assert_eq!(card["name"], "Team sid");
     assert_eq!(
         card["supportedInterfaces"][0]["url"],
-        "https://agents.example/sid/rpc"
+        "https://agents.example/sid/"
     );
     assert!(card["securitySchemes"]["bearer"].is_object());
     assert!(!card.to_string().contains("s3cret"), "no token in the card");

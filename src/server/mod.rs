@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::passthrough::Passthrough;
 use crate::reply::{Reply, ReplyBody};
-use crate::rpc::{Gateway, Meta};
+use crate::rpc::{Binding, Gateway, Meta};
 use crate::scope;
 use crate::stream as sse_stream;
 use crate::telemetry;
@@ -122,13 +122,25 @@ impl RpcPaths {
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
 /// CORS applies, see [`Front`]; their entries here serve it otherwise, and pass other methods
 /// to the pass-through or answer 405.) What no route takes goes to the pass-through, else 404.
-fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
+fn routes(
+    rpc_paths: &RpcPaths,
+    a2a_path: Option<&str>,
+    state: &AppState,
+) -> axum::Router<AppState> {
     let mut router = axum::Router::new();
     for p in rpc_paths.0.iter() {
         let rpc_route = || post(rpc).fallback(not_rpc_method);
         router = router
             .route(p, rpc_route())
             .route(&format!("{p}/"), rpc_route());
+    }
+    // A2A's JSON-RPC binding, with its own rules (see `Binding`).
+    if let Some(p) = a2a_path {
+        let a2a_route = || post(a2a_rpc).fallback(not_rpc_method);
+        router = router.route(p, a2a_route());
+        if p != "/" {
+            router = router.route(&format!("{p}/"), a2a_route());
+        }
     }
     router
         .route("/tasks/{task_id}/events", get(task_events))
@@ -181,7 +193,11 @@ impl Live {
         let state = AppState::new(gateway, config, reload);
         let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
         let cors = cors::layer(&config.server.cors);
-        let mut router = routes(&rpc_paths, &state)
+        let a2a_path = config
+            .a2a
+            .jsonrpc_path()
+            .filter(|_| config.sid.enabled && config.a2a.enabled);
+        let mut router = routes(&rpc_paths, a2a_path, &state)
             .nest_service(
                 crate::a2a::rest::PATH,
                 crate::a2a::rest::router(state.gateway.clone()),
@@ -287,7 +303,12 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         // wrapper that held one by value would copy it (measured with callgrind: tens of
         // thousands of instructions of memcpy per call).
         let handled: Pin<Box<dyn Future<Output = Response> + Send>> = if fast {
-            Box::pin(rpc_call(live.state.clone(), req, self.peer))
+            Box::pin(rpc_call(
+                live.state.clone(),
+                req,
+                self.peer,
+                Binding::Gateway,
+            ))
         } else {
             let router = live.router.clone();
             Box::pin(async move {
@@ -441,7 +462,13 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
 
 async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
     let peer = req.extensions().get::<crate::admin::Peer>().copied();
-    rpc_call(state, req, peer).await
+    rpc_call(state, req, peer, Binding::Gateway).await
+}
+
+/// A call on A2A's JSON-RPC binding (`a2a.jsonrpc_path`).
+async fn a2a_rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    rpc_call(state, req, peer, Binding::A2a).await
 }
 
 /// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
@@ -450,6 +477,7 @@ async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
     peer: Option<crate::admin::Peer>,
+    binding: Binding,
 ) -> Response {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
@@ -485,6 +513,7 @@ async fn rpc_call(
                     headers: Some(headers),
                     peer: peer.map(|p| p.0.ip()),
                     request_id: request_id.to_str().ok(),
+                    binding,
                 };
                 state.gateway.handle(&bytes, &meta).await
             }

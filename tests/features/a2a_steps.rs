@@ -46,7 +46,8 @@ async fn fetch_card(w: &mut World) {
 )]
 fn card_interfaces(w: &mut World, first: String, second: String) {
     let card = w.dict.as_ref().unwrap();
-    let url = format!("{}/rpc", w.gateway.as_ref().unwrap().base());
+    // A2A's JSON-RPC binding, at the agent's base URL (`a2a.jsonrpc_path`).
+    let url = format!("{}/", w.gateway.as_ref().unwrap().base());
     let versions: Vec<&str> = card["supportedInterfaces"]
         .as_array()
         .unwrap()
