@@ -90,6 +90,11 @@ impl Passthrough {
         self.routes.is_empty()
     }
 
+    /// Whether a prefix takes `path`.
+    pub fn takes(&self, path: &str) -> bool {
+        self.target(path).is_some()
+    }
+
     /// The target of `path`: the longest prefix it lies under, on segment boundaries.
     fn target(&self, path: &str) -> Option<&Arc<Target>> {
         self.routes.iter().find_map(|(prefix, t)| {
