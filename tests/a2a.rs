@@ -146,7 +146,8 @@ async fn the_card_is_served_at_both_paths_with_both_interfaces() {
 async fn a_data_part_reaches_sid_as_json_text() {
     let gw = a2a_gateway("a2a-data-part").await;
     let mut m = msg_1_0("look at this");
-    m["message"]["parts"][1] = json!({"data": {"test": "data", "version": [0, 3]}});
+    let parts = m["message"]["parts"].as_array_mut().unwrap();
+    parts.push(json!({"data": {"test": "data", "version": [0, 3]}}));
     let (status, r) = gw.a2a_call("SendMessage", m, None).await;
     assert_eq!(status, 200);
     let task = &r["result"]["task"];
@@ -158,7 +159,8 @@ async fn a_data_part_reaches_sid_as_json_text() {
     );
     // A binary part is still refused: sid cannot read it, and it is not dropped silently.
     let mut m = msg_1_0("and this");
-    m["message"]["parts"][1] = json!({"raw": "AAE=", "mediaType": "application/octet-stream"});
+    let parts = m["message"]["parts"].as_array_mut().unwrap();
+    parts.push(json!({"raw": "AAE=", "mediaType": "application/octet-stream"}));
     let (status, r) = gw.a2a_call("SendMessage", m, None).await;
     assert_eq!((status, &r["error"]["code"]), (200, &json!(-32005)), "{r}");
 }

@@ -209,6 +209,8 @@ fn the_binding_s_path_is_validated_with_its_key() {
         ("/rpc/", false),
         ("/a2a/rest", false),
         ("/.well-known/x", false),
+        ("/healthz", false),
+        ("/events", false),
         ("rpc", false),
         ("/a b", false),
     ] {

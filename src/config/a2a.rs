@@ -51,10 +51,22 @@ impl A2a {
         if let Some(p) = self.jsonrpc_path() {
             let plain = |c: char| c.is_ascii_alphanumeric() || "/-_.~".contains(c);
             let taken = |q: &str| p == q || p.starts_with(&format!("{q}/"));
+            // The gateway's own routes (server/mod.rs) and the RPC paths are not A2A's binding.
+            let own = [
+                crate::a2a::rest::PATH,
+                "/.well-known",
+                "/console",
+                "/tasks",
+                "/contexts",
+                "/events",
+                "/healthz",
+                "/readyz",
+                "/metrics",
+                "/migration",
+                "/admin",
+            ];
             let clash = rpc_paths.iter().any(|r| r.trim_end_matches('/') == p)
-                || taken(crate::a2a::rest::PATH)
-                || taken("/.well-known")
-                || taken("/console");
+                || own.iter().any(|o| taken(o));
             if !p.starts_with('/') || !p.chars().all(plain) || p.contains("//") {
                 issues.add(
                     "a2a.jsonrpc_path".into(),
@@ -63,7 +75,8 @@ impl A2a {
             } else if clash {
                 issues.add(
                     "a2a.jsonrpc_path".into(),
-                    "must differ from server.rpc_paths, /a2a/rest, /.well-known and /console"
+                    "must differ from server.rpc_paths and lie under none of the gateway's own \
+                     routes (/a2a/rest, /.well-known, /console, /tasks, /events, /healthz, ...)"
                         .into(),
                 );
             }

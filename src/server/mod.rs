@@ -122,9 +122,10 @@ impl RpcPaths {
 
     /// Whether `path` is an RPC path or lies below one, or is A2A's binding.
     fn covers(&self, path: &str) -> bool {
-        let a2a = self.1.as_deref().is_some_and(|a| {
-            path == a || (a != "/" && path.strip_prefix(a) == Some("/"))
-        });
+        let a2a = self
+            .1
+            .as_deref()
+            .is_some_and(|a| path == a || (a != "/" && path.strip_prefix(a) == Some("/")));
         a2a || self.0.iter().any(|p| {
             path.strip_prefix(&**p)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
@@ -163,7 +164,10 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     // Every path registered here must be one `is_own_path` knows, or the pass-through's fast
     // lane would take its requests.
     let mut route = |path: &str, handler: axum::routing::MethodRouter<AppState>| {
-        debug_assert!(is_own_path(rpc_paths, path), "{path} is not in OWN_PREFIXES");
+        debug_assert!(
+            is_own_path(rpc_paths, path),
+            "{path} is not in OWN_PREFIXES"
+        );
         router = std::mem::take(&mut router).route(path, handler);
     };
     for p in rpc_paths.0.iter() {
