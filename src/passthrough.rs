@@ -144,9 +144,9 @@ impl Target {
                 hyper::upgrade::on(&mut req),
             )
         });
-        let (mut parts, body) = req.into_parts();
+        let (parts, body) = req.into_parts();
         let (head, sending, no_body) =
-            self.head(&mut parts, &body, origin, trusted, upgrade.as_ref().map(|u| &u.0));
+            self.head(&parts, &body, origin, trusted, upgrade.as_ref().map(|u| &u.0));
         let sent = tokio::time::timeout(
             self.timeout,
             exchange::exchange(&self.client, head, body, sending, no_body, upgrade.is_some()),
@@ -196,44 +196,28 @@ impl Target {
     /// body's framing. Also how the body goes, and whether the answer can have one.
     fn head(
         &self,
-        req: &mut axum::http::request::Parts,
+        req: &axum::http::request::Parts,
         body: &Body,
         origin: Origin,
         trusted: bool,
         upgrade: Option<&Option<HeaderValue>>,
     ) -> (Vec<u8>, exchange::Sending, bool) {
-        let headers = &mut req.headers;
+        let headers = &req.headers;
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
-            .map(str::to_owned)
-            .or_else(|| req.uri.authority().map(|a| a.to_string()));
+            .or_else(|| req.uri.authority().map(|a| a.as_str()));
         let client_traced = trace::has_valid_parent(headers);
         let ctx = crate::scope::trace().unwrap_or_else(|| TraceContext::for_call(headers));
         crate::scope::note_call("http", &self.name);
         let had_length = headers.contains_key(header::CONTENT_LENGTH);
-        forwarded::strip_hop_by_hop(headers);
-        headers.remove(header::HOST);
-        headers.remove(header::CONTENT_LENGTH);
-        if let Some(peer) = origin.peer {
-            forwarded::add_request_hop(
-                headers,
-                &Hop {
-                    peer,
-                    proto: if origin.tls { "https" } else { "http" },
-                    version: via_version(req.version),
-                    trusted,
-                    host: host.as_deref(),
-                },
-            );
-        }
-        trace::set_upstream_headers(headers, &ctx, client_traced);
-        if let Some(proto) = upgrade {
-            headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-            if let Some(p) = proto {
-                headers.insert(header::UPGRADE, p.clone());
-            }
-        }
+        let hop = Hop {
+            peer: origin.peer.unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            proto: if origin.tls { "https" } else { "http" },
+            version: via_version(req.version),
+            trusted,
+            host,
+        };
         let (sending, length) = match body.size_hint().exact() {
             Some(0) if !had_length => (exchange::Sending::Nothing, None),
             Some(0) => (exchange::Sending::Nothing, Some(0)),
@@ -248,11 +232,28 @@ impl Target {
         head.extend_from_slice(b" HTTP/1.1\r\nhost: ");
         head.extend_from_slice(self.authority.as_bytes());
         head.extend_from_slice(b"\r\n");
-        for (name, value) in headers.iter() {
-            head.extend_from_slice(name.as_str().as_bytes());
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(value.as_bytes());
-            head.extend_from_slice(b"\r\n");
+        let named = forwarded::connection_named(headers);
+        for (name, value) in headers {
+            if forwarded::copied(name, &named, &hop) && trace::copied(name, client_traced) {
+                head.extend_from_slice(name.as_str().as_bytes());
+                head.extend_from_slice(b": ");
+                head.extend_from_slice(value.as_bytes());
+                head.extend_from_slice(b"\r\n");
+            }
+        }
+        if origin.peer.is_some() {
+            forwarded::write_request_hop(&mut head, headers, &hop);
+        }
+        head.extend_from_slice(b"traceparent: ");
+        head.extend_from_slice(&ctx.traceparent_bytes());
+        head.extend_from_slice(b"\r\n");
+        if let Some(proto) = upgrade {
+            head.extend_from_slice(b"connection: upgrade\r\n");
+            if let Some(p) = proto {
+                head.extend_from_slice(b"upgrade: ");
+                head.extend_from_slice(p.as_bytes());
+                head.extend_from_slice(b"\r\n");
+            }
         }
         match (sending, length) {
             (exchange::Sending::Chunked, _) => {

@@ -295,8 +295,10 @@ mod tests {
         assert!(out.starts_with(b"12c\r\nxxx"));
         assert!(out.ends_with(b"x\r\n"));
         let mut hex = [0u8; 16];
-        assert_eq!(&hex[16 - hex_len(0, &mut hex)..], b"0");
-        assert_eq!(&hex[16 - hex_len(usize::MAX, &mut hex)..], b"ffffffffffffffff");
+        let n = hex_len(0, &mut hex);
+        assert_eq!(&hex[16 - n..], b"0");
+        let n = hex_len(usize::MAX, &mut hex);
+        assert_eq!(&hex[16 - n..], b"ffffffffffffffff");
         let mut plain = Vec::new();
         put_data(&mut plain, Frame::data(Bytes::from_static(b"ab")), Sending::Length);
         assert_eq!(plain, b"ab");
