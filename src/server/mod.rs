@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::passthrough::Passthrough;
 use crate::reply::{Reply, ReplyBody};
-use crate::rpc::{Gateway, Meta};
+use crate::rpc::{Binding, Gateway, Meta};
 use crate::scope;
 use crate::stream as sse_stream;
 use crate::telemetry;
@@ -99,17 +99,19 @@ impl AppState {
 }
 
 /// The paths of `server.rpc_paths`, each matched with or without one trailing slash (A2A
-/// clients build `/rpc/` from a card's URL).
+/// clients build `/rpc/` from a card's URL); and A2A's JSON-RPC binding (`a2a.jsonrpc_path`,
+/// when served), which the router answers, not the fast path.
 #[derive(Clone, Debug)]
-struct RpcPaths(Arc<[Box<str>]>);
+struct RpcPaths(Arc<[Box<str>]>, Option<Box<str>>);
 
 impl RpcPaths {
-    fn new(paths: &[String]) -> Self {
+    fn new(paths: &[String], a2a: Option<&str>) -> Self {
         RpcPaths(
             paths
                 .iter()
                 .map(|p| p.trim_end_matches('/').into())
                 .collect(),
+            a2a.map(Into::into),
         )
     }
 
@@ -118,9 +120,13 @@ impl RpcPaths {
         self.0.iter().any(|p| **p == *path)
     }
 
-    /// Whether `path` is an RPC path or lies below one.
+    /// Whether `path` is an RPC path or lies below one, or is A2A's binding.
     fn covers(&self, path: &str) -> bool {
-        self.0.iter().any(|p| {
+        let a2a = self
+            .1
+            .as_deref()
+            .is_some_and(|a| path == a || (a != "/" && path.strip_prefix(a) == Some("/")));
+        a2a || self.0.iter().any(|p| {
             path.strip_prefix(&**p)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
         })
@@ -168,6 +174,14 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
         let rpc_route = || post(rpc).fallback(not_rpc_method);
         route(p, rpc_route());
         route(&format!("{p}/"), rpc_route());
+    }
+    // A2A's JSON-RPC binding, with its own rules (see `Binding`).
+    if let Some(p) = rpc_paths.1.as_deref() {
+        let a2a_route = || post(a2a_rpc).fallback(not_rpc_method);
+        route(p, a2a_route());
+        if p != "/" {
+            route(&format!("{p}/"), a2a_route());
+        }
     }
     route("/tasks/{task_id}/events", get(task_events));
     route("/contexts/{context_id}/events", get(context_events));
@@ -219,7 +233,11 @@ impl std::fmt::Debug for Live {
 impl Live {
     fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
         let state = AppState::new(gateway, config, reload);
-        let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
+        let a2a_path = config
+            .a2a
+            .jsonrpc_path()
+            .filter(|_| config.sid.enabled && config.a2a.enabled);
+        let rpc_paths = RpcPaths::new(&config.server.rpc_paths, a2a_path);
         let cors = cors::layer(&config.server.cors);
         let mut router = routes(&rpc_paths, &state)
             .nest_service(
@@ -332,7 +350,12 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         // wrapper that held one by value would copy it (measured with callgrind: tens of
         // thousands of instructions of memcpy per call).
         let handled: Pin<Box<dyn Future<Output = Response> + Send>> = if fast {
-            Box::pin(rpc_call(live.state.clone(), req, self.peer))
+            Box::pin(rpc_call(
+                live.state.clone(),
+                req,
+                self.peer,
+                Binding::Gateway,
+            ))
         } else if passed {
             let passthrough = live.state.passthrough.clone();
             let origin = crate::passthrough::Origin {
@@ -498,7 +521,13 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
 
 async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
     let peer = req.extensions().get::<crate::admin::Peer>().copied();
-    rpc_call(state, req, peer).await
+    rpc_call(state, req, peer, Binding::Gateway).await
+}
+
+/// A call on A2A's JSON-RPC binding (`a2a.jsonrpc_path`).
+async fn a2a_rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    rpc_call(state, req, peer, Binding::A2a).await
 }
 
 /// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
@@ -507,6 +536,7 @@ async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
     peer: Option<crate::admin::Peer>,
+    binding: Binding,
 ) -> Response {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
@@ -542,6 +572,7 @@ async fn rpc_call(
                     headers: Some(headers),
                     peer: peer.map(|p| p.0.ip()),
                     request_id: request_id.to_str().ok(),
+                    binding,
                 };
                 state.gateway.handle(&bytes, &meta).await
             }
