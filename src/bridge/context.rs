@@ -95,6 +95,8 @@ pub struct Context {
     max_queued: usize,
     /// `sid.lag_grace_ms`: how long sid's output waits for a subscriber that lags.
     lag_grace: Duration,
+    /// With `[cluster]`: how far this context's events are written to Redis.
+    pub(super) flushed: std::sync::OnceLock<crate::cluster::log::Flushed>,
 }
 
 impl Context {
@@ -128,6 +130,7 @@ impl Context {
             up: watch::channel(false).0,
             max_queued: max_queued.max(1),
             lag_grace,
+            flushed: std::sync::OnceLock::new(),
         })
     }
 
