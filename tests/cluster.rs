@@ -209,3 +209,189 @@ async fn without_redis_the_proxy_serves_readyz_says_so_sid_calls_fail_clearly_an
     let ok = a.call("message/send", text_message("hello")).await;
     assert_eq!(ok["result"]["status"]["state"], "completed", "{ok}");
 }
+
+/// A free loopback port (bound, read, released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An in-process replica on a port chosen first, so it can advertise its URL.
+async fn advertised(redis: &RedisServer, tag: &str, node: &str) -> TestGateway {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    gateway()
+        .sid(tag)
+        .cluster(&redis.url(), node)
+        .with(move |c| {
+            c.server.listen = format!("127.0.0.1:{port}").parse().unwrap();
+            c.cluster.advertise = url;
+        })
+        .start()
+        .await
+}
+
+/// The gateway binary as a replica of its own, killed (SIGKILL) when dropped.
+struct ProcessReplica {
+    child: std::process::Child,
+    base: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl ProcessReplica {
+    fn start(redis: &RedisServer, tag: &str, node: &str) -> Self {
+        let port = free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let config = format!(
+            "[sid]\nenabled = true\ncommand = [{:?}, \"--raw\", \"--tag\", {tag:?}]\n\n\
+             [cluster]\nredis = {:?}\nnode_id = {node:?}\nadvertise = {base:?}\nlease_ms = 1000\n",
+            support::fake_sid(),
+            redis.url(),
+        );
+        std::fs::write(&path, config).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_wiregate"))
+            .arg("--config")
+            .arg(&path)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env_clear()
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        ProcessReplica {
+            child,
+            base,
+            http: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Value {
+        self.http
+            .post(format!("{}/rpc", self.base))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ProcessReplica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn calls_go_to_the_owner_and_a_lost_owner_s_context_resumes_where_the_next_call_lands() {
+    let redis = RedisServer::start().await;
+    let mut a = ProcessReplica::start(&redis, "cluster-failover-a", "a");
+    let b = advertised(&redis, "cluster-failover-b", "b").await;
+    let c = advertised(&redis, "cluster-failover-c", "c").await;
+    let deadline = Instant::now() + WAIT;
+    let first = loop {
+        match a.http.get(format!("{}/readyz", a.base)).send().await {
+            Ok(r) if r.status() == 200 => {
+                break a.call("message/send", text_message("hello")).await
+            }
+            _ => {
+                assert!(Instant::now() < deadline, "replica a did not come up");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
+
+    // A call for A's context on C is carried to A and answered unchanged.
+    let via_c = c
+        .call("message/send", with_context("hello again", &ctx))
+        .await;
+    assert_eq!(via_c["result"]["contextId"], ctx.as_str(), "{via_c}");
+    assert_eq!(via_c["result"]["status"]["state"], "completed");
+    let forwarded_task = via_c["result"]["id"].as_str().unwrap().to_owned();
+    let on_a = a.call("tasks/get", json!({"id": forwarded_task})).await;
+    assert_eq!(on_a["result"], via_c["result"], "the turn ran on A");
+
+    // B follows the context; a turn that never ends starts on A.
+    let mut history = b.sse_get(&format!("/contexts/{ctx}/events"), None).await;
+    let mut seen = history.until_final(WAIT).await;
+    seen.extend(history.until_final(WAIT).await);
+    drop(history);
+    let mut on_b = b
+        .sse_get(
+            &format!("/contexts/{ctx}/events"),
+            Some(&seen.last().unwrap().id),
+        )
+        .await;
+    let hanging = {
+        let http = a.http.clone();
+        let url = format!("{}/rpc", a.base);
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": "message/send",
+                          "params": with_context("hang", &ctx)});
+        tokio::spawn(async move { http.post(url).json(&body).send().await.map(|_| ()) })
+    };
+    let working = on_b.take(2, WAIT).await;
+    assert_eq!(working[1].data["params"]["state"], "working");
+    let hung = working[0].data["params"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // A dies mid-turn. Once its lease lapses, the next call for the context, on B, resumes it.
+    a.kill();
+    let _ = hanging.await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let resumed = b
+        .call("message/send", with_context("hello once more", &ctx))
+        .await;
+    assert_eq!(
+        resumed["result"]["status"]["state"], "completed",
+        "{resumed}"
+    );
+    assert_eq!(resumed["result"]["contextId"], ctx.as_str());
+
+    // B's subscriber saw the lost task fail, then the new turn; no id twice, none going back.
+    let mut after = Vec::new();
+    loop {
+        let e = on_b.next(WAIT).await.expect("B's stream stays open");
+        let done = e.data["params"]["taskId"] == resumed["result"]["id"]
+            && e.data["params"]["final"] == true;
+        after.push(e);
+        if done {
+            break;
+        }
+    }
+    let failed = &after[0];
+    assert_eq!(failed.data["params"]["taskId"], hung.as_str());
+    assert_eq!(failed.data["params"]["state"], "failed");
+    assert_eq!(failed.data["params"]["final"], true);
+    assert_eq!(failed.data["params"]["error"]["code"], "replica_lost");
+    let all_ids: Vec<u64> = ids(&seen)
+        .into_iter()
+        .chain(ids(&working))
+        .chain(ids(&after))
+        .collect();
+    assert!(
+        all_ids.windows(2).all(|w| w[1] > w[0]),
+        "ids strictly increase: {all_ids:?}"
+    );
+
+    // Every replica left knows the lost task failed.
+    let got = c.call("tasks/get", json!({"id": hung})).await;
+    assert_eq!(got["result"]["status"]["state"], "failed", "{got}");
+}

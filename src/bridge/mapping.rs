@@ -566,6 +566,25 @@ impl Tracker {
         }
     }
 
+    /// Keeps a task another replica ran and fails it: that replica was lost mid-turn.
+    pub fn fail_lost(&mut self, mut task: Task, reason: &str) -> Option<Update> {
+        let id = task.id.clone();
+        let error = json!({"code": "replica_lost", "message": reason});
+        task.error = Some(error.clone());
+        task.prompt = None;
+        task.finished = true;
+        task.current_tool = None;
+        task.current_result = None;
+        self.order.retain(|t| *t != id);
+        self.order.push_back(id.clone());
+        self.tasks.insert(id.clone(), task);
+        self.status(
+            &id,
+            Some(TaskState::Failed),
+            json!({"final": true, "error": error}),
+        )
+    }
+
     /// Fails every open task (sid exited or the socket is gone for good).
     pub fn fail_open(&mut self, reason: &str) -> Vec<Update> {
         let open: Vec<String> = self.open_tasks().map(|t| t.id.clone()).collect();

@@ -274,6 +274,12 @@ impl Bridge {
         match method {
             SEND => {
                 let turn = params::<SendParams>(p)?.into_turn()?;
+                let place = self
+                    .place(turn.context_id.as_deref(), turn.task_id.as_deref())
+                    .await?;
+                if let shared::Place::There { .. } = place {
+                    return self.forward(place, method, p).await;
+                }
                 let (ctx, task) = self.begin_send(&turn).await?;
                 ctx.settled(&task).await;
                 Self::flushed(&ctx).await;
@@ -286,6 +292,10 @@ impl Bridge {
             }
             CANCEL => {
                 let IdParams { id } = params(p)?;
+                let place = self.place(None, Some(&id)).await?;
+                if let shared::Place::There { .. } = place {
+                    return self.forward(place, method, p).await;
+                }
                 let c = self.cancel(&id).await?;
                 let mut snap = c.task.snapshot(&c.context_id);
                 snap["metadata"]["cancelRequested"] = json!(true);
@@ -294,7 +304,17 @@ impl Bridge {
                 }
                 Ok(snap)
             }
-            raw if raw.starts_with(RAW_PREFIX) => self.raw_op(&raw[RAW_PREFIX.len()..], p).await,
+            raw if raw.starts_with(RAW_PREFIX) => {
+                let ctx = params::<Map<String, Value>>(p)?
+                    .get("contextId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let place = self.place(ctx.as_deref(), None).await?;
+                if let shared::Place::There { .. } = place {
+                    return self.forward(place, method, p).await;
+                }
+                self.raw_op(&raw[RAW_PREFIX.len()..], p).await
+            }
             other => Err(GatewayError::MethodNotFound(other.to_owned())),
         }
     }
@@ -322,6 +342,7 @@ impl Bridge {
     /// Sends a turn (or a prompt answer) and, with `wait`, waits until its task settles
     /// (terminal or input-required). Returns the task and its context.
     pub async fn send_turn(&self, turn: &Turn, wait: bool) -> Result<(Task, String), GatewayError> {
+        self.here_or_refuse(turn).await?;
         let (ctx, task) = self.begin_send(turn).await?;
         if wait {
             ctx.settled(&task).await;
@@ -334,6 +355,7 @@ impl Bridge {
     /// Sends a turn and opens the stream of its task's updates, subscribed before the turn
     /// starts so not one event is missed. Returns the stream and the task.
     pub async fn stream_turn(&self, turn: &Turn) -> Result<(Opened, Task), GatewayError> {
+        self.here_or_refuse(turn).await?;
         let ctx = self.context_for(turn)?;
         let subscription = ctx.queue.subscribe_live()?;
         let (ctx, task) = self.begin_send_on(ctx, turn).await?;

@@ -23,6 +23,16 @@ pub fn task(task_id: &str) -> String {
     format!("{PREFIX}task:{task_id}")
 }
 
+/// The lease naming the replica that runs a context's sid: `{node_id} {advertise}`.
+pub fn owner(context_id: &str) -> String {
+    format!("{PREFIX}owner:{context_id}")
+}
+
+/// The sid session id of a context, for a replica taking it over (`--resume`).
+pub fn session(context_id: &str) -> String {
+    format!("{PREFIX}session:{context_id}")
+}
+
 /// The task index: task ids scored by their last change (ms), for ListTasks.
 pub const TASK_INDEX: &str = "wiregate:tasks";
 

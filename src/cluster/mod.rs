@@ -15,6 +15,7 @@
 //! and its TLS goes through the rustls (with ring) the gateway already builds.
 
 pub mod keys;
+pub mod lease;
 pub mod log;
 pub mod tasks;
 
