@@ -120,7 +120,10 @@ impl Gateway {
                 !config.sid.bearer_tokens.is_empty(),
             ))
         });
-        let feed = (!config.events.source.is_empty()).then(|| Feed::start(config.events.clone()));
+        let feed = (!config.events.source.is_empty()).then(|| match &cluster {
+            Some(link) => Feed::start_shared(config.events.clone(), link.clone()),
+            None => Feed::start(config.events.clone()),
+        });
         Self::with_services(config, bridge, a2a, feed, None, cluster)
     }
 

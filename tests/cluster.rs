@@ -395,3 +395,38 @@ async fn calls_go_to_the_owner_and_a_lost_owner_s_context_resumes_where_the_next
     let got = c.call("tasks/get", json!({"id": hung})).await;
     assert_eq!(got["result"]["status"]["state"], "failed", "{got}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn domain_events_are_read_once_and_served_with_resume_by_every_replica() {
+    let redis = RedisServer::start().await;
+    let records: Vec<String> = (1..=5)
+        .map(|i| support::domain_record(i, "plan.created", &format!("plan-{i}"), json!({"n": i})))
+        .collect();
+    let source = support::feed_server(records, support::FeedMode::Ndjson, None, true).await;
+    let start = |node: &'static str| {
+        let url = source.url();
+        gateway()
+            .cluster(&redis.url(), node)
+            .with(move |c| c.events.source = url)
+            .start()
+    };
+    let (a, b, c) = tokio::join!(start("a"), start("b"), start("c"));
+    for g in [&a, &b, &c] {
+        let mut events = g.sse_get("/events", None).await;
+        let got = events.take(5, WAIT).await;
+        assert_eq!(
+            got.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ["1", "2", "3", "4", "5"]
+        );
+        assert_eq!(got[0].data["params"]["taskId"], "plan-1");
+    }
+    // One replica reads the source for all three.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(source.requests.lock().unwrap().len(), 1);
+    // Resumed on another replica after the id a client last saw there.
+    let rest = c.sse_get("/events", Some("3")).await.take(2, WAIT).await;
+    assert_eq!(
+        rest.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["4", "5"]
+    );
+}

@@ -51,6 +51,7 @@ impl Bridge {
         let weak = Arc::downgrade(ctx);
         let flushed = Exporter::spawn(
             sh.link.clone(),
+            crate::cluster::keys::context_log(&ctx.id),
             ctx.id.clone(),
             &ctx.queue,
             self.cfg.replay_events,

@@ -36,6 +36,13 @@ pub fn session(context_id: &str) -> String {
 /// The task index: task ids scored by their last change (ms), for ListTasks.
 pub const TASK_INDEX: &str = "wiregate:tasks";
 
+/// The shared stream of translated domain events (`[events]`), written by the one replica
+/// holding [`FEED_LEASE`].
+pub const FEED_LOG: &str = "wiregate:feed";
+
+/// The lease of the replica reading the legacy server's event feed.
+pub const FEED_LEASE: &str = "wiregate:feed:reader";
+
 /// The stream entry field holding the update.
 pub const FIELD: &str = "e";
 
@@ -46,13 +53,18 @@ struct Entry<'a> {
     k: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     p: Option<String>,
+    /// The SSE id, when it is not the entry's sequence (a domain event's own id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    i: Option<String>,
     d: Map<String, Value>,
     t: String,
 }
 
-/// The entry field's value for `event`.
-pub fn encode_event(event: &A2aEvent) -> String {
+/// The entry field's value for `event`, stored under sequence `seq`.
+pub fn encode_event(seq: u64, event: &A2aEvent) -> String {
+    let own_id = event.event_id != seq.to_string() && !event.event_id.is_empty();
     let entry = Entry {
+        i: own_id.then(|| event.event_id.clone()),
         k: match event.event_type {
             EventKind::Status => "s",
             EventKind::Artifact => "a",
@@ -68,7 +80,7 @@ pub fn encode_event(event: &A2aEvent) -> String {
 pub fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
     let entry: Entry<'_> = serde_json::from_slice(value).ok()?;
     Some(A2aEvent {
-        event_id: seq.to_string(),
+        event_id: entry.i.unwrap_or_else(|| seq.to_string()),
         event_type: match entry.k {
             "s" => EventKind::Status,
             "a" => EventKind::Artifact,
@@ -114,13 +126,24 @@ mod tests {
         data.insert("state".into(), json!("working"));
         data.insert("contextId".into(), json!("c1"));
         let mut ev = A2aEvent::new(EventKind::Status, Some("t1".into()), data);
-        let text = encode_event(&ev);
         ev.event_id = "42".into();
+        let text = encode_event(42, &ev);
+        assert!(!text.contains("\"i\""), "{text}");
         assert_eq!(decode_event(42, text.as_bytes()), Some(ev.clone()));
         let mut art = ev.clone();
         art.event_type = EventKind::Artifact;
         art.plan_id = None;
-        assert_eq!(decode_event(42, encode_event(&art).as_bytes()), Some(art));
+        assert_eq!(
+            decode_event(42, encode_event(42, &art).as_bytes()),
+            Some(art)
+        );
+        // A domain event keeps the feed's own id.
+        let mut domain = ev.clone();
+        domain.event_id = "evt-9".into();
+        assert_eq!(
+            decode_event(7, encode_event(7, &domain).as_bytes()),
+            Some(domain)
+        );
         assert_eq!(decode_event(1, b"{\"k\":\"x\",\"d\":{},\"t\":\"\"}"), None);
         assert_eq!(decode_event(1, b"not json"), None);
     }

@@ -16,6 +16,28 @@ const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
 const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      return redis.call('DEL', KEYS[1]) else return 0 end";
 
+/// Renews a lease this replica holds, or takes it when it is free.
+const HOLD: &str = "local v = redis.call('GET', KEYS[1]) \
+     if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end \
+     if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end \
+     return 0";
+
+/// Holds the lease `key` for this replica if it is free or already ours: `true` when this
+/// replica holds it now.
+pub async fn hold(link: &Link, key: &str) -> Result<bool, GatewayError> {
+    let mut conn = link.conn()?;
+    let held: i64 = redis::cmd("EVAL")
+        .arg(HOLD)
+        .arg(1)
+        .arg(key)
+        .arg(value(link))
+        .arg(link.lease.as_millis() as u64)
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| link.failed(&e))?;
+    Ok(held == 1)
+}
+
 /// Who holds a context's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Holder {

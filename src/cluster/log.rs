@@ -48,10 +48,12 @@ pub type Flushed = watch::Receiver<u64>;
 pub struct Exporter;
 
 impl Exporter {
-    /// Starts exporting every event pushed into `queue` from now on (subscribe before the
-    /// context produces anything). `task_of` reads a task's current model.
+    /// Starts exporting every event pushed into `queue` from now on to the stream `key`
+    /// (subscribe before the context produces anything). `task_of` reads a task's current
+    /// model; `context_id` names the context the tasks belong to.
     pub fn spawn(
         link: Arc<Link>,
+        key: String,
         context_id: String,
         queue: &Arc<EventQueue>,
         replay: usize,
@@ -59,7 +61,6 @@ impl Exporter {
     ) -> Result<Flushed, GatewayError> {
         let mut cursor = queue.subscribe_live()?.cursor;
         let (tx, rx) = watch::channel(queue.last_seq());
-        let key = keys::context_log(&context_id);
         tokio::spawn(async move {
             let mut batch: Vec<Arc<Stored>> = Vec::with_capacity(BATCH);
             loop {
@@ -112,7 +113,7 @@ async fn write(
                 .arg(replay)
                 .arg(keys::entry_id(s.seq))
                 .arg(keys::FIELD)
-                .arg(keys::encode_event(&s.event))
+                .arg(keys::encode_event(s.seq, &s.event))
                 .ignore();
             if let Some(t) = s.event.plan_id.as_deref() {
                 if !touched.contains(&t) {
@@ -180,7 +181,7 @@ pub async fn last_seq(link: &Link, context_id: &str) -> Result<u64, GatewayError
 }
 
 /// Pushes stream entries into a mirror queue; returns the last entry id seen.
-fn feed(queue: &EventQueue, entries: Vec<StreamId>, context_id: &str) -> Option<String> {
+pub(super) fn feed(queue: &EventQueue, entries: Vec<StreamId>, context_id: &str) -> Option<String> {
     let mut last = None;
     for entry in entries {
         let Some(seq) = keys::seq_of(&entry.id) else {
@@ -276,6 +277,7 @@ impl Mirrors {
         tokio::spawn(read_on(
             Arc::downgrade(self),
             self.link.clone(),
+            key,
             context_id.to_owned(),
             Arc::downgrade(&queue),
             last_id,
@@ -284,15 +286,16 @@ impl Mirrors {
     }
 }
 
-/// Keeps one mirror up to date until it is closed, forgotten, or idle.
-async fn read_on(
+/// Keeps one mirror of the stream `key` up to date until it is closed, forgotten, or idle
+/// (only a mirror `mirrors` holds idles out).
+pub(super) async fn read_on(
     mirrors: Weak<Mirrors>,
     link: Arc<Link>,
+    key: String,
     context_id: String,
     queue: Weak<EventQueue>,
     mut last_id: String,
 ) {
-    let key = keys::context_log(&context_id);
     let opts = StreamReadOptions::default()
         .count(READ_BATCH)
         .block(BLOCK_MS);

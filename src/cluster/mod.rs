@@ -14,6 +14,7 @@
 //! itself and is a cheap clone over one multiplexed connection, its stream commands are typed,
 //! and its TLS goes through the rustls (with ring) the gateway already builds.
 
+pub mod feed;
 pub mod keys;
 pub mod lease;
 pub mod log;
