@@ -232,9 +232,15 @@ mod tests {
         }
         let mut lines = Vec::new();
         write_request_hop(&mut lines, h, hop);
-        for line in std::str::from_utf8(&lines).unwrap().split_terminator("\r\n") {
+        for line in std::str::from_utf8(&lines)
+            .unwrap()
+            .split_terminator("\r\n")
+        {
             let (k, v) = line.split_once(": ").unwrap();
-            out.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            out.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         out
     }
@@ -258,7 +264,12 @@ mod tests {
         assert_eq!(h["x-forwarded-host"], "gw.example:8443");
         assert_eq!(h["via"], "1.1 wiregate");
         assert_eq!(h["x-end-to-end"], "kept");
-        for name in ["x-forwarded-for", "forwarded", "x-forwarded-proto", "x-forwarded-host"] {
+        for name in [
+            "x-forwarded-for",
+            "forwarded",
+            "x-forwarded-proto",
+            "x-forwarded-host",
+        ] {
             assert_eq!(h.get_all(name).iter().count(), 1, "{name}");
         }
     }

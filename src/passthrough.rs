@@ -122,9 +122,9 @@ impl Target {
         let uri: Uri = u.url.parse().ok()?;
         // The recorder first, so the handles are live ones.
         crate::telemetry::install();
-        let answers = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|class| {
-            metrics::counter!(REQUESTS, "upstream" => u.name.clone(), "status" => class)
-        });
+        let answers = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(
+            |class| metrics::counter!(REQUESTS, "upstream" => u.name.clone(), "status" => class),
+        );
         // The pass-through streams bodies of any size: the RPC client's answer limit is unused.
         Some(Target {
             answers,
@@ -136,7 +136,12 @@ impl Target {
         })
     }
 
-    async fn forward(&self, mut req: Request<Body>, origin: Origin, trusted: bool) -> Response<Body> {
+    async fn forward(
+        &self,
+        mut req: Request<Body>,
+        origin: Origin,
+        trusted: bool,
+    ) -> Response<Body> {
         let started = Instant::now();
         let upgrade = wants_upgrade(req.headers()).then(|| {
             (
@@ -145,18 +150,34 @@ impl Target {
             )
         });
         let (parts, body) = req.into_parts();
-        let (head, sending, no_body) =
-            self.head(&parts, &body, origin, trusted, upgrade.as_ref().map(|u| &u.0));
+        let (head, sending, no_body) = self.head(
+            &parts,
+            &body,
+            origin,
+            trusted,
+            upgrade.as_ref().map(|u| &u.0),
+        );
         let sent = tokio::time::timeout(
             self.timeout,
-            exchange::exchange(&self.client, head, body, sending, no_body, upgrade.is_some()),
+            exchange::exchange(
+                &self.client,
+                head,
+                body,
+                sending,
+                no_body,
+                upgrade.is_some(),
+            ),
         )
         .await;
         let answer = match sent {
             Ok(Ok(answer)) => answer,
             Ok(Err(exchange::Failed::ClientBody(e))) => {
                 tracing::debug!(upstream = %self.name, error = %e, "pass-through request body failed");
-                return self.refuse(StatusCode::BAD_REQUEST, started, "not sent: the request body failed");
+                return self.refuse(
+                    StatusCode::BAD_REQUEST,
+                    started,
+                    "not sent: the request body failed",
+                );
             }
             Ok(Err(e)) => {
                 tracing::warn!(upstream = %self.name, error = %e, "pass-through upstream unreachable");
@@ -212,7 +233,9 @@ impl Target {
         crate::scope::note_call("http", &self.name);
         let had_length = headers.contains_key(header::CONTENT_LENGTH);
         let hop = Hop {
-            peer: origin.peer.unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            peer: origin
+                .peer
+                .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
             proto: if origin.tls { "https" } else { "http" },
             version: via_version(req.version),
             trusted,

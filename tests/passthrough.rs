@@ -345,13 +345,23 @@ async fn answers_keep_their_framing_and_connections_stay_usable() {
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()["content-length"], BLOB_LEN.to_string());
         // A long body with a length streams whole, byte for byte.
-        let r = gw.http.get(format!("{}/blob", gw.base())).send().await.unwrap();
+        let r = gw
+            .http
+            .get(format!("{}/blob", gw.base()))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.headers()["content-length"], BLOB_LEN.to_string());
         let body = r.bytes().await.unwrap();
         assert_eq!(body.len(), BLOB_LEN);
         assert!(body.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
         // And the connections they came on carry the next call.
-        let r = gw.http.get(format!("{}/health?n=1", gw.base())).send().await.unwrap();
+        let r = gw
+            .http
+            .get(format!("{}/health?n=1", gw.base()))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.json::<Value>().await.unwrap()["query"], "n=1");
     }
 }

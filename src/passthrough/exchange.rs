@@ -15,8 +15,8 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
-use hyper::body::{Body as _, Frame};
 use http_body_util::BodyExt;
+use hyper::body::{Body as _, Frame};
 
 use crate::proxy::h1::{self, Chunked, Conn, Framing};
 use crate::proxy::{stream::Stream, UpstreamClient};
@@ -300,7 +300,11 @@ mod tests {
         let n = hex_len(usize::MAX, &mut hex);
         assert_eq!(&hex[16 - n..], b"ffffffffffffffff");
         let mut plain = Vec::new();
-        put_data(&mut plain, Frame::data(Bytes::from_static(b"ab")), Sending::Length);
+        put_data(
+            &mut plain,
+            Frame::data(Bytes::from_static(b"ab")),
+            Sending::Length,
+        );
         assert_eq!(plain, b"ab");
     }
 }

@@ -457,7 +457,10 @@ impl Conn {
     /// Reads more; `Ok(0)` when the upstream closed.
     pub async fn read_more(&mut self) -> Result<usize, Error> {
         self.read.reserve(READ_CHUNK);
-        self.stream.read_buf(&mut self.read).await.map_err(Error::Read)
+        self.stream
+            .read_buf(&mut self.read)
+            .await
+            .map_err(Error::Read)
     }
 
     /// The connection and the bytes read from it and not consumed (for a tunnel).

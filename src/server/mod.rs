@@ -158,7 +158,10 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     // Every path registered here must be one `is_own_path` knows, or the pass-through's fast
     // lane would take its requests.
     let mut route = |path: &str, handler: axum::routing::MethodRouter<AppState>| {
-        debug_assert!(is_own_path(rpc_paths, path), "{path} is not in OWN_PREFIXES");
+        debug_assert!(
+            is_own_path(rpc_paths, path),
+            "{path} is not in OWN_PREFIXES"
+        );
         router = std::mem::take(&mut router).route(path, handler);
     };
     for p in rpc_paths.0.iter() {
