@@ -97,6 +97,24 @@ pub enum GatewayError {
     /// sid is not running or not reachable.
     #[error("sid is unavailable: {0}")]
     SidUnavailable(String),
+    /// `cluster.redis` is set and Redis does not answer: the sid bridge's shared log and task
+    /// state cannot be written or read, so sid calls and streams are refused rather than served
+    /// with events other replicas would never see.
+    #[error("the replicas' shared store is unavailable: {0}; retry when Redis is back")]
+    ClusterUnavailable(String),
+    /// The replica running a context (`[cluster]`) answered a call carried to it with this
+    /// error: passed on unchanged.
+    #[error("{message}")]
+    Replica {
+        /// Its JSON-RPC code.
+        code: i64,
+        /// Its message.
+        message: String,
+        /// Its `data`.
+        data: Option<serde_json::Value>,
+        /// The HTTP status it answered with.
+        status: u16,
+    },
     /// A bearer token is required and was not given, or is wrong.
     #[error("a valid bearer token is required")]
     Unauthorized,
@@ -164,6 +182,10 @@ impl GatewayError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             GatewayError::SidUnavailable(_) => StatusCode::BAD_GATEWAY,
+            GatewayError::ClusterUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::Replica { status, .. } => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
+            }
             GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
             GatewayError::AdminForbidden => StatusCode::FORBIDDEN,
             GatewayError::PushNotificationNotSupported
@@ -211,6 +233,8 @@ impl GatewayError {
                 code::SID_CAPACITY
             }
             GatewayError::SidUnavailable(_) => code::SID_UNAVAILABLE,
+            GatewayError::ClusterUnavailable(_) => code::CLUSTER_UNAVAILABLE,
+            GatewayError::Replica { code, .. } => *code,
             GatewayError::Unauthorized | GatewayError::AdminForbidden => code::UNAUTHORIZED,
             GatewayError::StreamingCall(_) => code::INVALID_REQUEST,
             GatewayError::PushNotificationNotSupported => code::PUSH_NOTIFICATION_NOT_SUPPORTED,
@@ -242,7 +266,8 @@ impl GatewayError {
             GatewayError::SidFailed { .. } => lc::INTERNAL_ERROR,
             GatewayError::TooManyContexts(_)
             | GatewayError::TooManySubscribers(_)
-            | GatewayError::SidUnavailable(_) => lc::UPSTREAM_UNAVAILABLE,
+            | GatewayError::SidUnavailable(_)
+            | GatewayError::ClusterUnavailable(_) => lc::UPSTREAM_UNAVAILABLE,
             GatewayError::Unauthorized | GatewayError::AdminForbidden => lc::AUTH_ERROR,
             GatewayError::PushNotificationNotSupported
             | GatewayError::UnsupportedOperation(_)
@@ -250,7 +275,7 @@ impl GatewayError {
             GatewayError::ContentTypeNotSupported(_) | GatewayError::VersionNotSupported(_) => {
                 lc::VALIDATION_ERROR
             }
-            GatewayError::StreamCut(_) => lc::INTERNAL_ERROR,
+            GatewayError::StreamCut(_) | GatewayError::Replica { .. } => lc::INTERNAL_ERROR,
         }
     }
 
@@ -277,6 +302,8 @@ impl GatewayError {
             GatewayError::TooManyContexts(_) => "sid_capacity",
             GatewayError::TooManySubscribers(_) => "too_many_subscribers",
             GatewayError::SidUnavailable(_) => "sid_unavailable",
+            GatewayError::ClusterUnavailable(_) => "cluster_unavailable",
+            GatewayError::Replica { .. } => "replica",
             GatewayError::Unauthorized => "unauthorized",
             GatewayError::AdminForbidden => "admin_forbidden",
             GatewayError::StreamingCall(_) => "streaming_call",
@@ -306,6 +333,7 @@ impl GatewayError {
             (None, GatewayError::SidFailed { code, message }) => {
                 e.with_data(json!({"kind": self.kind(), "sidCode": code, "sidMessage": message}))
             }
+            (None, GatewayError::Replica { data: Some(d), .. }) => e.with_data(d.clone()),
             (None, _) => e.with_data(json!({"kind": self.kind()})),
         }
     }

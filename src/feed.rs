@@ -68,6 +68,20 @@ impl Feed {
         feed
     }
 
+    /// Starts the feed of a replica (`[cluster]`): the replica holding the feed lease reads
+    /// `cfg.source` into the shared stream, and every replica serves its copy of that stream.
+    pub fn start_shared(cfg: EventsConfig, link: Arc<crate::cluster::Link>) -> Arc<Self> {
+        let queue =
+            Arc::new(EventQueue::new(cfg.replay_events).with_max_subscribers(cfg.max_subscribers));
+        let feed = Arc::new(Feed {
+            queue: queue.clone(),
+            connected: AtomicBool::new(false),
+            closing: watch::channel(false).0,
+        });
+        crate::cluster::feed::spawn(link, cfg, Arc::downgrade(&feed), queue);
+        feed
+    }
+
     /// The translated events.
     pub fn queue(&self) -> &Arc<EventQueue> {
         &self.queue
@@ -133,8 +147,22 @@ pub struct Reader {
 }
 
 impl Reader {
+    /// A reader of `cfg.source` into `queue`, resuming after `last_id`.
+    pub(crate) fn into(
+        cfg: &EventsConfig,
+        queue: Arc<EventQueue>,
+        last_id: Option<String>,
+    ) -> Self {
+        let map = EventMap::new(&cfg.map.status, &cfg.map.artifact, cfg.unmapped);
+        Reader {
+            bridge: Bridge::new(map, queue),
+            last_id,
+            seen: RecentIds::new(cfg.replay_events),
+        }
+    }
+
     /// Reads, reconnecting for ever; [`Feed::close`] drops this future wherever it waits.
-    async fn run(mut self, cfg: EventsConfig, feed: Arc<Feed>) {
+    pub(crate) async fn run(mut self, cfg: EventsConfig, feed: Arc<Feed>) {
         let tls = crate::tls::client_config_for(&cfg.source, &cfg.ca_file)
             .expect("events.source's TLS settings are validated at start");
         let client: Client<_, Empty<Bytes>> =

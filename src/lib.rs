@@ -27,6 +27,7 @@ pub mod access;
 pub mod activity;
 pub mod admin;
 pub mod bridge;
+pub mod cluster;
 pub mod config;
 pub mod console;
 pub mod demo;

@@ -107,16 +107,25 @@ pub struct Gateway {
     a2a: Option<Arc<A2a>>,
     feed: Option<Arc<Feed>>,
     migration: Migration,
+    cluster: Option<Arc<crate::cluster::Link>>,
 }
 
 impl Gateway {
     /// Builds the gateway from a validated configuration, starting its sid bridge and event
     /// feed when they are configured.
     pub fn new(config: &Config) -> Self {
+        let cluster = config
+            .cluster
+            .enabled()
+            .then(|| crate::cluster::Link::start(&config.cluster))
+            .and_then(|l| {
+                l.map_err(|e| tracing::error!(error = %e, "cluster disabled"))
+                    .ok()
+            });
         let bridge = config
             .sid
             .enabled
-            .then(|| Bridge::start(config.sid.clone()));
+            .then(|| Bridge::start(config.sid.clone(), cluster.clone()));
         let a2a = bridge.as_ref().filter(|_| config.a2a.enabled).map(|b| {
             Arc::new(A2a::new(
                 b.clone(),
@@ -134,8 +143,11 @@ impl Gateway {
                 !config.sid.bearer_tokens.is_empty(),
             ))
         });
-        let feed = (!config.events.source.is_empty()).then(|| Feed::start(config.events.clone()));
-        Self::with_services(config, bridge, a2a, feed, None)
+        let feed = (!config.events.source.is_empty()).then(|| match &cluster {
+            Some(link) => Feed::start_shared(config.events.clone(), link.clone()),
+            None => Feed::start(config.events.clone()),
+        });
+        Self::with_services(config, bridge, a2a, feed, None, cluster)
     }
 
     /// The gateway of a reloaded configuration: routes, upstreams and the legacy rules anew,
@@ -149,6 +161,7 @@ impl Gateway {
             self.a2a.clone(),
             self.feed.clone(),
             Some(&self.migration),
+            self.cluster.clone(),
         )
     }
 
@@ -158,6 +171,7 @@ impl Gateway {
         a2a: Option<Arc<A2a>>,
         feed: Option<Arc<Feed>>,
         previous: Option<&Migration>,
+        cluster: Option<Arc<crate::cluster::Link>>,
     ) -> Self {
         let upstreams: Vec<UpstreamClient> = config
             .upstreams
@@ -180,8 +194,14 @@ impl Gateway {
             bridge,
             a2a,
             feed,
+            cluster,
             upstreams,
         }
+    }
+
+    /// The link to the replicas' shared store, with `[cluster]`.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Link>> {
+        self.cluster.as_ref()
     }
 
     /// The domain-event feed, when a source is configured.

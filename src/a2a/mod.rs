@@ -353,7 +353,7 @@ impl A2a {
                     history_length: shapes::history_length(history_length)?,
                     artifacts: true,
                 };
-                let (task, ctx) = self.bridge.task(&id)?;
+                let (task, ctx) = self.bridge.find_task(&id).await?;
                 Ok(shapes::task_view(v, &task, &ctx, view))
             }
             Method::Cancel => {
@@ -371,7 +371,7 @@ impl A2a {
             }
             Method::ListTasks => {
                 let q = params::<list::ListRequest>(&p)?.into_query()?;
-                Ok(list::page(v, &q, self.bridge.all_tasks()))
+                Ok(list::page(v, &q, self.bridge.all_tasks_everywhere().await?))
             }
             Method::Push(op) => {
                 let params = p;
@@ -439,14 +439,18 @@ impl A2a {
             }
             Method::Subscribe => {
                 let IdParams { id } = params(&p)?;
-                let (task, _) = self.bridge.task(&id)?;
+                let (task, _) = self.bridge.find_task(&id).await?;
                 if task.state.is_terminal() && last_event_id.is_none() {
                     return Err(GatewayError::UnsupportedOperation(format!(
                         "task {id} is {}; a finished task has no updates to subscribe to",
                         task.state.as_str()
                     )));
                 }
-                (self.bridge.task_stream(&id, last_event_id, true)?, task)
+                let opened = self
+                    .bridge
+                    .open_task_stream(&id, last_event_id, true)
+                    .await?;
+                (opened, task)
             }
             _ => {
                 return Err(GatewayError::MethodNotFound(

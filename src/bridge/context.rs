@@ -98,6 +98,8 @@ pub struct Context {
     max_queued: usize,
     /// `sid.lag_grace_ms`: how long sid's output waits for a subscriber that lags.
     lag_grace: Duration,
+    /// With `[cluster]`: how far this context's events are written to Redis.
+    pub(super) flushed: std::sync::OnceLock<crate::cluster::log::Flushed>,
 }
 
 impl Context {
@@ -110,10 +112,23 @@ impl Context {
         max_queued: usize,
         lag_grace: Duration,
     ) -> Arc<Self> {
+        let queue = EventQueue::new(replay).with_max_subscribers(max_subscribers);
+        Self::with_queue(id, transport, queue, max_queued, lag_grace)
+    }
+
+    /// A context not yet started whose events go into `queue` (one continuing the numbering
+    /// of a context another replica ran, `[cluster]`).
+    pub fn with_queue(
+        id: String,
+        transport: Transport,
+        queue: EventQueue,
+        max_queued: usize,
+        lag_grace: Duration,
+    ) -> Arc<Self> {
         Arc::new(Context {
             id,
             transport,
-            queue: Arc::new(EventQueue::new(replay).with_max_subscribers(max_subscribers)),
+            queue: Arc::new(queue),
             inner: Mutex::new(Inner {
                 tracker: Tracker::default(),
                 pending: HashMap::new(),
@@ -132,6 +147,7 @@ impl Context {
             up: watch::channel(false).0,
             max_queued: max_queued.max(1),
             lag_grace,
+            flushed: std::sync::OnceLock::new(),
         })
     }
 
@@ -177,6 +193,25 @@ impl Context {
     /// Copies of every task this context keeps.
     pub fn tasks(&self) -> Vec<Task> {
         self.lock().tracker.tasks().cloned().collect()
+    }
+
+    /// Takes over tasks another replica ran, which were still open when it was lost: each is
+    /// kept here, marked failed with `reason`, and the update goes to its subscribers.
+    pub fn adopt_lost(&self, tasks: Vec<Task>, reason: &str) {
+        let updates: Vec<Update> = {
+            let mut inner = self.lock();
+            let now = SystemTime::now();
+            tasks
+                .into_iter()
+                .filter_map(|t| {
+                    let id = t.id.clone();
+                    let u = inner.tracker.fail_lost(t, reason);
+                    inner.tracker.touch(&id, now);
+                    u
+                })
+                .collect()
+        };
+        self.publish(updates);
     }
 
     /// Records a prompt answer in the task's history.

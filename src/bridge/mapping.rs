@@ -15,7 +15,8 @@ use crate::events::EventKind;
 use crate::wire::raw::{Event, ServerMessage};
 
 /// A task's state, spelled as A2A spells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TaskState {
     /// The turn was accepted.
     Submitted,
@@ -73,7 +74,7 @@ impl TaskState {
 }
 
 /// An open prompt.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OpenPrompt {
     /// Id the answer must name.
     pub prompt_id: String,
@@ -93,7 +94,8 @@ impl OpenPrompt {
 }
 
 /// Who said a message of a task's history.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The client: the turn's text, a prompt's answer.
     User,
@@ -102,7 +104,7 @@ pub enum Role {
 }
 
 /// One message of a task's history.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HistoryMessage {
     /// Who said it.
     pub role: Role,
@@ -115,8 +117,9 @@ pub struct HistoryMessage {
 /// Messages kept per task; the oldest go first (a long prompt exchange stays bounded).
 pub const MAX_HISTORY: usize = 64;
 
-/// What the bridge knows of one task.
-#[derive(Clone, Debug)]
+/// What the bridge knows of one task. Serialisable whole, so replicas sharing state through
+/// Redis (`[cluster]`) read the same model the replica running the task keeps.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Task {
     /// Task id (the `user_turn` request id).
     pub id: String,
@@ -568,6 +571,25 @@ impl Tracker {
         let t = self.tasks.get_mut(task_id).filter(|t| !t.finished)?;
         t.finished = true;
         self.status(task_id, Some(TaskState::Canceled), json!({"final": true}))
+    }
+
+    /// Keeps a task another replica ran and fails it: that replica was lost mid-turn.
+    pub fn fail_lost(&mut self, mut task: Task, reason: &str) -> Option<Update> {
+        let id = task.id.clone();
+        let error = json!({"code": "replica_lost", "message": reason});
+        task.error = Some(error.clone());
+        task.prompt = None;
+        task.finished = true;
+        task.current_tool = None;
+        task.current_result = None;
+        self.order.retain(|t| *t != id);
+        self.order.push_back(id.clone());
+        self.tasks.insert(id.clone(), task);
+        self.status(
+            &id,
+            Some(TaskState::Failed),
+            json!({"final": true, "error": error}),
+        )
     }
 
     /// Fails every open task (sid exited or the socket is gone for good).

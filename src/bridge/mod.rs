@@ -7,6 +7,7 @@
 pub mod context;
 pub mod listing;
 pub mod mapping;
+mod shared;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,6 +52,8 @@ pub struct Bridge {
     contexts: Mutex<HashMap<String, Arc<Context>>>,
     tasks: Mutex<HashMap<String, String>>,
     attached: Option<Arc<Context>>,
+    /// With `[cluster]`: Redis, and the local copies of other replicas' context logs.
+    cluster: Option<shared::Shared>,
 }
 
 /// A stream a call opened: the subscription and what to keep of it.
@@ -184,8 +187,10 @@ fn gone(e: SendError) -> GatewayError {
 }
 
 impl Bridge {
-    /// Starts the bridge (attaching to `sid.connect` when set) and its idle reaper.
-    pub fn start(cfg: SidConfig) -> Arc<Self> {
+    /// Starts the bridge (attaching to `sid.connect` when set) and its idle reaper; with a
+    /// cluster link, contexts' events and tasks are shared with the other replicas.
+    pub fn start(cfg: SidConfig, link: Option<Arc<crate::cluster::Link>>) -> Arc<Self> {
+        let cluster = link.map(|l| shared::Shared::new(l, &cfg));
         let attached = (!cfg.connect.is_empty()).then(|| {
             let ctx = Context::new(
                 uuid::Uuid::new_v4().to_string(),
@@ -205,8 +210,14 @@ impl Bridge {
             contexts: Mutex::new(attached.iter().map(|c| (c.id.clone(), c.clone())).collect()),
             tasks: Mutex::new(HashMap::new()),
             attached,
+            cluster,
             cfg,
         });
+        if let Some(a) = &bridge.attached {
+            if let Err(e) = bridge.export(a) {
+                tracing::error!(error = %e, "cannot share the attached context's events");
+            }
+        }
         let weak = Arc::downgrade(&bridge);
         let period = Duration::from_millis((bridge.cfg.idle_timeout_ms / 4).clamp(50, 5_000));
         tokio::spawn(async move {
@@ -268,17 +279,28 @@ impl Bridge {
         match method {
             SEND => {
                 let turn = params::<SendParams>(p)?.into_turn()?;
+                let place = self
+                    .place(turn.context_id.as_deref(), turn.task_id.as_deref())
+                    .await?;
+                if let shared::Place::There { .. } = place {
+                    return self.forward(place, method, p).await;
+                }
                 let (ctx, task) = self.begin_send(&turn).await?;
                 ctx.settled(&task).await;
+                Self::flushed(&ctx).await;
                 ctx.snapshot(&task).ok_or(GatewayError::TaskNotFound(task))
             }
             GET => {
                 let IdParams { id } = params(p)?;
-                let ctx = self.context_of(&id)?;
-                ctx.snapshot(&id).ok_or(GatewayError::TaskNotFound(id))
+                let (task, ctx) = self.find_task(&id).await?;
+                Ok(task.snapshot(&ctx))
             }
             CANCEL => {
                 let IdParams { id } = params(p)?;
+                let place = self.place(None, Some(&id)).await?;
+                if let shared::Place::There { .. } = place {
+                    return self.forward(place, method, p).await;
+                }
                 let c = self.cancel(&id).await?;
                 let mut snap = c.task.snapshot(&c.context_id);
                 snap["metadata"]["cancelRequested"] = json!(true);
@@ -287,7 +309,17 @@ impl Bridge {
                 }
                 Ok(snap)
             }
-            raw if raw.starts_with(RAW_PREFIX) => self.raw_op(&raw[RAW_PREFIX.len()..], p).await,
+            raw if raw.starts_with(RAW_PREFIX) => {
+                let ctx = params::<Map<String, Value>>(p)?
+                    .get("contextId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let place = self.place(ctx.as_deref(), None).await?;
+                if let shared::Place::There { .. } = place {
+                    return self.forward(place, method, p).await;
+                }
+                self.raw_op(&raw[RAW_PREFIX.len()..], p).await
+            }
             other => Err(GatewayError::MethodNotFound(other.to_owned())),
         }
     }
@@ -306,7 +338,7 @@ impl Bridge {
             }
             RESUBSCRIBE => {
                 let IdParams { id } = params(p)?;
-                self.task_stream(&id, last_event_id, true)
+                self.open_task_stream(&id, last_event_id, true).await
             }
             other => Err(GatewayError::MethodNotFound(other.to_owned())),
         }
@@ -315,9 +347,11 @@ impl Bridge {
     /// Sends a turn (or a prompt answer) and, with `wait`, waits until its task settles
     /// (terminal or input-required). Returns the task and its context.
     pub async fn send_turn(&self, turn: &Turn, wait: bool) -> Result<(Task, String), GatewayError> {
+        self.here_or_refuse(turn).await?;
         let (ctx, task) = self.begin_send(turn).await?;
         if wait {
             ctx.settled(&task).await;
+            Self::flushed(&ctx).await;
         }
         let model = ctx.task(&task).ok_or(GatewayError::TaskNotFound(task))?;
         Ok((model, ctx.id.clone()))
@@ -326,6 +360,7 @@ impl Bridge {
     /// Sends a turn and opens the stream of its task's updates, subscribed before the turn
     /// starts so not one event is missed. Returns the stream and the task.
     pub async fn stream_turn(&self, turn: &Turn) -> Result<(Opened, Task), GatewayError> {
+        self.here_or_refuse(turn).await?;
         let ctx = self.context_for(turn)?;
         let subscription = ctx.queue.subscribe_live()?;
         let (ctx, task) = self.begin_send_on(ctx, turn).await?;
@@ -423,6 +458,7 @@ impl Bridge {
     /// The context a `message/send` addresses: the task's, the named one (restarted when its
     /// child was stopped), the attached socket, or a new child.
     fn context_for(&self, turn: &Turn) -> Result<Arc<Context>, GatewayError> {
+        self.cluster_ready()?;
         if let Some(task) = &turn.task_id {
             return self.context_of(task);
         }
@@ -504,6 +540,7 @@ impl Bridge {
             self.cfg.max_queued_requests,
             Duration::from_millis(self.cfg.lag_grace_ms),
         );
+        self.export(&ctx)?;
         ctx.spawn_child(&self.cfg.command, None).map_err(|e| {
             GatewayError::SidUnavailable(format!("cannot start {:?}: {e}", self.cfg.command))
         })?;
@@ -656,6 +693,7 @@ impl Bridge {
         if !self.cfg.allow_ops.iter().any(|a| a == op) {
             return Err(GatewayError::SidOpNotAllowed(op.to_owned()));
         }
+        self.cluster_ready()?;
         let mut fields: Map<String, Value> = params(p)?;
         let ctx = match fields.remove("contextId") {
             Some(Value::String(id)) => {

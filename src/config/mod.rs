@@ -4,6 +4,7 @@
 //! reported at once with its key path. Nothing reads the environment after start.
 
 mod a2a;
+mod cluster;
 mod events;
 mod log;
 mod migration;
@@ -12,6 +13,7 @@ mod sid;
 mod upstream;
 
 pub use a2a::A2a;
+pub use cluster::Cluster;
 pub use events::{Events, EventsMap};
 pub use log::{Log, LogFormat};
 pub use migration::{is_json_pointer, Migration, Rollback, SplitSide, Sticky};
@@ -52,6 +54,9 @@ pub struct Config {
     /// Splits, shadows and rollbacks: how callers are told apart, the shadow queue.
     #[serde(default)]
     pub migration: Migration,
+    /// Replicas sharing the sid bridge's state and the domain feed through Redis.
+    #[serde(default)]
+    pub cluster: Cluster,
 }
 
 /// One problem with the configuration.
@@ -124,6 +129,7 @@ impl Config {
         }
         self.a2a.validate(&mut issues, &self.server.rpc_paths);
         self.events.validate(&mut issues);
+        self.cluster.validate(&mut issues);
         match issues.0.is_empty() {
             true => Ok(()),
             false => Err(ConfigError(issues.0)),
@@ -136,6 +142,7 @@ impl Config {
         for u in &mut c.upstreams {
             u.url = mask_userinfo(&u.url);
         }
+        c.cluster.redis = c.cluster.masked_redis();
         for t in c
             .sid
             .bearer_tokens

@@ -378,6 +378,61 @@ impl EventQueue {
         Ok(stored)
     }
 
+    /// A queue whose first event gets sequence `last + 1`: a context's log continued where
+    /// its shared copy ends (`[cluster]`), so its ids go on increasing across replicas.
+    pub fn starting_after(self, last: u64) -> Self {
+        {
+            let mut inner = self.write();
+            inner.next_seq = last + 1;
+        }
+        self.last_seq.store(last, Ordering::SeqCst);
+        self
+    }
+
+    /// Appends an event read from another replica's log under its own sequence `seq` (its
+    /// `event_id` is already `seq`). A `seq` at or before the last one is a repeat and ignored;
+    /// one past a hole (the shared log was trimmed past this reader) empties the log first, so
+    /// cursors still needing the missed events learn they lagged.
+    pub fn push_at(&self, seq: u64, event: A2aEvent) -> Result<(), Closed> {
+        {
+            let mut inner = self.write();
+            if inner.closed {
+                return Err(Closed);
+            }
+            if seq < inner.next_seq {
+                return Ok(());
+            }
+            if seq > inner.next_seq {
+                inner.ring.clear();
+            }
+            inner.next_seq = seq + 1;
+            let stored = Arc::new(Stored {
+                seq,
+                event,
+                frame: OnceLock::new(),
+            });
+            if inner.ring.len() == self.replay {
+                inner.ring.pop_front();
+            }
+            inner.ring.push_back(stored);
+        }
+        self.last_seq.store(seq, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.pushed.notify_waiters();
+        }
+        Ok(())
+    }
+
+    /// How many cursors are open.
+    pub fn subscriber_count(&self) -> usize {
+        self.subscribers.load(Ordering::Acquire)
+    }
+
+    /// The sequence of the last event pushed (0 before any).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq.load(Ordering::Acquire)
+    }
+
     /// Subscribes after `last_event_id` (or from the start of the log when `None`).
     pub fn subscribe(
         self: &Arc<Self>,
@@ -570,6 +625,34 @@ mod tests {
                 "an overrun reader is waited for once"
             );
         }
+    }
+
+    #[test]
+    fn a_mirrored_log_keeps_the_ids_it_is_given_and_reports_holes() {
+        let q = Arc::new(EventQueue::new(8).starting_after(40));
+        let at = |seq: u64| {
+            let mut e = ev();
+            e.event_id = seq.to_string();
+            e
+        };
+        let mut early = q.subscribe(Some("40")).unwrap();
+        assert!(!early.gap, "nothing is missing before 41");
+        q.push_at(41, at(41)).unwrap();
+        q.push_at(41, at(41)).unwrap();
+        q.push_at(42, at(42)).unwrap();
+        assert_eq!(all(&mut early.cursor), (vec![41, 42], Read::Events(2)));
+        let mut resumed = q.subscribe(Some("41")).unwrap();
+        assert!(!resumed.gap);
+        assert_eq!(all(&mut resumed.cursor).0, [42]);
+        // The shared log was trimmed past this reader: 43..=49 never arrive.
+        let mut slow = q.subscribe(Some("41")).unwrap().cursor;
+        q.push_at(50, at(50)).unwrap();
+        assert_eq!(all(&mut slow).1, Read::Lagged(8));
+        assert!(q.subscribe(Some("42")).unwrap().gap);
+        assert_eq!(q.last_seq(), 50);
+        // A producer continuing the log stamps the next sequence.
+        let q = EventQueue::new(8).starting_after(50);
+        assert_eq!(q.push(ev()).unwrap().event.event_id, "51");
     }
 
     #[test]

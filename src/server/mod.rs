@@ -766,17 +766,18 @@ async fn readyz(State(state): State<AppState>) -> Response {
         })
         .collect();
     let sid_ok = state.gateway.bridge().is_none_or(|b| b.healthy());
-    let ready = checks.iter().all(|ok| *ok) && sid_ok;
+    let cluster = state.gateway.cluster();
+    let ready = checks.iter().all(|ok| *ok) && sid_ok && cluster.is_none_or(|c| c.is_up());
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        axum::Json(json!({"ready": ready, "upstreams": report})),
-    )
-        .into_response()
+    let mut body = json!({"ready": ready, "upstreams": report});
+    if let Some(c) = cluster {
+        body["cluster"] = c.readiness();
+    }
+    (status, axum::Json(body)).into_response()
 }
 
 /// `GET /migration`: splits, shadows, rollbacks and callers (admin callers only).

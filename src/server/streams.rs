@@ -20,12 +20,20 @@ pub(super) async fn task_events(
     Path(task_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    bridge_stream(
-        &state,
-        &headers,
-        GatewayError::TaskNotFound(task_id.clone()),
-        |b, last| b.task_stream(&task_id, last, false),
-    )
+    let not_found = GatewayError::TaskNotFound(task_id.clone());
+    if let Some(local) = bridge_stream(&state, &headers, not_found, |b, last| {
+        b.task_stream(&task_id, last, false)
+    }) {
+        return local;
+    }
+    // A task another replica runs (`[cluster]`).
+    let Some(bridge) = state.gateway.bridge() else {
+        return sse_error(GatewayError::TaskNotFound(task_id));
+    };
+    let opened = bridge
+        .open_task_stream(&task_id, header_str(&headers, &LAST_EVENT_ID), false)
+        .await;
+    answer(bridge, opened)
 }
 
 pub(super) async fn context_events(
@@ -33,27 +41,45 @@ pub(super) async fn context_events(
     Path(context_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    bridge_stream(
-        &state,
-        &headers,
-        GatewayError::ContextNotFound(context_id.clone()),
-        |b, last| b.context_stream(&context_id, last),
-    )
+    let not_found = GatewayError::ContextNotFound(context_id.clone());
+    if let Some(local) = bridge_stream(&state, &headers, not_found, |b, last| {
+        b.context_stream(&context_id, last)
+    }) {
+        return local;
+    }
+    let Some(bridge) = state.gateway.bridge() else {
+        return sse_error(GatewayError::ContextNotFound(context_id));
+    };
+    let opened = bridge
+        .open_context_stream(&context_id, header_str(&headers, &LAST_EVENT_ID))
+        .await;
+    answer(bridge, opened)
 }
 
-/// Authorises, opens a bridge stream, and answers it as SSE (or the error as JSON).
+/// Authorises, opens a bridge stream, and answers it as SSE (or the error as JSON); `None` when
+/// the stream is not this replica's and another replica's may be read from Redis, which only
+/// the async route can do.
 fn bridge_stream(
     state: &AppState,
     headers: &HeaderMap,
     without_bridge: GatewayError,
     open: impl FnOnce(&Bridge, Option<&str>) -> Result<Opened, GatewayError>,
-) -> Response {
+) -> Option<Response> {
     let Some(bridge) = state.gateway.bridge() else {
-        return sse_error(without_bridge);
+        return Some(sse_error(without_bridge));
     };
     let opened = bridge
         .authorize(header_str(headers, &header::AUTHORIZATION))
         .and_then(|()| open(bridge, header_str(headers, &LAST_EVENT_ID)));
+    let elsewhere = matches!(
+        opened,
+        Err(GatewayError::TaskNotFound(_) | GatewayError::ContextNotFound(_))
+    ) && bridge.is_clustered();
+    (!elsewhere).then(|| answer(bridge, opened))
+}
+
+/// An opened bridge stream as SSE, or the error as JSON.
+fn answer(bridge: &Bridge, opened: Result<Opened, GatewayError>) -> Response {
     match opened {
         Ok(o) => sse_stream::response(sse_stream::frames(
             o.subscription,
@@ -122,21 +148,21 @@ pub(super) fn stream_route(
         .and_then(|r| r.strip_suffix("/events"))
         .filter(|id| plain(id))
     {
-        return Some(bridge_stream(
+        return bridge_stream(
             state,
             headers,
             GatewayError::TaskNotFound(id.to_owned()),
             |b, last| b.task_stream(id, last, false),
-        ));
+        );
     }
     let id = path
         .strip_prefix("/contexts/")
         .and_then(|r| r.strip_suffix("/events"))
         .filter(|id| plain(id))?;
-    Some(bridge_stream(
+    bridge_stream(
         state,
         headers,
         GatewayError::ContextNotFound(id.to_owned()),
         |b, last| b.context_stream(id, last),
-    ))
+    )
 }

@@ -59,6 +59,9 @@ pub mod code {
     pub const SID_UNAVAILABLE: i64 = -32064;
     /// A bearer token is required.
     pub const UNAUTHORIZED: i64 = -32065;
+    /// The replicas' shared store (Redis) is unreachable: sid calls and streams cannot be served
+    /// without losing events.
+    pub const CLUSTER_UNAVAILABLE: i64 = -32066;
 }
 
 /// A request id: string, number or null, kept exactly as the caller wrote it.

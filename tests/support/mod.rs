@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod pki;
+pub mod redis_server;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -394,6 +395,16 @@ pub fn fake_sid() -> String {
 }
 
 impl GatewayBuilder {
+    /// Joins the replicas sharing `redis` (`[cluster]`) as `node`.
+    pub fn cluster(self, redis: &str, node: &str) -> Self {
+        let (redis, node) = (redis.to_owned(), node.to_owned());
+        self.with(move |c| {
+            c.cluster.redis = redis;
+            c.cluster.node_id = node;
+            c.cluster.lease_ms = 1_000;
+        })
+    }
+
     /// Enables the sid bridge over the fake sid on stdio; `tag` marks its children's command
     /// line so a test can find them.
     pub fn sid(self, tag: &str) -> Self {

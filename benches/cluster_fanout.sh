@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Cross-replica SSE figures (README, "Running several replicas"): builds in release, then runs
+# examples/cluster_fanout.rs, which starts its own redis-server and three replicas.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --bin wiregate --example fake_sid --example cluster_fanout
+./target/release/examples/cluster_fanout

@@ -1,0 +1,363 @@
+//! The bridge's side of `[cluster]`: exporting the contexts this replica runs, and answering
+//! for tasks and contexts other replicas run, from Redis. Without a cluster link every method
+//! here is the local answer and nothing more.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::context::{Context, Transport};
+use super::mapping::Task;
+use super::{Bridge, Opened};
+use crate::cluster::lease::{self, Holder};
+use crate::cluster::log::{self, Exporter, Mirrors};
+use crate::cluster::{tasks, Link};
+use crate::config::Sid as SidConfig;
+use crate::error::GatewayError;
+use crate::stream::Filter;
+
+/// How long an answer waits for its task's events to reach Redis, so another replica asked
+/// next already knows what this one answered. Past it the answer goes anyway (Redis is slow
+/// or down, and `/readyz` says so).
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// Most tasks of other replicas ListTasks reads.
+const REMOTE_LIST_MAX: usize = 1_000;
+
+/// Redis, and the local copies of other replicas' logs.
+#[derive(Debug)]
+pub(super) struct Shared {
+    link: Arc<Link>,
+    mirrors: Arc<Mirrors>,
+    /// Clients of the other replicas, by `advertise` URL.
+    owners: std::sync::Mutex<std::collections::HashMap<String, crate::proxy::UpstreamClient>>,
+}
+
+impl Shared {
+    pub(super) fn new(link: Arc<Link>, cfg: &SidConfig) -> Self {
+        Shared {
+            mirrors: Mirrors::new(link.clone(), cfg.replay_events, cfg.max_subscribers),
+            owners: Default::default(),
+            link,
+        }
+    }
+}
+
+impl Bridge {
+    /// Starts writing a context's events and tasks to Redis (with `[cluster]`).
+    pub(super) fn export(&self, ctx: &Arc<Context>) -> Result<(), GatewayError> {
+        let Some(sh) = &self.cluster else {
+            return Ok(());
+        };
+        let weak = Arc::downgrade(ctx);
+        let flushed = Exporter::spawn(
+            sh.link.clone(),
+            crate::cluster::keys::context_log(&ctx.id),
+            ctx.id.clone(),
+            &ctx.queue,
+            self.cfg.replay_events,
+            move |task| weak.upgrade().and_then(|c| c.task(task)),
+        )?;
+        // A mirror of this context (it ran elsewhere) is left to its subscribers: it reads on
+        // from Redis what this replica now writes there, and idles out once they leave.
+        let _ = ctx.flushed.set(flushed);
+        lease::keep(
+            sh.link.clone(),
+            ctx.id.clone(),
+            Arc::downgrade(ctx),
+            Context::session_id,
+        );
+        Ok(())
+    }
+
+    /// Refuses sid calls while the replicas' shared store is down (with `[cluster]`).
+    pub(super) fn cluster_ready(&self) -> Result<(), GatewayError> {
+        match &self.cluster {
+            Some(sh) if !sh.link.is_up() => Err(sh.link.unavailable()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits until what `ctx` produced so far is in Redis (at most [`FLUSH_WAIT`]).
+    pub(super) async fn flushed(ctx: &Context) {
+        let Some(rx) = ctx.flushed.get() else {
+            return;
+        };
+        let target = ctx.queue.last_seq();
+        let mut rx = rx.clone();
+        let _ = tokio::time::timeout(FLUSH_WAIT, rx.wait_for(|s| *s >= target)).await;
+    }
+
+    /// A task's model and context, whichever replica runs it.
+    pub async fn find_task(&self, task_id: &str) -> Result<(Task, String), GatewayError> {
+        match (self.task(task_id), &self.cluster) {
+            (Err(GatewayError::TaskNotFound(_)), Some(sh)) => tasks::get(&sh.link, task_id)
+                .await?
+                .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned())),
+            (local, _) => local,
+        }
+    }
+
+    /// Every task this replica keeps, and (with `[cluster]`) the most recently changed ones of
+    /// the others.
+    pub async fn all_tasks_everywhere(&self) -> Result<Vec<(Task, String)>, GatewayError> {
+        let mut all = self.all_tasks();
+        if let Some(sh) = &self.cluster {
+            let local: std::collections::HashSet<String> =
+                all.iter().map(|(t, _)| t.id.clone()).collect();
+            let remote = tasks::list(&sh.link, REMOTE_LIST_MAX).await?;
+            all.extend(remote.into_iter().filter(|(t, _)| !local.contains(&t.id)));
+        }
+        Ok(all)
+    }
+
+    /// [`task_stream`](Self::task_stream), for a task of any replica.
+    pub async fn open_task_stream(
+        &self,
+        task_id: &str,
+        last_event_id: Option<&str>,
+        live_if_running: bool,
+    ) -> Result<Opened, GatewayError> {
+        let local = self.task_stream(task_id, last_event_id, live_if_running);
+        let (Err(GatewayError::TaskNotFound(_)), Some(sh)) = (&local, &self.cluster) else {
+            return local;
+        };
+        let (task, context_id) = tasks::get(&sh.link, task_id)
+            .await?
+            .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))?;
+        let queue = sh.mirrors.open(&context_id).await?;
+        let subscription =
+            if last_event_id.is_none() && live_if_running && !task.state.is_terminal() {
+                queue.subscribe_live()?
+            } else {
+                queue.subscribe(last_event_id)?
+            };
+        Ok(Opened {
+            subscription,
+            filter: Filter {
+                task: Some(task_id.to_owned()),
+                until_final: true,
+                until_input_required: false,
+            },
+            context_id,
+        })
+    }
+
+    /// [`context_stream`](Self::context_stream), for a context of any replica.
+    pub async fn open_context_stream(
+        &self,
+        context_id: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<Opened, GatewayError> {
+        let local = self.context_stream(context_id, last_event_id);
+        let (Err(GatewayError::ContextNotFound(_)), Some(sh)) = (&local, &self.cluster) else {
+            return local;
+        };
+        let queue = sh.mirrors.open(context_id).await?;
+        Ok(Opened {
+            subscription: queue.subscribe(last_event_id)?,
+            filter: Filter::default(),
+            context_id: context_id.to_owned(),
+        })
+    }
+
+    /// Whether streams of tasks and contexts this replica does not run are served from Redis.
+    pub fn is_clustered(&self) -> bool {
+        self.cluster.is_some()
+    }
+}
+
+/// How long a call carried to a context's owner may take (a turn runs to its end).
+const FORWARD_TIMEOUT_MS: u64 = 600_000;
+
+/// Where a call for a context runs.
+#[derive(Debug)]
+pub(super) enum Place {
+    /// On this replica (it runs the context, took it over, or the local rules answer).
+    Here,
+    /// On the replica holding the context's lease.
+    There {
+        /// Its node id.
+        node: String,
+        /// Its `cluster.advertise`.
+        advertise: String,
+    },
+}
+
+impl Bridge {
+    /// Where a call naming `context_id` or `task_id` runs. A context this replica does not run
+    /// is claimed: when its owner's lease has lapsed (the owner was lost) this replica takes it
+    /// over; otherwise the call goes to the owner.
+    pub(super) async fn place(
+        &self,
+        context_id: Option<&str>,
+        task_id: Option<&str>,
+    ) -> Result<Place, GatewayError> {
+        let Some(sh) = &self.cluster else {
+            return Ok(Place::Here);
+        };
+        let ctx_id = match (task_id, context_id) {
+            (Some(t), _) if self.task_index().contains_key(t) => return Ok(Place::Here),
+            (Some(t), _) => match tasks::get(&sh.link, t).await? {
+                Some((_, c)) if !self.has_context(&c) => c,
+                _ => return Ok(Place::Here),
+            },
+            (None, Some(c)) if !self.has_context(c) => c.to_owned(),
+            _ => return Ok(Place::Here),
+        };
+        match lease::claim(&sh.link, &ctx_id).await? {
+            Holder::Me => {
+                self.take_over(sh, &ctx_id).await?;
+                Ok(Place::Here)
+            }
+            Holder::Other { node, advertise } => Ok(Place::There { node, advertise }),
+        }
+    }
+
+    /// Runs a context another replica ran and lost: its log continues where the shared one
+    /// ends, sid resumes the recorded session, and the tasks that were open are failed (their
+    /// subscribers, on any replica, see that update).
+    async fn take_over(&self, sh: &Shared, ctx_id: &str) -> Result<(), GatewayError> {
+        let last = log::last_seq(&sh.link, ctx_id).await?;
+        let session = lease::session(&sh.link, ctx_id).await?;
+        if last == 0 && session.is_none() {
+            // Not a context any replica ran: the local rules answer (not found, or adopt).
+            lease::release(&sh.link, ctx_id).await;
+            return Ok(());
+        }
+        let lost: Vec<Task> = tasks::list(&sh.link, REMOTE_LIST_MAX)
+            .await?
+            .into_iter()
+            .filter(|(t, c)| c == ctx_id && !t.state.is_terminal())
+            .map(|(t, _)| t)
+            .collect();
+        let ctx = {
+            let mut contexts = self.contexts();
+            if contexts.contains_key(ctx_id) {
+                return Ok(());
+            }
+            let full = Self::running_children(&contexts) >= self.cfg.max_contexts;
+            if full {
+                None
+            } else {
+                let queue = crate::events::EventQueue::new(self.cfg.replay_events)
+                    .with_max_subscribers(self.cfg.max_subscribers)
+                    .starting_after(last);
+                let ctx = Context::with_queue(
+                    ctx_id.to_owned(),
+                    Transport::Stdio(self.cfg.command.clone()),
+                    queue,
+                    self.cfg.max_queued_requests,
+                    Duration::from_millis(self.cfg.lag_grace_ms),
+                );
+                self.export(&ctx)?;
+                contexts.insert(ctx.id.clone(), ctx.clone());
+                Some(ctx)
+            }
+        };
+        let Some(ctx) = ctx else {
+            lease::release(&sh.link, ctx_id).await;
+            return Err(GatewayError::TooManyContexts(self.cfg.max_contexts));
+        };
+        tracing::warn!(context = %ctx_id, tasks = lost.len(), session = ?session,
+            "taking over a context whose replica was lost");
+        {
+            let mut index = self.task_index();
+            for t in &lost {
+                index.insert(t.id.clone(), ctx_id.to_owned());
+            }
+        }
+        ctx.adopt_lost(
+            lost,
+            &format!(
+                "the replica running this task was lost; its context resumed on {}",
+                sh.link.node_id
+            ),
+        );
+        ctx.spawn_child(&self.cfg.command, session)
+            .map_err(|e| GatewayError::SidUnavailable(format!("cannot resume sid: {e}")))
+    }
+
+    /// For calls not carried to another replica (streams, the A2A dialects): takes a lost
+    /// context over, and refuses, naming the owner, a context another replica runs.
+    pub(super) async fn here_or_refuse(&self, turn: &super::Turn) -> Result<(), GatewayError> {
+        match self
+            .place(turn.context_id.as_deref(), turn.task_id.as_deref())
+            .await?
+        {
+            Place::Here => Ok(()),
+            Place::There { node, advertise } => Err(GatewayError::SidUnavailable(format!(
+                "this context runs on replica {node} ({advertise}); send this call there, or as \
+                 message/send, which any replica carries to it"
+            ))),
+        }
+    }
+
+    /// Carries a non-streaming call to the replica running its context and returns its answer
+    /// unchanged.
+    pub(super) async fn forward(
+        &self,
+        to: Place,
+        method: &str,
+        p: Option<&serde_json::value::RawValue>,
+    ) -> Result<serde_json::Value, GatewayError> {
+        let Place::There { node, advertise } = to else {
+            return Err(GatewayError::SidUnavailable(
+                "no replica to forward to".into(),
+            ));
+        };
+        if advertise.is_empty() {
+            return Err(GatewayError::SidUnavailable(format!(
+                "this context runs on replica {node}, which has no cluster.advertise URL"
+            )));
+        }
+        let client = {
+            let Some(sh) = &self.cluster else {
+                return Err(GatewayError::SidUnavailable("no cluster".into()));
+            };
+            let mut clients = sh.owners.lock().unwrap_or_else(|e| e.into_inner());
+            clients
+                .entry(advertise.clone())
+                .or_insert_with(|| {
+                    let url = format!("{}/rpc", advertise.trim_end_matches('/'));
+                    let up = crate::config::Upstream::new(
+                        &format!("replica {node}"),
+                        &url,
+                        crate::config::Dialect::Jsonrpc,
+                        FORWARD_TIMEOUT_MS,
+                    );
+                    crate::proxy::UpstreamClient::new(up, 64 << 20)
+                })
+                .clone()
+        };
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": method,
+            "params": p.map(|r| serde_json::from_str::<serde_json::Value>(r.get()).unwrap_or_default()),
+        });
+        let auth = self
+            .cfg
+            .bearer_tokens
+            .first()
+            .map(|t| format!("Bearer {t}"));
+        metrics::counter!("wiregate_cluster_forwarded_total").increment(1);
+        let answer = client
+            .post(body.to_string().into(), auth.as_deref())
+            .await
+            .map_err(|e| {
+                GatewayError::SidUnavailable(format!(
+                    "this context runs on replica {node}, which did not answer: {e}"
+                ))
+            })?;
+        let v: serde_json::Value = serde_json::from_slice(&answer.body).map_err(|e| {
+            GatewayError::SidUnavailable(format!("replica {node} answered something else: {e}"))
+        })?;
+        match v.get("error") {
+            Some(err) => Err(GatewayError::Replica {
+                code: err["code"].as_i64().unwrap_or(-32603),
+                message: err["message"].as_str().unwrap_or("").to_owned(),
+                data: err.get("data").cloned(),
+                status: answer.status.as_u16(),
+            }),
+            None => Ok(v.get("result").cloned().unwrap_or_default()),
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Leases: which replica runs a context's sid. A lease is a key with an expiry (`lease_ms`),
+//! set only when free and renewed by its holder at a third of that; a replica that dies stops
+//! renewing and the next call for the context, wherever it lands, takes the lease over.
+
+use std::sync::{Arc, Weak};
+
+use redis::AsyncCommands;
+
+use super::{keys, Link};
+use crate::error::GatewayError;
+
+/// Renews only a lease this replica still holds.
+const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+/// Releases only a lease this replica still holds.
+const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     return redis.call('DEL', KEYS[1]) else return 0 end";
+
+/// Renews a lease this replica holds, or takes it when it is free.
+const HOLD: &str = "local v = redis.call('GET', KEYS[1]) \
+     if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end \
+     if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end \
+     return 0";
+
+/// Holds the lease `key` for this replica if it is free or already ours: `true` when this
+/// replica holds it now.
+pub async fn hold(link: &Link, key: &str) -> Result<bool, GatewayError> {
+    let mut conn = link.conn()?;
+    let held: i64 = redis::cmd("EVAL")
+        .arg(HOLD)
+        .arg(1)
+        .arg(key)
+        .arg(value(link))
+        .arg(link.lease.as_millis() as u64)
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| link.failed(&e))?;
+    Ok(held == 1)
+}
+
+/// Who holds a context's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// This replica (it just took the lease, or held it already).
+    Me,
+    /// Another replica, reachable at its `advertise` URL.
+    Other {
+        /// Its node id.
+        node: String,
+        /// Its `cluster.advertise` (empty when it has none).
+        advertise: String,
+    },
+}
+
+/// The lease's value for this replica.
+fn value(link: &Link) -> String {
+    format!("{} {}", link.node_id, link.advertise)
+}
+
+/// Parses a lease value (pure).
+pub fn parse_holder(v: &str, me: &str) -> Holder {
+    let (node, advertise) = v.split_once(' ').unwrap_or((v, ""));
+    match node == me {
+        true => Holder::Me,
+        false => Holder::Other {
+            node: node.to_owned(),
+            advertise: advertise.to_owned(),
+        },
+    }
+}
+
+/// Takes a context's lease when it is free (or already ours); says who holds it otherwise.
+pub async fn claim(link: &Link, context_id: &str) -> Result<Holder, GatewayError> {
+    let mut conn = link.conn()?;
+    let key = keys::owner(context_id);
+    let took: Option<String> = redis::cmd("SET")
+        .arg(&key)
+        .arg(value(link))
+        .arg("NX")
+        .arg("PX")
+        .arg(link.lease.as_millis() as u64)
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| link.failed(&e))?;
+    if took.is_some() {
+        return Ok(Holder::Me);
+    }
+    let held: Option<String> = conn.get(&key).await.map_err(|e| link.failed(&e))?;
+    match held {
+        Some(v) => Ok(parse_holder(&v, &link.node_id)),
+        // Expired between the two commands: try once more.
+        None => Box::pin(claim(link, context_id)).await,
+    }
+}
+
+/// Holds a context's lease while `alive` says the context is still this replica's, renewing it
+/// at a third of `lease_ms`; records sid's session id for whoever takes over; releases the
+/// lease when the context is gone.
+pub fn keep<T: Send + Sync + 'static>(
+    link: Arc<Link>,
+    context_id: String,
+    alive: Weak<T>,
+    session: impl Fn(&T) -> Option<String> + Send + 'static,
+) {
+    tokio::spawn(async move {
+        let key = keys::owner(&context_id);
+        let mine = value(&link);
+        let every = link.lease / 3;
+        let mut recorded: Option<String> = None;
+        loop {
+            let Some(ctx) = alive.upgrade() else { break };
+            let now_session = session(&ctx);
+            drop(ctx);
+            let mut conn = link.conn_anyway();
+            let renewed: redis::RedisResult<i64> = redis::cmd("EVAL")
+                .arg(RENEW)
+                .arg(1)
+                .arg(&key)
+                .arg(&mine)
+                .arg(link.lease.as_millis() as u64)
+                .query_async(&mut conn)
+                .await;
+            match renewed {
+                Ok(1) => {}
+                Ok(_) => {
+                    // Lost (expired while Redis was away): take it again if it is free.
+                    let took: redis::RedisResult<Option<String>> = redis::cmd("SET")
+                        .arg(&key)
+                        .arg(&mine)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(link.lease.as_millis() as u64)
+                        .query_async(&mut conn)
+                        .await;
+                    if !matches!(took, Ok(Some(_))) {
+                        tracing::error!(context = %context_id,
+                            "another replica took over this context's lease");
+                    }
+                }
+                Err(e) => {
+                    link.failed(&e);
+                }
+            }
+            if now_session.is_some() && now_session != recorded {
+                let set: redis::RedisResult<()> = conn
+                    .set(
+                        keys::session(&context_id),
+                        now_session.as_deref().unwrap_or(""),
+                    )
+                    .await;
+                if set.is_ok() {
+                    recorded = now_session;
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+        let mut conn = link.conn_anyway();
+        let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+            .arg(RELEASE)
+            .arg(1)
+            .arg(&key)
+            .arg(&mine)
+            .query_async(&mut conn)
+            .await;
+    });
+}
+
+/// Gives a lease back at once (a context this replica took over but cannot run).
+pub async fn release(link: &Link, context_id: &str) {
+    let Ok(mut conn) = link.conn() else { return };
+    let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+        .arg(RELEASE)
+        .arg(1)
+        .arg(keys::owner(context_id))
+        .arg(value(link))
+        .query_async(&mut conn)
+        .await;
+}
+
+/// The sid session a context last ran, if any replica recorded one.
+pub async fn session(link: &Link, context_id: &str) -> Result<Option<String>, GatewayError> {
+    let mut conn = link.conn()?;
+    conn.get(keys::session(context_id))
+        .await
+        .map_err(|e| link.failed(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_value_names_its_holder() {
+        assert_eq!(parse_holder("a http://10.0.0.1:8080", "a"), Holder::Me);
+        assert_eq!(
+            parse_holder("b http://10.0.0.2:8080", "a"),
+            Holder::Other {
+                node: "b".into(),
+                advertise: "http://10.0.0.2:8080".into()
+            }
+        );
+        assert_eq!(
+            parse_holder("b ", "a"),
+            Holder::Other {
+                node: "b".into(),
+                advertise: String::new()
+            }
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! A context's event log in Redis: written by the replica that runs the context, read back by
+//! every other replica that serves one of its streams.
+//!
+//! Writing: an [`Exporter`] is one more cursor on the context's local
+//! [`EventQueue`]; it appends what it reads to the context's stream in pipelined batches
+//! (`XADD … MAXLEN ~ replay {seq}-0`), with the snapshots of the tasks those events changed.
+//! The producer (sid's stdout) never waits on Redis: it waits for the exporter only as it waits
+//! for any reader that lags, for at most `sid.lag_grace_ms`.
+//!
+//! Reading: a [`Mirrors`] entry is a local queue fed by one `XREAD BLOCK` loop on a connection of
+//! its own, under the ids the stream carries; any number of SSE subscribers on this replica read
+//! it through cursors, exactly as they read a local context's queue.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use redis::streams::{StreamId, StreamRangeReply, StreamReadOptions, StreamReadReply};
+use redis::AsyncCommands;
+use tokio::sync::watch;
+
+use super::keys::{self, StoredTask};
+use super::Link;
+use crate::bridge::mapping::Task;
+use crate::error::GatewayError;
+use crate::events::{EventQueue, Read, Stored};
+
+/// Most events written in one pipeline.
+const BATCH: usize = 256;
+/// Most entries one blocking read returns.
+const READ_BATCH: usize = 512;
+/// How long one blocking read waits before the reader looks around (idle, dropped).
+const BLOCK_MS: usize = 1_000;
+/// A mirror nobody subscribed to for this long is closed; the next subscriber opens it again.
+const MIRROR_IDLE: Duration = Duration::from_secs(60);
+/// How long a task's shared snapshot outlives its last change.
+pub const TASK_TTL_SECS: u64 = 24 * 3600;
+/// Tasks kept in the shared index (ListTasks); the oldest leave first.
+pub const TASK_INDEX_MAX: isize = 10_000;
+/// First retry delay after a failed write; doubles up to a second.
+const RETRY_MIN: Duration = Duration::from_millis(50);
+
+/// The last sequence of a context written to Redis, for callers that must not answer before
+/// other replicas can read what they answer about.
+pub type Flushed = watch::Receiver<u64>;
+
+/// See the module docs.
+pub struct Exporter;
+
+impl Exporter {
+    /// Starts exporting every event pushed into `queue` from now on to the stream `key`
+    /// (subscribe before the context produces anything). `task_of` reads a task's current
+    /// model; `context_id` names the context the tasks belong to.
+    pub fn spawn(
+        link: Arc<Link>,
+        key: String,
+        context_id: String,
+        queue: &Arc<EventQueue>,
+        replay: usize,
+        task_of: impl Fn(&str) -> Option<Task> + Send + Sync + 'static,
+    ) -> Result<Flushed, GatewayError> {
+        let mut cursor = queue.subscribe_live()?.cursor;
+        let (tx, rx) = watch::channel(queue.last_seq());
+        tokio::spawn(async move {
+            let mut batch: Vec<Arc<Stored>> = Vec::with_capacity(BATCH);
+            loop {
+                batch.clear();
+                match cursor.read(&mut batch, BATCH) {
+                    Read::Events(_) => {}
+                    Read::Empty => {
+                        cursor.changed().await;
+                        continue;
+                    }
+                    Read::Lagged(n) => {
+                        tracing::error!(context = %context_id, missed = n,
+                            "Redis fell behind this context's events; other replicas miss them");
+                        metrics::counter!("wiregate_cluster_events_lost_total").increment(n);
+                        continue;
+                    }
+                    Read::Closed => return,
+                }
+                write(&link, &key, &context_id, &batch, replay, &task_of).await;
+                if let Some(last) = batch.last() {
+                    tx.send_replace(last.seq);
+                }
+            }
+        });
+        Ok(rx)
+    }
+}
+
+/// Writes one batch, retrying until Redis takes it; a retry skips what an earlier attempt
+/// already wrote (the stream's last id says how far it got).
+async fn write(
+    link: &Link,
+    key: &str,
+    context_id: &str,
+    batch: &[Arc<Stored>],
+    replay: usize,
+    task_of: &(impl Fn(&str) -> Option<Task> + Send + Sync),
+) {
+    let mut delay = RETRY_MIN;
+    let mut written_up_to = 0u64;
+    loop {
+        let mut conn = link.conn_anyway();
+        let mut pipe = redis::pipe();
+        let mut touched: Vec<&str> = Vec::new();
+        for s in batch.iter().filter(|s| s.seq > written_up_to) {
+            pipe.cmd("XADD")
+                .arg(key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(replay)
+                .arg(keys::entry_id(s.seq))
+                .arg(keys::FIELD)
+                .arg(keys::encode_event(s.seq, &s.event))
+                .ignore();
+            if let Some(t) = s.event.plan_id.as_deref() {
+                if !touched.contains(&t) {
+                    touched.push(t);
+                }
+            }
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        for t in &touched {
+            let Some(task) = task_of(t) else { continue };
+            let stored = StoredTask {
+                context: context_id.to_owned(),
+                task,
+            };
+            let Ok(json) = serde_json::to_string(&stored) else {
+                continue;
+            };
+            pipe.cmd("SET")
+                .arg(keys::task(t))
+                .arg(json)
+                .arg("EX")
+                .arg(TASK_TTL_SECS)
+                .ignore();
+            pipe.cmd("ZADD")
+                .arg(keys::TASK_INDEX)
+                .arg(now_ms)
+                .arg(*t)
+                .ignore();
+        }
+        if !touched.is_empty() {
+            pipe.cmd("ZREMRANGEBYRANK")
+                .arg(keys::TASK_INDEX)
+                .arg(0)
+                .arg(-(TASK_INDEX_MAX + 1))
+                .ignore();
+        }
+        match pipe.query_async::<()>(&mut conn).await {
+            Ok(()) => return,
+            Err(e) => {
+                link.failed(&e);
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+                // How far the failed attempt got, so the retry appends only the rest.
+                let last: redis::RedisResult<StreamRangeReply> =
+                    conn.xrevrange_count(key, "+", "-", 1).await;
+                if let Ok(r) = last {
+                    written_up_to = r.ids.first().and_then(|e| keys::seq_of(&e.id)).unwrap_or(0);
+                }
+            }
+        }
+    }
+}
+
+/// The last SSE id in a context's shared log (0 when it has none): where a replica taking the
+/// context over continues numbering.
+pub async fn last_seq(link: &Link, context_id: &str) -> Result<u64, GatewayError> {
+    let mut conn = link.conn()?;
+    let r: StreamRangeReply = conn
+        .xrevrange_count(keys::context_log(context_id), "+", "-", 1)
+        .await
+        .map_err(|e| link.failed(&e))?;
+    Ok(r.ids.first().and_then(|e| keys::seq_of(&e.id)).unwrap_or(0))
+}
+
+/// Pushes stream entries into a mirror queue; returns the last entry id seen.
+pub(super) fn feed(queue: &EventQueue, entries: Vec<StreamId>, context_id: &str) -> Option<String> {
+    let mut last = None;
+    for entry in entries {
+        let Some(seq) = keys::seq_of(&entry.id) else {
+            continue;
+        };
+        let event = match entry.map.get(keys::FIELD) {
+            Some(redis::Value::BulkString(b)) => keys::decode_event(seq, b),
+            _ => None,
+        };
+        match event {
+            Some(ev) => {
+                let _ = queue.push_at(seq, ev);
+            }
+            None => {
+                tracing::warn!(context = %context_id, id = %entry.id, "an unreadable entry in a context's log")
+            }
+        }
+        last = Some(entry.id);
+    }
+    last
+}
+
+/// Local copies of other replicas' context logs. See the module docs.
+pub struct Mirrors {
+    link: Arc<Link>,
+    replay: usize,
+    max_subscribers: usize,
+    open: Mutex<HashMap<String, Arc<EventQueue>>>,
+}
+
+impl std::fmt::Debug for Mirrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mirrors")
+            .field("open", &self.lock().len())
+            .finish()
+    }
+}
+
+impl Mirrors {
+    /// No mirror open yet.
+    pub fn new(link: Arc<Link>, replay: usize, max_subscribers: usize) -> Arc<Self> {
+        Arc::new(Mirrors {
+            link,
+            replay,
+            max_subscribers,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<EventQueue>>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Closes the mirror of a context this replica now runs itself.
+    pub fn forget(&self, context_id: &str) {
+        if let Some(q) = self.lock().remove(context_id) {
+            q.close();
+        }
+    }
+
+    /// The local copy of a context's log, filled with what the shared log retains before it
+    /// is returned (so `Last-Event-ID` resumes exactly), then kept up to date by its reader.
+    pub async fn open(self: &Arc<Self>, context_id: &str) -> Result<Arc<EventQueue>, GatewayError> {
+        if let Some(q) = self.lock().get(context_id).filter(|q| !q.is_closed()) {
+            return Ok(q.clone());
+        }
+        let key = keys::context_log(context_id);
+        let mut conn = self.link.conn()?;
+        let mut retained: StreamRangeReply = conn
+            .xrevrange_count(&key, "+", "-", self.replay)
+            .await
+            .map_err(|e| self.link.failed(&e))?;
+        retained.ids.reverse();
+        let Some(first) = retained.ids.first().and_then(|e| keys::seq_of(&e.id)) else {
+            return Err(GatewayError::ContextNotFound(context_id.to_owned()));
+        };
+        let queue = Arc::new(
+            EventQueue::new(self.replay)
+                .with_max_subscribers(self.max_subscribers)
+                .starting_after(first - 1),
+        );
+        let last_id = feed(&queue, retained.ids, context_id).unwrap_or_else(|| "0-0".into());
+        let queue = {
+            let mut open = self.lock();
+            match open.get(context_id).filter(|q| !q.is_closed()) {
+                Some(raced) => return Ok(raced.clone()),
+                None => {
+                    open.insert(context_id.to_owned(), queue.clone());
+                    queue
+                }
+            }
+        };
+        tokio::spawn(read_on(
+            Arc::downgrade(self),
+            self.link.clone(),
+            key,
+            context_id.to_owned(),
+            Arc::downgrade(&queue),
+            last_id,
+        ));
+        Ok(queue)
+    }
+}
+
+/// Keeps one mirror of the stream `key` up to date until it is closed, forgotten, or idle
+/// (only a mirror `mirrors` holds idles out).
+pub(super) async fn read_on(
+    mirrors: Weak<Mirrors>,
+    link: Arc<Link>,
+    key: String,
+    context_id: String,
+    queue: Weak<EventQueue>,
+    mut last_id: String,
+) {
+    let opts = StreamReadOptions::default()
+        .count(READ_BATCH)
+        .block(BLOCK_MS);
+    let mut conn = None;
+    let mut idle_since = tokio::time::Instant::now();
+    let mut delay = RETRY_MIN;
+    loop {
+        let Some(q) = queue.upgrade().filter(|q| !q.is_closed()) else {
+            return;
+        };
+        if q.subscriber_count() > 0 {
+            idle_since = tokio::time::Instant::now();
+        } else if idle_since.elapsed() >= MIRROR_IDLE {
+            if let Some(m) = mirrors.upgrade() {
+                let mut open = m.lock();
+                if q.subscriber_count() == 0
+                    && open.get(&context_id).is_some_and(|o| Arc::ptr_eq(o, &q))
+                {
+                    open.remove(&context_id);
+                    q.close();
+                    return;
+                }
+            }
+        }
+        drop(q);
+        let c = match conn.as_mut() {
+            Some(c) => c,
+            None => match link.dedicated().await {
+                Ok(c) => conn.insert(c),
+                Err(_) => {
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                    continue;
+                }
+            },
+        };
+        let read: redis::RedisResult<Option<StreamReadReply>> =
+            c.xread_options(&[&key], &[&last_id], &opts).await;
+        match read {
+            Ok(reply) => {
+                delay = RETRY_MIN;
+                let Some(q) = queue.upgrade() else { return };
+                for k in reply.into_iter().flat_map(|r| r.keys) {
+                    if let Some(id) = feed(&q, k.ids, &context_id) {
+                        last_id = id;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(context = %context_id, error = %e, "a context log read failed; reconnecting");
+                conn = None;
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}

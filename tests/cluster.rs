@@ -1,0 +1,432 @@
+//! Replicas sharing the sid bridge through a real `redis-server` (`[cluster]`): three gateways
+//! on ephemeral ports, each its own sid children, one Redis each test starts for itself, and a
+//! real SSE client.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::redis_server::RedisServer;
+use support::{gateway, text_message, SseEvent, TestGateway};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Three replicas of one cluster, named a, b and c.
+async fn replicas(redis: &RedisServer, tag: &str) -> [TestGateway; 3] {
+    let start = |node: &'static str| {
+        gateway()
+            .sid(&format!("{tag}-{node}"))
+            .cluster(&redis.url(), node)
+            .start()
+    };
+    let (a, b, c) = tokio::join!(start("a"), start("b"), start("c"));
+    for g in [&a, &b, &c] {
+        wait_until("the replica sees Redis", || async {
+            g.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+    [a, b, c]
+}
+
+async fn wait_until<F: std::future::Future<Output = bool>>(what: &str, f: impl Fn() -> F) {
+    let deadline = Instant::now() + WAIT;
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn with_context(text: &str, ctx: &str) -> Value {
+    let mut m = text_message(text);
+    m["message"]["contextId"] = json!(ctx);
+    m
+}
+
+fn ids(events: &[SseEvent]) -> Vec<u64> {
+    events.iter().map(|e| e.id.parse().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_turn_run_on_a_streams_live_on_b_and_resumes_exactly_on_c() {
+    let redis = RedisServer::start().await;
+    let [a, b, c] = replicas(&redis, "cluster-live").await;
+
+    // A context on A (its first turn done).
+    let first = a.call("message/send", text_message("hello")).await;
+    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
+    let before = a
+        .sse_get(&format!("/contexts/{ctx}/events"), None)
+        .await
+        .until_final(WAIT)
+        .await;
+    let resume_from = before.last().unwrap().id.clone();
+
+    // B subscribes to the context, then a slow turn runs on A: B sees it as it happens.
+    let mut on_b = b
+        .sse_get(&format!("/contexts/{ctx}/events"), Some(&resume_from))
+        .await;
+    let mut on_a = a.stream_message(with_context("slow please", &ctx)).await;
+    let mut from_b = on_b.take(3, WAIT).await;
+    let task = from_b[0].data["params"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let meanwhile = a.call("tasks/get", json!({"id": task})).await;
+    assert_eq!(
+        meanwhile["result"]["status"]["state"], "working",
+        "B saw the turn's first events while it was running on A"
+    );
+    let from_a = on_a.until_final(WAIT).await;
+    assert!(from_a.len() > 5, "a slow turn streams several deltas");
+    while from_b.len() < from_a.len() {
+        from_b.push(on_b.next(WAIT).await.expect("B's stream stays open"));
+    }
+    // The same events, the same ids, in the same order.
+    assert_eq!(ids(&from_b), ids(&from_a));
+    let data = |v: &[SseEvent]| v.iter().map(|e| e.data.clone()).collect::<Vec<_>>();
+    assert_eq!(data(&from_b), data(&from_a));
+    let first_id: u64 = resume_from.parse().unwrap();
+    assert_eq!(
+        ids(&from_b)[0],
+        first_id + 1,
+        "ids go on from the first turn's"
+    );
+
+    // B drops after three events of the turn; C resumes after the third, with the next.
+    drop(on_b);
+    let third = &from_b[2];
+    let mut on_c = c
+        .sse_get(&format!("/contexts/{ctx}/events"), Some(&third.id))
+        .await;
+    let rest = on_c.take(from_a.len() - 3, WAIT).await;
+    assert_eq!(ids(&rest), ids(&from_a[3..]));
+    assert_eq!(data(&rest), data(&from_a[3..]));
+
+    // tasks/get on C answers what A answers, and so does the task's own stream.
+    let on_a_get = a.call("tasks/get", json!({"id": task})).await;
+    let on_c_get = c.call("tasks/get", json!({"id": task})).await;
+    assert_eq!(on_c_get["result"], on_a_get["result"]);
+    assert_eq!(on_c_get["result"]["status"]["state"], "completed");
+    let task_events = c
+        .sse_get(&format!("/tasks/{task}/events"), None)
+        .await
+        .collect(WAIT)
+        .await;
+    assert_eq!(ids(&task_events), ids(&from_a));
+
+    // A task no replica knows is still not found, on every replica.
+    let missing = b.call("tasks/get", json!({"id": "no-such-task"})).await;
+    assert_eq!(missing["error"]["code"], -32001);
+    assert_eq!(b.get("/contexts/no-such-context/events").await.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn resubscribe_and_a2a_reads_on_another_replica() {
+    let redis = RedisServer::start().await;
+    let [a, b, _c] = replicas(&redis, "cluster-a2a").await;
+    let done = a.call("message/send", text_message("hello")).await;
+    let task = done["result"]["id"].as_str().unwrap().to_owned();
+
+    // tasks/resubscribe on B with Last-Event-ID 1: the rest of the task, ids as on A.
+    let all_a = a
+        .sse_get(&format!("/tasks/{task}/events"), None)
+        .await
+        .collect(WAIT)
+        .await;
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": task}});
+    let rest = b
+        .sse_post(&body, Some(&all_a[0].id))
+        .await
+        .collect(WAIT)
+        .await;
+    assert_eq!(ids(&rest), ids(&all_a[1..]));
+
+    // GetTask and ListTasks (A2A 1.0) on B know A's task.
+    let (status, got) = b
+        .a2a_call("GetTask", json!({"id": task}), Some("1.0"))
+        .await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["result"]["id"], task);
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let (_, listed) = b.a2a_call("ListTasks", json!({}), Some("1.0")).await;
+    let listed: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert!(listed.contains(&task.as_str()), "{listed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_redis_the_proxy_serves_readyz_says_so_sid_calls_fail_clearly_and_all_resumes() {
+    let mut redis = RedisServer::start().await;
+    let up = support::legacy_echo().run().await;
+    let a = support::routing_all_to(&up.url(), wiregate::config::Dialect::Legacy)
+        .sid("cluster-down")
+        .cluster(&redis.url(), "a")
+        .start()
+        .await;
+    wait_until("Redis is seen", || async {
+        a.get("/readyz").await.status == 200
+    })
+    .await;
+    let ready = a.get("/readyz").await.json();
+    assert_eq!(ready["cluster"], json!({"redis": "reachable", "node": "a"}));
+
+    redis.kill();
+    wait_until("Redis is missed", || async {
+        a.get("/readyz").await.status == 503
+    })
+    .await;
+    let ready = a.get("/readyz").await.json();
+    assert_eq!(ready["ready"], false);
+    assert_eq!(ready["cluster"]["redis"], "unreachable");
+
+    // The proxy path does not need Redis.
+    let proxied = a.call("plan.get", json!({"id": 1})).await;
+    assert!(proxied.get("result").is_some(), "{proxied}");
+
+    // A sid call is refused with the cluster error, and an HTTP status that says so.
+    let refused = a
+        .rpc(&json!({"jsonrpc": "2.0", "id": 7, "method": "message/send", "params": text_message("hello")}))
+        .await;
+    assert_eq!(refused.status, 503);
+    let err = refused.json()["error"].clone();
+    assert_eq!(err["code"], -32066);
+    assert_eq!(err["data"]["kind"], "cluster_unavailable");
+    assert!(err["message"].as_str().unwrap().contains("Redis"), "{err}");
+
+    // Redis returns: the replica finds it by itself and sid calls work again.
+    redis.restart().await;
+    wait_until("Redis is back", || async {
+        a.get("/readyz").await.status == 200
+    })
+    .await;
+    let ok = a.call("message/send", text_message("hello")).await;
+    assert_eq!(ok["result"]["status"]["state"], "completed", "{ok}");
+}
+
+/// A free loopback port (bound, read, released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An in-process replica on a port chosen first, so it can advertise its URL.
+async fn advertised(redis: &RedisServer, tag: &str, node: &str) -> TestGateway {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    gateway()
+        .sid(tag)
+        .cluster(&redis.url(), node)
+        .with(move |c| {
+            c.server.listen = format!("127.0.0.1:{port}").parse().unwrap();
+            c.cluster.advertise = url;
+        })
+        .start()
+        .await
+}
+
+/// The gateway binary as a replica of its own, killed (SIGKILL) when dropped.
+struct ProcessReplica {
+    child: std::process::Child,
+    base: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl ProcessReplica {
+    fn start(redis: &RedisServer, tag: &str, node: &str) -> Self {
+        let port = free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let config = format!(
+            "[sid]\nenabled = true\ncommand = [{:?}, \"--raw\", \"--tag\", {tag:?}]\n\n\
+             [cluster]\nredis = {:?}\nnode_id = {node:?}\nadvertise = {base:?}\nlease_ms = 1000\n",
+            support::fake_sid(),
+            redis.url(),
+        );
+        std::fs::write(&path, config).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_wiregate"))
+            .arg("--config")
+            .arg(&path)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env_clear()
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        ProcessReplica {
+            child,
+            base,
+            http: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Value {
+        self.http
+            .post(format!("{}/rpc", self.base))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ProcessReplica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn calls_go_to_the_owner_and_a_lost_owner_s_context_resumes_where_the_next_call_lands() {
+    let redis = RedisServer::start().await;
+    let mut a = ProcessReplica::start(&redis, "cluster-failover-a", "a");
+    let b = advertised(&redis, "cluster-failover-b", "b").await;
+    let c = advertised(&redis, "cluster-failover-c", "c").await;
+    let deadline = Instant::now() + WAIT;
+    let first = loop {
+        match a.http.get(format!("{}/readyz", a.base)).send().await {
+            Ok(r) if r.status() == 200 => {
+                break a.call("message/send", text_message("hello")).await
+            }
+            _ => {
+                assert!(Instant::now() < deadline, "replica a did not come up");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
+
+    // A call for A's context on C is carried to A and answered unchanged.
+    let via_c = c
+        .call("message/send", with_context("hello again", &ctx))
+        .await;
+    assert_eq!(via_c["result"]["contextId"], ctx.as_str(), "{via_c}");
+    assert_eq!(via_c["result"]["status"]["state"], "completed");
+    let forwarded_task = via_c["result"]["id"].as_str().unwrap().to_owned();
+    let on_a = a.call("tasks/get", json!({"id": forwarded_task})).await;
+    assert_eq!(on_a["result"], via_c["result"], "the turn ran on A");
+
+    // B follows the context; a turn that never ends starts on A.
+    let mut history = b.sse_get(&format!("/contexts/{ctx}/events"), None).await;
+    let mut seen = history.until_final(WAIT).await;
+    seen.extend(history.until_final(WAIT).await);
+    drop(history);
+    let mut on_b = b
+        .sse_get(
+            &format!("/contexts/{ctx}/events"),
+            Some(&seen.last().unwrap().id),
+        )
+        .await;
+    let hanging = {
+        let http = a.http.clone();
+        let url = format!("{}/rpc", a.base);
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": "message/send",
+                          "params": with_context("hang", &ctx)});
+        tokio::spawn(async move { http.post(url).json(&body).send().await.map(|_| ()) })
+    };
+    let working = on_b.take(2, WAIT).await;
+    assert_eq!(working[1].data["params"]["state"], "working");
+    let hung = working[0].data["params"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // A dies mid-turn. Once its lease lapses, the next call for the context, on B, resumes it.
+    a.kill();
+    let _ = hanging.await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let resumed = b
+        .call("message/send", with_context("hello once more", &ctx))
+        .await;
+    assert_eq!(
+        resumed["result"]["status"]["state"], "completed",
+        "{resumed}"
+    );
+    assert_eq!(resumed["result"]["contextId"], ctx.as_str());
+
+    // B's subscriber saw the lost task fail, then the new turn; no id twice, none going back.
+    let mut after = Vec::new();
+    loop {
+        let e = on_b.next(WAIT).await.expect("B's stream stays open");
+        let done = e.data["params"]["taskId"] == resumed["result"]["id"]
+            && e.data["params"]["final"] == true;
+        after.push(e);
+        if done {
+            break;
+        }
+    }
+    let failed = &after[0];
+    assert_eq!(failed.data["params"]["taskId"], hung.as_str());
+    assert_eq!(failed.data["params"]["state"], "failed");
+    assert_eq!(failed.data["params"]["final"], true);
+    assert_eq!(failed.data["params"]["error"]["code"], "replica_lost");
+    let all_ids: Vec<u64> = ids(&seen)
+        .into_iter()
+        .chain(ids(&working))
+        .chain(ids(&after))
+        .collect();
+    assert!(
+        all_ids.windows(2).all(|w| w[1] > w[0]),
+        "ids strictly increase: {all_ids:?}"
+    );
+
+    // Every replica left knows the lost task failed.
+    let got = c.call("tasks/get", json!({"id": hung})).await;
+    assert_eq!(got["result"]["status"]["state"], "failed", "{got}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn domain_events_are_read_once_and_served_with_resume_by_every_replica() {
+    let redis = RedisServer::start().await;
+    let records: Vec<String> = (1..=5)
+        .map(|i| support::domain_record(i, "plan.created", &format!("plan-{i}"), json!({"n": i})))
+        .collect();
+    let source = support::feed_server(records, support::FeedMode::Ndjson, None, true).await;
+    let start = |node: &'static str| {
+        let url = source.url();
+        gateway()
+            .cluster(&redis.url(), node)
+            .with(move |c| c.events.source = url)
+            .start()
+    };
+    let (a, b, c) = tokio::join!(start("a"), start("b"), start("c"));
+    for g in [&a, &b, &c] {
+        let mut events = g.sse_get("/events", None).await;
+        let got = events.take(5, WAIT).await;
+        assert_eq!(
+            got.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ["1", "2", "3", "4", "5"]
+        );
+        assert_eq!(got[0].data["params"]["taskId"], "plan-1");
+    }
+    // One replica reads the source for all three.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(source.requests.lock().unwrap().len(), 1);
+    // Resumed on another replica after the id a client last saw there.
+    let rest = c.sse_get("/events", Some("3")).await.take(2, WAIT).await;
+    assert_eq!(
+        rest.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["4", "5"]
+    );
+}
