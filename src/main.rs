@@ -115,7 +115,6 @@ fn main() -> ExitCode {
         );
     }
     let log = wiregate::logging::init(&config.log);
-    heap_trim::start();
     // One worker: a current-thread runtime, which wakes tasks without cross-thread handoffs.
     let mut builder = match config.server.worker_threads {
         1 => tokio::runtime::Builder::new_current_thread(),
@@ -140,42 +139,6 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("wiregate: {e}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-/// Gives the C allocator's free memory back to the system now and then (glibc only).
-///
-/// glibc keeps what the gateway frees in its per-thread arenas, and does not return a free page
-/// that lies below a live allocation. A gateway whose long-lived data (replay logs, tasks) is
-/// continually replaced while connections come and go then grows in resident memory with a flat
-/// live heap: `benches/soak.sh` saw RSS rise ~350 kB/min (100 subscribers resuming every 2 s)
-/// while heaptrack showed the heap unchanged between 100 s and 250 s. `malloc_trim(0)` hands
-/// every whole free page back (`MADV_DONTNEED`); it takes about a millisecond on this heap.
-mod heap_trim {
-    /// How often the free pages are given back.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    const EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    extern "C" {
-        fn malloc_trim(pad: usize) -> std::os::raw::c_int;
-    }
-
-    /// Starts the trimming thread (a no-op where the allocator is not glibc's).
-    pub(crate) fn start() {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        {
-            let _ = std::thread::Builder::new()
-                .name("heap-trim".into())
-                .spawn(|| loop {
-                    std::thread::sleep(EVERY);
-                    // SAFETY: malloc_trim takes no pointer and may run on any thread at any
-                    // time: glibc locks each arena while it trims it.
-                    unsafe {
-                        malloc_trim(0);
-                    }
-                });
         }
     }
 }
