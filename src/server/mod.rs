@@ -117,6 +117,37 @@ impl RpcPaths {
         let path = path.strip_suffix('/').unwrap_or(path);
         self.0.iter().any(|p| **p == *path)
     }
+
+    /// Whether `path` is an RPC path or lies below one.
+    fn covers(&self, path: &str) -> bool {
+        self.0.iter().any(|p| {
+            path.strip_prefix(&**p)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+    }
+}
+
+/// Where the gateway's own routes live, beside the RPC paths: a path under none of these is
+/// never the router's, so when a pass-through prefix takes it, it goes straight there (the
+/// router, its handler adapters and the request's extensions skipped). [`routes`] checks each
+/// route it registers against this list (in debug builds, so every test run).
+const OWN_PREFIXES: &[&str] = &[
+    "/tasks/",
+    "/contexts/",
+    "/events",
+    "/.well-known/",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/migration",
+    "/admin/",
+    crate::console::PATH,
+    crate::a2a::rest::PATH,
+];
+
+/// Whether the gateway may answer `path` itself: an RPC path, or under one of [`OWN_PREFIXES`].
+fn is_own_path(rpc_paths: &RpcPaths, path: &str) -> bool {
+    rpc_paths.covers(path) || OWN_PREFIXES.iter().any(|p| path.starts_with(p))
 }
 
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
@@ -124,25 +155,34 @@ impl RpcPaths {
 /// to the pass-through or answer 405.) What no route takes goes to the pass-through, else 404.
 fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     let mut router = axum::Router::new();
+    // Every path registered here must be one `is_own_path` knows, or the pass-through's fast
+    // lane would take its requests.
+    let mut route = |path: &str, handler: axum::routing::MethodRouter<AppState>| {
+        debug_assert!(
+            is_own_path(rpc_paths, path),
+            "{path} is not in OWN_PREFIXES"
+        );
+        router = std::mem::take(&mut router).route(path, handler);
+    };
     for p in rpc_paths.0.iter() {
         let rpc_route = || post(rpc).fallback(not_rpc_method);
-        router = router
-            .route(p, rpc_route())
-            .route(&format!("{p}/"), rpc_route());
+        route(p, rpc_route());
+        route(&format!("{p}/"), rpc_route());
     }
+    route("/tasks/{task_id}/events", get(task_events));
+    route("/contexts/{context_id}/events", get(context_events));
+    route("/events", get(domain_events));
+    route(crate::a2a::card::PATH, get(agent_card));
+    route(crate::a2a::card::LEGACY_PATH, get(agent_card_0_3));
+    route("/healthz", get(healthz));
+    route("/readyz", get(readyz));
+    route("/metrics", get(metrics));
+    route("/migration", get(migration));
+    route(reload::PATH, post(reload::handler));
+    route(crate::console::PATH, get(crate::console::page));
+    route("/console/assets/{file}", get(crate::console::asset));
+    debug_assert!(is_own_path(rpc_paths, "/console/api"));
     router
-        .route("/tasks/{task_id}/events", get(task_events))
-        .route("/contexts/{context_id}/events", get(context_events))
-        .route("/events", get(domain_events))
-        .route(crate::a2a::card::PATH, get(agent_card))
-        .route(crate::a2a::card::LEGACY_PATH, get(agent_card_0_3))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/migration", get(migration))
-        .route(reload::PATH, post(reload::handler))
-        .route(crate::console::PATH, get(crate::console::page))
-        .route("/console/assets/{file}", get(crate::console::asset))
         .nest("/console/api", console_api(state))
         .fallback(pass_through)
 }
@@ -261,9 +301,14 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         let fast = live.cors.is_none()
             && req.method() == axum::http::Method::POST
             && live.rpc_paths.matches(req.uri().path());
+        // A path the gateway never answers itself, under a pass-through prefix: straight there.
+        let passed = !fast
+            && live.cors.is_none()
+            && !is_own_path(&live.rpc_paths, req.uri().path())
+            && live.state.passthrough.takes(req.uri().path());
         // What the routes may ask of the connection (the admin rule, the forwarding headers);
         // `POST /rpc` asks nothing, and skips building the extensions map.
-        if !fast {
+        if !fast && !passed {
             if let Some(peer) = self.peer {
                 req.extensions_mut().insert(peer);
             }
@@ -288,6 +333,18 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         // thousands of instructions of memcpy per call).
         let handled: Pin<Box<dyn Future<Output = Response> + Send>> = if fast {
             Box::pin(rpc_call(live.state.clone(), req, self.peer))
+        } else if passed {
+            let passthrough = live.state.passthrough.clone();
+            let origin = crate::passthrough::Origin {
+                peer: self.peer.map(|p| p.0),
+                tls: self.tls,
+            };
+            Box::pin(async move {
+                match passthrough.forward(req, origin).await {
+                    Ok(resp) => resp,
+                    Err(_) => StatusCode::NOT_FOUND.into_response(),
+                }
+            })
         } else {
             let router = live.router.clone();
             Box::pin(async move {
