@@ -5,8 +5,8 @@
 //! text from a page would mean parsing it there. So [`record`] (called where
 //! [`telemetry::record_call`](crate::telemetry::record_call) counts a call) keeps one small slot
 //! per second that saw calls, in a ring bounded to [`WINDOW_SECS`] slots, with at most
-//! [`MAX_SERIES`] dialect × outcome series (later ones fold into `other`). At most 900 slots of 200 bytes
-//! (180 KB) whatever the load; nothing when idle.
+//! [`MAX_SERIES`] dialect × outcome series (later ones fold into `other`). The ring's 900 slots of
+//! 200 bytes (180 KB) are taken at the first call, whatever the load; nothing before it.
 
 use std::collections::VecDeque;
 use std::sync::{LazyLock, Mutex};
@@ -84,6 +84,13 @@ impl Sampler {
         let series = self.series_index(dialect, outcome);
         if self.slots.back().is_none_or(|s| s.second < second) {
             self.expire(second);
+            // The whole window at the first call: a ring that grew a slot a second would keep
+            // the process growing for its first 15 minutes (and double its buffer on the way),
+            // which a soak cannot tell from a leak.
+            if self.slots.capacity() < WINDOW_SECS as usize {
+                self.slots
+                    .reserve_exact(WINDOW_SECS as usize - self.slots.len());
+            }
             self.slots.push_back(Slot {
                 second,
                 counts: [0; MAX_SERIES],
@@ -297,9 +304,13 @@ mod tests {
     #[test]
     fn the_window_is_fifteen_minutes_and_the_ring_bounded() {
         let mut s = Sampler::default();
-        for t in 0..3 * WINDOW_SECS {
+        s.record(0, "jsonrpc", "ok", MS);
+        let first = s.slots.capacity();
+        assert!(first >= WINDOW_SECS as usize, "the window is taken at once");
+        for t in 1..3 * WINDOW_SECS {
             s.record(t, "jsonrpc", "ok", MS);
         }
+        assert_eq!(s.slots.capacity(), first, "and never grown");
         assert_eq!(
             s.slots.len() as u64,
             WINDOW_SECS,
