@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use metrics::{Counter, Histogram};
 
+use crate::config::Dialect;
+
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Calls served, by client dialect × upstream × method × outcome.
@@ -107,9 +109,15 @@ thread_local! {
 /// Records one served call. The handles of a label set are looked up in a cache rather than
 /// registered anew on every call (the registry hashes and compares every label each time).
 pub fn record_call(l: CallLabels<'_>, elapsed: Duration) {
+    record_routed_call(l, None, elapsed);
+}
+
+/// [`record_call`] for a call routed to an upstream, whose dialect the console's legacy share
+/// counts (`served`; `None` when no upstream served it).
+pub fn record_routed_call(l: CallLabels<'_>, served: Option<Dialect>, elapsed: Duration) {
     crate::scope::note_call(l.client_dialect, l.upstream);
     // The console's per-second ring (its charts), beside the Prometheus totals.
-    crate::console::stats::record(l.client_dialect, l.outcome, elapsed);
+    crate::console::stats::record(l.client_dialect, l.outcome, served, elapsed);
     let method = &l.method[..l
         .method
         .char_indices()
