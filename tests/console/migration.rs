@@ -37,7 +37,11 @@ fn jsonrpc_server() -> super::support::UpstreamBuilder {
             json!({"jsonrpc": "2.0", "id": id,
                    "error": {"code": -32603, "message": "the new build is broken"}})
         } else if method.starts_with("order.") {
-            let state = if method == "order.get" { "closed" } else { "open" };
+            let state = if method == "order.get" {
+                "closed"
+            } else {
+                "open"
+            };
             json!({"jsonrpc": "2.0", "id": id,
                    "result": {"order": "O-1", "state": state, "total": 1250,
                               "updated_at": "2026-06-30T12:00:00Z"}})
@@ -128,8 +132,10 @@ async fn the_migration_view_shows_splits_shadow_differences_rollbacks_and_legacy
     }
     for op in ["plan.get", "plan.get", "order.list"] {
         let a = gw
-            .rpc(&json!({"a2a_version": "1.0", "request_id": "r", "operation": op,
-                         "params": {}, "auth": {"scheme": "bearer", "token": "legacy-team-token"}}))
+            .rpc(
+                &json!({"a2a_version": "1.0", "request_id": "r", "operation": op,
+                         "params": {}, "auth": {"scheme": "bearer", "token": "legacy-team-token"}}),
+            )
             .await;
         assert_eq!(a.json()["status"], "success", "{}", a.text);
     }
@@ -270,11 +276,15 @@ async fn the_migration_view_shows_splits_shadow_differences_rollbacks_and_legacy
         Some("\"closed\"")
     );
     assert_eq!(
-        b.text(&format!("{row} td.primary mark.was")).await.as_deref(),
+        b.text(&format!("{row} td.primary mark.was"))
+            .await
+            .as_deref(),
         Some("open")
     );
     assert_eq!(
-        b.text(&format!("{row} td.shadow mark.now")).await.as_deref(),
+        b.text(&format!("{row} td.shadow mark.now"))
+            .await
+            .as_deref(),
         Some("closed")
     );
     let marked = b
