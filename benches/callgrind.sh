@@ -5,6 +5,7 @@
 #   benches/callgrind.sh              # both parts below
 #   benches/callgrind.sh pure         # the pure paths only (about 1 minute)
 #   benches/callgrind.sh proxy        # the proxied call only (about 1 minute)
+#   benches/callgrind.sh passthrough  # a passed-through call only (about 1 minute)
 #   REV=712ed07 benches/callgrind.sh proxy   # the same, for a past commit (built in a worktree)
 #   benches/callgrind.sh shadow       # a shadowed route against the plain one (about 3 minutes)
 #
@@ -17,6 +18,9 @@
 #        process's totals (every thread, user space) over the difference of the calls it counted
 #        (wiregate_requests_total), so start-up and shutdown cancel out. Also prints where the
 #        long run's instructions went, per crate (self cost per call).
+# passthrough: the same, with `[[passthrough]] prefix = "/"` and wrk posting the legacy
+#        envelope of benches/load.sh to /a2a, which reaches the upstream unchanged; calls
+#        counted by wiregate_passthrough_requests_total.
 # shadow: issue #15's "at shadow_sample = 1.0 the primary path drops by at most the shadow
 #        exchange's own cost", in instructions, one run: the proxy part's plain gateway, then the
 #        same route with `shadow` to a second examples/legacy_upstream at shadow_sample = 1.0
@@ -104,6 +108,11 @@ build() {
   "$target/release/examples/legacy_upstream" "127.0.0.1:$UP_PORT" >/dev/null &
   pids+=($!)
   rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
+  path=/rpc expect='"result":{' counter=wiregate_requests_total
+  if [ "${MODE:-}" = passthrough ]; then
+    rpc_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
+    path=/a2a expect='"status":"success"' counter=wiregate_passthrough_requests_total
+  fi
   printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$rpc_body" >"$work/rpc.lua"
 }
 
@@ -154,27 +163,34 @@ run() {
     sleep 0.1
   done
   local answer
-  answer=$(curl -s -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT/rpc")
-  [[ $answer == *'"result":{'* ]] || { echo "the gateway did not answer a result: $answer" >&2; exit 1; }
-  wrk -t1 -c4 -d"$2s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT/rpc" >"$work/wrk.$1.$2" 2>&1
+  answer=$(curl -s -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT$path")
+  [[ $answer == *"$expect"* ]] || { echo "the gateway did not answer a result: $answer" >&2; exit 1; }
+  wrk -t1 -c4 -d"$2s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.$1.$2" 2>&1
   grep -q 'Non-2xx\|Socket errors' "$work/wrk.$1.$2" && { echo "wrk saw errors:" >&2; cat "$work/wrk.$1.$2" >&2; exit 1; }
   [ "$1" = shadowed ] && shadows_settled
   local calls
-  calls=$(curl -s "http://127.0.0.1:$GW_PORT/metrics" | awk '/^wiregate_requests_total/ { s += $NF } END { print s + 0 }')
+  calls=$(curl -s "http://127.0.0.1:$GW_PORT/metrics" | awk -v m="$counter" '$0 ~ "^" m { s += $NF } END { print s + 0 }')
   [ "$1" = shadowed ] && curl -s "http://127.0.0.1:$GW_PORT/migration" >"$work/migration.$2"
   kill -TERM "$gw"
   wait "$gw" || true
   echo "$(total "$work/$1.$2") $calls"
 }
 
+# proxy MODE: MODE is proxy (a translated POST /rpc) or passthrough (POST /a2a passed through)
 proxy() {
+  MODE=$1
   build "$UP_PORT" "$GW_PORT"
   config plain
+  local what="proxied JSON-RPC -> legacy call"
+  if [ "$MODE" = passthrough ]; then
+    printf '[[passthrough]]\nprefix = "/"\nupstream = "legacy"\n' >>"$work/plain.toml"
+    what="passed-through POST /a2a"
+  fi
   read -r a n_a < <(run plain "$SHORT_S")
   read -r b n_b < <(run plain "$LONG_S")
-  echo "proxied JSON-RPC -> legacy call, ${REV:-this tree}: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
+  echo "$what, ${REV:-this tree}: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
   awk -v a="$a" -v b="$b" -v na="$n_a" -v nb="$n_b" \
-    'BEGIN { printf "instructions per proxied call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
+    'BEGIN { printf "instructions per call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
   # Where the difference went: self cost per crate (from the functions' names; libc by its
   # file), long run minus short run, per call, so start-up cancels out here too.
   echo "where they go (self cost per proxied call, by crate, of the functions making 99 % of it):"
@@ -302,8 +318,8 @@ crates() {
 
 case $PART in
   pure) pure ;;
-  proxy) proxy ;;
+  proxy | passthrough) proxy "$PART" ;;
   shadow) shadow ;;
-  all) pure; echo; proxy ;;
-  *) echo "usage: $0 [pure|proxy|shadow|all]" >&2; exit 2 ;;
+  all) pure; echo; proxy proxy ;;
+  *) echo "usage: $0 [pure|proxy|passthrough|shadow|all]" >&2; exit 2 ;;
 esac

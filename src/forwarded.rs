@@ -60,106 +60,132 @@ pub struct Hop<'a> {
 /// Removes the hop-by-hop headers (RFC 9110 §7.6.1): those named by `Connection`, and the
 /// standard ones. `TE: trailers` and an upgrade being tunnelled are the caller's to put back.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
+    for n in connection_named(headers) {
+        headers.remove(n);
+    }
+    for n in HOP_BY_HOP {
+        headers.remove(n);
+    }
+}
+
+/// The standard hop-by-hop headers.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    KEEP_ALIVE,
+    PROXY_CONNECTION,
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(name)
+}
+
+/// The names `Connection` lists: hop-by-hop headers of this connection only.
+pub fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
+    headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .collect();
-    for n in named {
-        headers.remove(n);
-    }
-    for n in [
-        header::CONNECTION,
-        KEEP_ALIVE,
-        PROXY_CONNECTION,
-        header::PROXY_AUTHENTICATE,
-        header::PROXY_AUTHORIZATION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-    ] {
-        headers.remove(n);
-    }
+        .collect()
 }
 
-/// Adds this hop to a request's forwarding headers: `X-Forwarded-For` and `Forwarded` extended
-/// (trusted peer) or replaced (anyone else), `X-Forwarded-Proto` and `X-Forwarded-Host` set
-/// unless a trusted peer set them, and `Via`.
-pub fn add_request_hop(headers: &mut HeaderMap, hop: &Hop<'_>) {
+/// Whether a request's header goes upstream as the client sent it: not hop-by-hop (the
+/// standard ones, and those in `named`, see [`connection_named`]), not one the upstream
+/// request states itself (`Host`, the body's framing), and not one [`write_request_hop`]
+/// writes for this hop.
+pub fn copied(name: &HeaderName, named: &[HeaderName], hop: &Hop<'_>) -> bool {
+    if is_hop_by_hop(name)
+        || *name == header::HOST
+        || *name == header::CONTENT_LENGTH
+        || *name == X_FORWARDED_FOR
+        || *name == header::FORWARDED
+        || *name == header::VIA
+        || named.contains(name)
+    {
+        return false;
+    }
+    // A trusted proxy's protocol and host claims stand; anyone else's are replaced.
+    hop.trusted || (*name != X_FORWARDED_PROTO && *name != X_FORWARDED_HOST)
+}
+
+/// Writes this hop's forwarding header lines (`name: value\r\n`) of a request arriving with
+/// `headers`: `X-Forwarded-For` and `Forwarded` extended (trusted peer) or replaced (anyone
+/// else), `X-Forwarded-Proto` and `X-Forwarded-Host` written unless a trusted peer set them
+/// (then [`copied`] passes them on), and `Via` extended.
+pub fn write_request_hop(out: &mut Vec<u8>, headers: &HeaderMap, hop: &Hop<'_>) {
+    use std::io::Write as _;
     let ip = hop.peer.ip();
     let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     };
-    let prior_xff = hop
-        .trusted
-        .then(|| joined(headers, &X_FORWARDED_FOR))
-        .flatten();
-    let xff = match prior_xff {
-        Some(p) => format!("{p}, {ip}"),
-        None => ip.to_string(),
+    out.extend_from_slice(b"x-forwarded-for: ");
+    if hop.trusted && put_joined(out, headers, &X_FORWARDED_FOR) {
+        out.extend_from_slice(b", ");
+    }
+    let _ = write!(out, "{ip}\r\nforwarded: ");
+    if hop.trusted && put_joined(out, headers, &header::FORWARDED) {
+        out.extend_from_slice(b", ");
+    }
+    let _ = match ip {
+        IpAddr::V4(v4) => write!(out, "for={v4};proto={}", hop.proto),
+        IpAddr::V6(v6) => write!(out, "for=\"[{v6}]\";proto={}", hop.proto),
     };
-    set(headers, X_FORWARDED_FOR, &xff);
-    let node = match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
-    };
-    let mut element = format!("for={node};proto={}", hop.proto);
     if let Some(h) = hop.host.filter(|h| is_token_or_host(h)) {
-        element.push_str(";host=");
-        element.push_str(&quote_if_needed(h));
-    }
-    let prior_fwd = hop
-        .trusted
-        .then(|| joined(headers, &header::FORWARDED))
-        .flatten();
-    let forwarded = match prior_fwd {
-        Some(p) => format!("{p}, {element}"),
-        None => element,
-    };
-    set(headers, header::FORWARDED, &forwarded);
-    if !(hop.trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
-        set(headers, X_FORWARDED_PROTO, hop.proto);
-    }
-    if !(hop.trusted && headers.contains_key(&X_FORWARDED_HOST)) {
-        match hop.host {
-            Some(h) => set(headers, X_FORWARDED_HOST, h),
-            None => {
-                headers.remove(&X_FORWARDED_HOST);
-            }
+        out.extend_from_slice(b";host=");
+        if h.contains([':', '[', ']']) {
+            let _ = write!(out, "\"{h}\"");
+        } else {
+            out.extend_from_slice(h.as_bytes());
         }
     }
-    add_via(headers, hop.version);
+    out.extend_from_slice(b"\r\n");
+    if !(hop.trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
+        let _ = write!(out, "x-forwarded-proto: {}\r\n", hop.proto);
+    }
+    if !(hop.trusted && headers.contains_key(&X_FORWARDED_HOST)) {
+        if let Some(h) = hop.host {
+            let _ = write!(out, "x-forwarded-host: {h}\r\n");
+        }
+    }
+    out.extend_from_slice(b"via: ");
+    if put_joined(out, headers, &header::VIA) {
+        out.extend_from_slice(b", ");
+    }
+    let _ = write!(out, "{} wiregate\r\n", hop.version);
+}
+
+/// Writes every value of `name` joined with `, ` (a list header may arrive split over lines);
+/// whether there was any.
+fn put_joined(out: &mut Vec<u8>, headers: &HeaderMap, name: &HeaderName) -> bool {
+    let mut any = false;
+    for v in headers.get_all(name) {
+        if any {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(v.as_bytes());
+        any = true;
+    }
+    any
 }
 
 /// Appends `Via: <version> wiregate` (also on answers going back to the client).
 pub fn add_via(headers: &mut HeaderMap, version: &str) {
-    let ours = format!("{version} wiregate");
-    let via = match joined(headers, &header::VIA) {
-        Some(p) => format!("{p}, {ours}"),
-        None => ours,
-    };
-    set(headers, header::VIA, &via);
-}
-
-/// Every value of `name`, joined with `, ` (a list header may arrive split over lines).
-fn joined(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
-    let parts: Vec<&str> = headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    (!parts.is_empty()).then(|| parts.join(", "))
-}
-
-fn set(headers: &mut HeaderMap, name: HeaderName, value: &str) {
-    if let Ok(v) = HeaderValue::from_str(value) {
-        headers.insert(name, v);
-    } else {
-        headers.remove(name);
+    let mut via = Vec::with_capacity(32);
+    if put_joined(&mut via, headers, &header::VIA) {
+        via.extend_from_slice(b", ");
+    }
+    via.extend_from_slice(version.as_bytes());
+    via.extend_from_slice(b" wiregate");
+    if let Ok(v) = HeaderValue::from_bytes(&via) {
+        headers.insert(header::VIA, v);
     }
 }
 
@@ -168,14 +194,6 @@ fn is_token_or_host(h: &str) -> bool {
     !h.is_empty()
         && h.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-._~:[]".contains(&b))
-}
-
-fn quote_if_needed(h: &str) -> String {
-    if h.contains([':', '[', ']']) {
-        format!("\"{h}\"")
-    } else {
-        h.to_owned()
-    }
 }
 
 #[cfg(test)]
@@ -203,14 +221,40 @@ mod tests {
         h
     }
 
+    /// The headers an upstream gets for a request with `h`: those copied, then this hop's.
+    fn upstream_sees(h: &HeaderMap, hop: &Hop<'_>) -> HeaderMap {
+        let named = connection_named(h);
+        let mut out = HeaderMap::new();
+        for (k, v) in h {
+            if copied(k, &named, hop) {
+                out.append(k.clone(), v.clone());
+            }
+        }
+        let mut lines = Vec::new();
+        write_request_hop(&mut lines, h, hop);
+        for line in std::str::from_utf8(&lines)
+            .unwrap()
+            .split_terminator("\r\n")
+        {
+            let (k, v) = line.split_once(": ").unwrap();
+            out.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        out
+    }
+
     #[test]
     fn untrusted_claims_are_replaced() {
-        let mut h = with(&[
+        let h = with(&[
             ("x-forwarded-for", "6.6.6.6"),
             ("forwarded", "for=6.6.6.6"),
             ("x-forwarded-proto", "gopher"),
+            ("x-forwarded-host", "evil.example"),
+            ("x-end-to-end", "kept"),
         ]);
-        add_request_hop(&mut h, &hop("192.0.2.7:5000", false));
+        let h = upstream_sees(&h, &hop("192.0.2.7:5000", false));
         assert_eq!(h["x-forwarded-for"], "192.0.2.7");
         assert_eq!(
             h["forwarded"],
@@ -219,11 +263,20 @@ mod tests {
         assert_eq!(h["x-forwarded-proto"], "https");
         assert_eq!(h["x-forwarded-host"], "gw.example:8443");
         assert_eq!(h["via"], "1.1 wiregate");
+        assert_eq!(h["x-end-to-end"], "kept");
+        for name in [
+            "x-forwarded-for",
+            "forwarded",
+            "x-forwarded-proto",
+            "x-forwarded-host",
+        ] {
+            assert_eq!(h.get_all(name).iter().count(), 1, "{name}");
+        }
     }
 
     #[test]
     fn trusted_claims_are_extended() {
-        let mut h = with(&[
+        let h = with(&[
             ("x-forwarded-for", "203.0.113.1"),
             ("x-forwarded-for", "198.51.100.2"),
             ("forwarded", "for=203.0.113.1"),
@@ -232,7 +285,7 @@ mod tests {
         ]);
         let mut hp = hop("[::ffff:10.0.0.5]:5000", true);
         hp.proto = "http";
-        add_request_hop(&mut h, &hp);
+        let h = upstream_sees(&h, &hp);
         assert_eq!(h["x-forwarded-for"], "203.0.113.1, 198.51.100.2, 10.0.0.5");
         assert!(h["forwarded"]
             .to_str()
@@ -244,8 +297,7 @@ mod tests {
 
     #[test]
     fn ipv6_peers_are_quoted() {
-        let mut h = HeaderMap::new();
-        add_request_hop(&mut h, &hop("[2001:db8::1]:5000", false));
+        let h = upstream_sees(&HeaderMap::new(), &hop("[2001:db8::1]:5000", false));
         assert!(h["forwarded"]
             .to_str()
             .unwrap()
@@ -263,6 +315,13 @@ mod tests {
             ("proxy-authorization", "Basic Zm9v"),
             ("x-end-to-end", "kept"),
         ]);
+        let named = connection_named(&h);
+        let passed: Vec<&str> = h
+            .keys()
+            .filter(|k| copied(k, &named, &hop("192.0.2.7:5000", true)))
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(passed, ["x-end-to-end"]);
         strip_hop_by_hop(&mut h);
         let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(names, ["x-end-to-end"]);

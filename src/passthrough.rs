@@ -4,24 +4,25 @@
 //! reaches the client event by event), `Upgrade` (WebSocket) is tunnelled, and the hop is told
 //! as RFC 9110 and RFC 7239 say (see [`forwarded`](crate::forwarded)).
 //!
-//! A second HTTP client beside [`proxy`](crate::proxy)'s on purpose: that one reads whole JSON
-//! answers on the hot RPC path; this one must stream any body and hand over upgraded
-//! connections, which hyper's client does.
+//! The exchange runs in the calling task over [`proxy`](crate::proxy)'s pooled connections (see
+//! [`exchange`]), as the RPC path's does.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, Request, Response, StatusCode, Uri};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use bytes::BytesMut;
+use hyper::body::Body as _;
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
 
 use crate::config::{Config, Upstream};
 use crate::forwarded::{self, Hop, Trusted};
+use crate::proxy::{stream::Stream, UpstreamClient};
 use crate::trace::{self, TraceContext};
 
-type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+mod exchange;
 
 /// Pass-through traffic, by upstream and answer status class.
 pub const REQUESTS: &str = "wiregate_passthrough_requests_total";
@@ -31,10 +32,14 @@ pub const LATENCY: &str = "wiregate_passthrough_duration_seconds";
 /// One upstream's client.
 struct Target {
     name: String,
-    scheme: axum::http::uri::Scheme,
-    authority: axum::http::uri::Authority,
+    /// The `Host` the upstream gets: its URL's authority.
+    authority: Box<str>,
     timeout: Duration,
-    client: Client<Https, Body>,
+    /// Its connections: the same pool and HTTP/1.1 exchange as the RPC path's.
+    client: UpstreamClient,
+    /// Its metric handles, registered once: answers by status class (1xx to 5xx), latency.
+    answers: [metrics::Counter; 5],
+    latency: metrics::Histogram,
 }
 
 /// The pass-through table: prefixes, longest first, and their upstreams.
@@ -85,6 +90,11 @@ impl Passthrough {
         self.routes.is_empty()
     }
 
+    /// Whether a prefix takes `path`.
+    pub fn takes(&self, path: &str) -> bool {
+        self.target(path).is_some()
+    }
+
     /// The target of `path`: the longest prefix it lies under, on segment boundaries.
     fn target(&self, path: &str) -> Option<&Arc<Target>> {
         self.routes.iter().find_map(|(prefix, t)| {
@@ -110,18 +120,19 @@ impl Passthrough {
 impl Target {
     fn new(u: &Upstream) -> Option<Self> {
         let uri: Uri = u.url.parse().ok()?;
-        let tls = crate::tls::client_config(u).ok()?;
-        let connector = crate::tls::connector(tls, Some(u.timeout()));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            .build(connector);
+        // The recorder first, so the handles are live ones.
+        crate::telemetry::install();
+        let answers = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(
+            |class| metrics::counter!(REQUESTS, "upstream" => u.name.clone(), "status" => class),
+        );
+        // The pass-through streams bodies of any size: the RPC client's answer limit is unused.
         Some(Target {
+            answers,
+            latency: metrics::histogram!(LATENCY, "upstream" => u.name.clone()),
             name: u.name.clone(),
-            scheme: uri.scheme()?.clone(),
-            authority: uri.authority()?.clone(),
+            authority: uri.authority()?.as_str().into(),
             timeout: u.timeout(),
-            client,
+            client: UpstreamClient::new(u.clone(), 0),
         })
     }
 
@@ -138,52 +149,38 @@ impl Target {
                 hyper::upgrade::on(&mut req),
             )
         });
-        let version = via_version(req.version());
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_owned)
-            .or_else(|| req.uri().authority().map(|a| a.to_string()));
-        let client_traced = trace::has_valid_parent(req.headers());
-        let ctx = crate::scope::trace().unwrap_or_else(|| TraceContext::for_call(req.headers()));
-        crate::scope::note_call("http", &self.name);
-        let (mut parts, body) = req.into_parts();
-        let mut uri = axum::http::uri::Parts::default();
-        uri.scheme = Some(self.scheme.clone());
-        uri.authority = Some(self.authority.clone());
-        uri.path_and_query = parts.uri.path_and_query().cloned();
-        parts.uri = Uri::from_parts(uri).expect("scheme, authority and a path make a URI");
-        parts.version = axum::http::Version::HTTP_11;
-        let headers = &mut parts.headers;
-        forwarded::strip_hop_by_hop(headers);
-        headers.remove(header::HOST);
-        if let Some(peer) = origin.peer {
-            forwarded::add_request_hop(
-                headers,
-                &Hop {
-                    peer,
-                    proto: if origin.tls { "https" } else { "http" },
-                    version,
-                    trusted,
-                    host: host.as_deref(),
-                },
-            );
-        }
-        trace::set_upstream_headers(headers, &ctx, client_traced);
-        if let Some((Some(proto), _)) = &upgrade {
-            headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-            headers.insert(header::UPGRADE, proto.clone());
-        }
+        let (parts, body) = req.into_parts();
+        let (head, sending, no_body) = self.head(
+            &parts,
+            &body,
+            origin,
+            trusted,
+            upgrade.as_ref().map(|u| &u.0),
+        );
         let sent = tokio::time::timeout(
             self.timeout,
-            self.client.request(Request::from_parts(parts, body)),
+            exchange::exchange(
+                &self.client,
+                head,
+                body,
+                sending,
+                no_body,
+                upgrade.is_some(),
+            ),
         )
         .await;
-        let resp = match sent {
-            Ok(Ok(resp)) => resp,
+        let answer = match sent {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(exchange::Failed::ClientBody(e))) => {
+                tracing::debug!(upstream = %self.name, error = %e, "pass-through request body failed");
+                return self.refuse(
+                    StatusCode::BAD_REQUEST,
+                    started,
+                    "not sent: the request body failed",
+                );
+            }
             Ok(Err(e)) => {
-                tracing::warn!(upstream = %self.name, error = %error_chain(&e), "pass-through upstream unreachable");
+                tracing::warn!(upstream = %self.name, error = %e, "pass-through upstream unreachable");
                 return self.refuse(StatusCode::BAD_GATEWAY, started, "unreachable");
             }
             Err(_) => {
@@ -191,25 +188,109 @@ impl Target {
                 return self.refuse(StatusCode::GATEWAY_TIMEOUT, started, "timed out");
             }
         };
-        self.record(resp.status(), started);
-        let mut resp = resp.map(Body::new);
-        if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-            if let Some((_, client_side)) = upgrade {
-                let upstream_side = hyper::upgrade::on(&mut resp);
-                tokio::spawn(tunnel(client_side, upstream_side));
+        self.record(answer.status, started);
+        let mut headers = answer.headers;
+        let proto = headers.get(header::UPGRADE).cloned();
+        forwarded::strip_hop_by_hop(&mut headers);
+        let body = match answer.body {
+            exchange::Delivered::Body(body) => body,
+            exchange::Delivered::Upgraded(upstream, rest) => {
+                if let Some((_, client)) = upgrade {
+                    tokio::spawn(tunnel(client, upstream, rest));
+                }
+                if let Some(p) = proto {
+                    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+                    headers.insert(header::UPGRADE, p);
+                }
+                Body::empty()
             }
-            let proto = resp.headers().get(header::UPGRADE).cloned();
-            forwarded::strip_hop_by_hop(resp.headers_mut());
-            if let Some(p) = proto {
-                resp.headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-                resp.headers_mut().insert(header::UPGRADE, p);
-            }
-        } else {
-            forwarded::strip_hop_by_hop(resp.headers_mut());
-        }
-        forwarded::add_via(resp.headers_mut(), "1.1");
+        };
+        forwarded::add_via(&mut headers, "1.1");
+        let mut resp = Response::new(body);
+        *resp.status_mut() = answer.status;
+        *resp.headers_mut() = headers;
         resp
+    }
+
+    /// The request's head as the upstream gets it: its method and target, the upstream's
+    /// authority, the client's end-to-end headers, the hop told, the trace passed on, and the
+    /// body's framing. Also how the body goes, and whether the answer can have one.
+    fn head(
+        &self,
+        req: &axum::http::request::Parts,
+        body: &Body,
+        origin: Origin,
+        trusted: bool,
+        upgrade: Option<&Option<HeaderValue>>,
+    ) -> (Vec<u8>, exchange::Sending, bool) {
+        let headers = &req.headers;
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri.authority().map(|a| a.as_str()));
+        let client_traced = trace::has_valid_parent(headers);
+        let ctx = crate::scope::trace().unwrap_or_else(|| TraceContext::for_call(headers));
+        crate::scope::note_call("http", &self.name);
+        let had_length = headers.contains_key(header::CONTENT_LENGTH);
+        let hop = Hop {
+            peer: origin
+                .peer
+                .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            proto: if origin.tls { "https" } else { "http" },
+            version: via_version(req.version),
+            trusted,
+            host,
+        };
+        let (sending, length) = match body.size_hint().exact() {
+            Some(0) if !had_length => (exchange::Sending::Nothing, None),
+            Some(0) => (exchange::Sending::Nothing, Some(0)),
+            Some(n) => (exchange::Sending::Length, Some(n)),
+            None => (exchange::Sending::Chunked, None),
+        };
+        let target = req.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut head = Vec::with_capacity(256 + target.len());
+        head.extend_from_slice(req.method.as_str().as_bytes());
+        head.push(b' ');
+        head.extend_from_slice(target.as_bytes());
+        head.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        head.extend_from_slice(self.authority.as_bytes());
+        head.extend_from_slice(b"\r\n");
+        let named = forwarded::connection_named(headers);
+        for (name, value) in headers {
+            if forwarded::copied(name, &named, &hop) && trace::copied(name, client_traced) {
+                head.extend_from_slice(name.as_str().as_bytes());
+                head.extend_from_slice(b": ");
+                head.extend_from_slice(value.as_bytes());
+                head.extend_from_slice(b"\r\n");
+            }
+        }
+        if origin.peer.is_some() {
+            forwarded::write_request_hop(&mut head, headers, &hop);
+        }
+        head.extend_from_slice(b"traceparent: ");
+        head.extend_from_slice(&ctx.traceparent_bytes());
+        head.extend_from_slice(b"\r\n");
+        if let Some(proto) = upgrade {
+            head.extend_from_slice(b"connection: upgrade\r\n");
+            if let Some(p) = proto {
+                head.extend_from_slice(b"upgrade: ");
+                head.extend_from_slice(p.as_bytes());
+                head.extend_from_slice(b"\r\n");
+            }
+        }
+        match (sending, length) {
+            (exchange::Sending::Chunked, _) => {
+                head.extend_from_slice(b"transfer-encoding: chunked\r\n")
+            }
+            (_, Some(n)) => {
+                head.extend_from_slice(b"content-length: ");
+                head.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                head.extend_from_slice(b"\r\n");
+            }
+            _ => {}
+        }
+        head.extend_from_slice(b"\r\n");
+        (head, sending, req.method == axum::http::Method::HEAD)
     }
 
     /// A short plain-text answer of the gateway's own for an upstream that failed.
@@ -224,17 +305,9 @@ impl Target {
     }
 
     fn record(&self, status: StatusCode, started: Instant) {
-        let class = match status.as_u16() / 100 {
-            1 => "1xx",
-            2 => "2xx",
-            3 => "3xx",
-            4 => "4xx",
-            _ => "5xx",
-        };
-        metrics::counter!(REQUESTS, "upstream" => self.name.clone(), "status" => class)
-            .increment(1);
-        metrics::histogram!(LATENCY, "upstream" => self.name.clone())
-            .record(started.elapsed().as_secs_f64());
+        let class = usize::from(status.as_u16() / 100).clamp(1, 5);
+        self.answers[class - 1].increment(1);
+        self.latency.record(started.elapsed().as_secs_f64());
     }
 }
 
@@ -258,34 +331,24 @@ fn via_version(v: axum::http::Version) -> &'static str {
     }
 }
 
-/// Copies bytes both ways between the client's and the upstream's upgraded connections until
-/// either side closes.
-async fn tunnel(client: hyper::upgrade::OnUpgrade, upstream: hyper::upgrade::OnUpgrade) {
-    let (client, upstream) = match tokio::join!(client, upstream) {
-        (Ok(c), Ok(u)) => (c, u),
-        (c, u) => {
-            tracing::debug!(
-                client = c.is_ok(),
-                upstream = u.is_ok(),
-                "upgrade not completed"
-            );
+/// Copies bytes both ways between the client's upgraded connection and the upstream's, the
+/// bytes already read from the upstream first, until either side closes.
+async fn tunnel(client: hyper::upgrade::OnUpgrade, mut upstream: Stream, rest: BytesMut) {
+    let client = match client.await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(error = %e, "upgrade not completed");
             return;
         }
     };
-    let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
+    let mut client = TokioIo::new(client);
+    if !rest.is_empty() {
+        if let Err(e) = client.write_all(&rest).await {
+            tracing::debug!(error = %e, "tunnel ended");
+            return;
+        }
+    }
     if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
         tracing::debug!(error = %e, "tunnel ended");
     }
-}
-
-/// An error and its sources on one line (hyper's client errors say little at the top).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }

@@ -64,6 +64,25 @@ pub struct Meta<'a> {
     pub peer: Option<std::net::IpAddr>,
     /// The request's `X-Request-Id` (named in shadow differences).
     pub request_id: Option<&'a str>,
+    /// Which binding the body arrived on.
+    pub binding: Binding,
+}
+
+/// The binding a body arrived on: the gateway's own `POST /rpc`, or A2A's JSON-RPC binding
+/// (`a2a.jsonrpc_path`).
+///
+/// They differ in two rules. On A2A's binding every JSON-RPC answer is HTTP 200, a malformed
+/// request's -32600 and -32700 included (as a2a-sdk's server answers, and the A2A TCK checks);
+/// the gateway's own path answers those 400, as its clients were promised. And A2A's binding
+/// serves only A2A methods: slash names are A2A 0.3 with or without `A2A-Version` (there is no
+/// seed dialect there), and any other method is -32601.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Binding {
+    /// `server.rpc_paths`: every dialect, JSON-RPC envelope errors answered 400.
+    #[default]
+    Gateway,
+    /// `a2a.jsonrpc_path`: A2A's JSON-RPC binding.
+    A2a,
 }
 
 /// A call's outcome in JSON-RPC terms, with what the upstream reported of its own time.
@@ -102,12 +121,16 @@ impl Gateway {
             Arc::new(A2a::new(
                 b.clone(),
                 config.a2a.clone(),
-                config
-                    .server
-                    .rpc_paths
-                    .first()
-                    .map_or("/rpc", |p| p.trim_end_matches('/'))
-                    .to_owned(),
+                // The card names A2A's own binding, else the gateway's first RPC path.
+                match config.a2a.jsonrpc_path() {
+                    Some(p) => p.to_owned(),
+                    None => config
+                        .server
+                        .rpc_paths
+                        .first()
+                        .map_or("/rpc", |p| p.trim_end_matches('/'))
+                        .to_owned(),
+                },
                 !config.sid.bearer_tokens.is_empty(),
             ))
         });
@@ -177,10 +200,21 @@ impl Gateway {
     }
 
     /// Which dialect a JSON-RPC call speaks; always the seed's (or a route's) without `[a2a]`.
+    /// On A2A's binding, only A2A methods (see [`Binding`]).
     fn classify(&self, method: &str, meta: &Meta<'_>) -> Result<Option<SpecCall>, GatewayError> {
-        match self.a2a {
-            Some(_) => a2a::classify(method, meta.a2a_version),
-            None => Ok(None),
+        match (self.a2a.as_ref(), meta.binding) {
+            (Some(_), Binding::Gateway) => a2a::classify(method, meta.a2a_version),
+            (Some(_), Binding::A2a) => a2a::classify_binding(method, meta.a2a_version).map(Some),
+            (None, Binding::Gateway) => Ok(None),
+            (None, Binding::A2a) => Err(GatewayError::MethodNotFound(method.to_owned())),
+        }
+    }
+
+    /// The status of a JSON-RPC envelope error (-32700, -32600): 200 on A2A's binding.
+    fn envelope_status(resp: &Response, meta: &Meta<'_>) -> StatusCode {
+        match meta.binding {
+            Binding::Gateway => status_of(resp),
+            Binding::A2a => StatusCode::OK,
         }
     }
 
@@ -197,7 +231,17 @@ impl Gateway {
     /// Answers one request body; `meta` is what the caller's headers say.
     pub async fn handle(&self, body: &[u8], meta: &Meta<'_>) -> Reply {
         match dialect::parse_bounded(body, self.batch_len) {
-            Err(resp) => json_reply(status_of(&resp), &resp),
+            Err(resp) => json_reply(Self::envelope_status(&resp, meta), &resp),
+            Ok(Inbound::Legacy(_)) if meta.binding == Binding::A2a => {
+                let resp = Response::error(
+                    Id::Null,
+                    crate::wire::jsonrpc::ErrorObject::invalid_request(
+                        "A2A's JSON-RPC binding takes JSON-RPC 2.0 requests; legacy envelopes \
+                         go to server.rpc_paths",
+                    ),
+                );
+                json_reply(StatusCode::OK, &resp)
+            }
             Ok(Inbound::Legacy(Err(fault))) => self.legacy_reply(
                 StatusCode::BAD_REQUEST,
                 &LegacyResponse::error(fault.request_id, fault.error),
@@ -224,7 +268,9 @@ impl Gateway {
                 }
                 single_reply(self.handle_request(req, spec, meta).await)
             }
-            Ok(Inbound::JsonRpc(Message::Single(Err(resp)))) => json_reply(status_of(&resp), &resp),
+            Ok(Inbound::JsonRpc(Message::Single(Err(resp)))) => {
+                json_reply(Self::envelope_status(&resp, meta), &resp)
+            }
             Ok(Inbound::JsonRpc(Message::Batch(entries))) => {
                 let answers: Vec<Response> = stream::iter(entries)
                     .map(|e| self.handle_entry(e, meta))
@@ -307,7 +353,7 @@ impl Gateway {
                 let spec = self.classify(&req.method, meta);
                 self.handle_request(req, spec, meta).await
             }
-            Err(resp) => Some((status_of(&resp), resp, None)),
+            Err(resp) => Some((Self::envelope_status(&resp, meta), resp, None)),
         }
     }
 

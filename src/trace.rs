@@ -128,13 +128,11 @@ fn hex(bytes: &[u8]) -> String {
         })
 }
 
-/// Sets the trace headers for the next hop: our `traceparent`, and the client's `tracestate`
-/// only when its `traceparent` was valid (a state without its parent means nothing).
-pub fn set_upstream_headers(headers: &mut HeaderMap, ctx: &TraceContext, client_valid: bool) {
-    headers.insert(TRACEPARENT, ctx.traceparent());
-    if !client_valid {
-        headers.remove(TRACESTATE);
-    }
+/// Whether a request's trace header goes upstream as the client sent it: `traceparent` never
+/// (each hop writes its own, see [`TraceContext::traceparent_bytes`]), `tracestate` only with a
+/// valid `traceparent` (`client_valid`).
+pub fn copied(name: &HeaderName, client_valid: bool) -> bool {
+    *name != TRACEPARENT && (client_valid || *name != TRACESTATE)
 }
 
 /// Whether `headers` carry a valid `traceparent`.

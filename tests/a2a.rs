@@ -55,7 +55,7 @@ fn responses(events: &[SseEvent], id: &Value) -> Vec<Value> {
 #[tokio::test]
 async fn the_card_is_served_at_both_paths_with_both_interfaces() {
     let gw = a2a_gateway("a2a-card").await;
-    let rpc_url = format!("{}/rpc", gw.base());
+    let rpc_url = format!("{}/", gw.base());
     for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
         let a = gw.get(path).await;
         assert_eq!(a.status, 200, "{path}");
@@ -69,7 +69,11 @@ async fn the_card_is_served_at_both_paths_with_both_interfaces() {
         let card = a.json();
         assert_eq!(card["name"], "sid via wiregate");
         assert_eq!(card["capabilities"]["streaming"], true);
-        assert_eq!(card["defaultInputModes"], json!(["text/plain"]));
+        assert_eq!(
+            card["defaultInputModes"],
+            json!(["text/plain", "application/json"]),
+            "a data part reaches sid as JSON text"
+        );
         assert_eq!(card["defaultOutputModes"], json!(["text/plain"]));
         assert_eq!(card["skills"][0]["id"], "sid-coding-agent");
         assert_eq!(
@@ -120,7 +124,7 @@ async fn the_card_is_served_at_both_paths_with_both_interfaces() {
     assert_eq!(card["name"], "Team sid");
     assert_eq!(
         card["supportedInterfaces"][0]["url"],
-        "https://agents.example/sid/rpc"
+        "https://agents.example/sid/"
     );
     assert!(card["securitySchemes"]["bearer"].is_object());
     assert!(!card.to_string().contains("s3cret"), "no token in the card");
@@ -136,6 +140,29 @@ async fn the_card_is_served_at_both_paths_with_both_interfaces() {
         r["error"]["code"], -32601,
         "no spec dialect when a2a is off"
     );
+}
+
+#[tokio::test]
+async fn a_data_part_reaches_sid_as_json_text() {
+    let gw = a2a_gateway("a2a-data-part").await;
+    let mut m = msg_1_0("look at this");
+    let parts = m["message"]["parts"].as_array_mut().unwrap();
+    parts.push(json!({"data": {"test": "data", "version": [0, 3]}}));
+    let (status, r) = gw.a2a_call("SendMessage", m, None).await;
+    assert_eq!(status, 200);
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(
+        task["history"][0]["parts"][0]["text"],
+        "look at this\n{\"test\":\"data\",\"version\":[0,3]}",
+        "what sid was told: {r}"
+    );
+    // A binary part is still refused: sid cannot read it, and it is not dropped silently.
+    let mut m = msg_1_0("and this");
+    let parts = m["message"]["parts"].as_array_mut().unwrap();
+    parts.push(json!({"raw": "AAE=", "mediaType": "application/octet-stream"}));
+    let (status, r) = gw.a2a_call("SendMessage", m, None).await;
+    assert_eq!((status, &r["error"]["code"]), (200, &json!(-32005)), "{r}");
 }
 
 #[tokio::test]

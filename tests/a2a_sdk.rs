@@ -115,6 +115,11 @@ async fn the_official_client_speaks_1_0_through_the_card() {
     let ifaces = seen["card"]["interfaces"].as_array().unwrap();
     assert_eq!(ifaces.len(), 3);
     assert_eq!(ifaces[0][1], "1.0");
+    let url = ifaces[0][2].as_str().unwrap();
+    assert!(
+        url.ends_with('/') && url.matches('/').count() == 3,
+        "the client was sent to A2A's binding at the base URL: {url}"
+    );
     assert_1_0_extras(&seen);
     // (The metrics recorder is process-wide: the other test's calls may show too.)
     assert!(metrics.contains(r#"client_dialect="a2a-1.0""#), "{metrics}");

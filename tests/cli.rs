@@ -219,7 +219,7 @@ async fn demo_a2a_lines_serve_the_card_and_a_spec_stream() {
         .json()
         .await
         .unwrap();
-    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{url}/rpc"));
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{url}/"));
     let resp = reqwest::Client::new()
         .post(format!("{url}/rpc"))
         .header("content-type", "application/json")

@@ -20,6 +20,9 @@ use wiregate::config::{Dialect, Passthrough};
 
 use support::{dead_url, gateway, legacy_echo, TestGateway};
 
+/// Length of `/blob`, a download longer than what the pass-through reads whole.
+const BLOB_LEN: usize = 200_000;
+
 /// The legacy server's other paths: a health check, file uploads, an SSE feed.
 struct Site {
     url: String,
@@ -84,6 +87,10 @@ async fn site() -> Site {
                     )
                 }
             }),
+        )
+        .route(
+            "/blob",
+            get(|| async { (0..BLOB_LEN).map(|i| (i % 251) as u8).collect::<Vec<u8>>() }),
         )
         .route(
             "/feed",
@@ -319,6 +326,44 @@ async fn request_and_answer_bodies_stream_without_buffering() {
         .await
         .unwrap()
         .is_none());
+}
+
+#[tokio::test]
+async fn answers_keep_their_framing_and_connections_stay_usable() {
+    let site = site().await;
+    let (gw, _rpc) = front(&site, &[]).await;
+    for _ in 0..3 {
+        // A HEAD's answer says the length of a body it does not carry: reading one would hang
+        // this call, or corrupt the next on the same upstream connection.
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            gw.http.head(format!("{}/blob", gw.base())).send(),
+        )
+        .await
+        .expect("a HEAD answered without waiting for a body")
+        .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-length"], BLOB_LEN.to_string());
+        // A long body with a length streams whole, byte for byte.
+        let r = gw
+            .http
+            .get(format!("{}/blob", gw.base()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["content-length"], BLOB_LEN.to_string());
+        let body = r.bytes().await.unwrap();
+        assert_eq!(body.len(), BLOB_LEN);
+        assert!(body.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+        // And the connections they came on carry the next call.
+        let r = gw
+            .http
+            .get(format!("{}/health?n=1", gw.base()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.json::<Value>().await.unwrap()["query"], "n=1");
+    }
 }
 
 #[tokio::test]

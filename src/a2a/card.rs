@@ -46,7 +46,7 @@ pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value 
         ],
         "provider": {"organization": "wiregate", "url": base},
         "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
-        "defaultInputModes": ["text/plain"],
+        "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{
             "id": "sid-coding-agent",
@@ -55,7 +55,7 @@ pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value 
                             asks for confirmation (input-required) before risky steps.",
             "tags": ["coding", "agent", "sid"],
             "examples": ["Explain what src/main.rs does", "Add error handling to the parser"],
-            "inputModes": ["text/plain"],
+            "inputModes": ["text/plain", "application/json"],
             "outputModes": ["text/plain"],
         }],
     });
@@ -126,7 +126,10 @@ mod tests {
         assert_eq!(ifaces[2]["url"], "http://h:1/a2a/rest");
         assert_eq!(ifaces[2]["protocolBinding"], "HTTP+JSON");
         assert_eq!(c["capabilities"]["streaming"], true);
-        assert_eq!(c["defaultInputModes"], json!(["text/plain"]));
+        assert_eq!(
+            c["defaultInputModes"],
+            json!(["text/plain", "application/json"])
+        );
         assert!(c.get("url").is_none(), "a pure 1.0 card");
         assert!(c.get("securitySchemes").is_none());
         let mut old = c.clone();

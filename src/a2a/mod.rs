@@ -188,6 +188,24 @@ pub fn classify(method: &str, header: Option<&str>) -> Result<Option<SpecCall>, 
     Ok(None)
 }
 
+/// Decides a call's version on A2A's own JSON-RPC binding, where only A2A methods are served:
+/// PascalCase names are 1.0 and slash names 0.3, with the header or without it (0.3 clients
+/// predate it), and a header naming the other version, or one the gateway does not speak, is
+/// refused as on `POST /rpc`. Any other method is -32601.
+pub fn classify_binding(method: &str, header: Option<&str>) -> Result<SpecCall, GatewayError> {
+    if Method::v0_3(method).is_some() && header.is_none_or(|h| h.trim().is_empty()) {
+        return classify(method, Some(Version::V0_3.as_str()))?
+            .ok_or_else(|| GatewayError::MethodNotFound(method.to_owned()));
+    }
+    match classify(method, header)? {
+        Some(c) => Ok(c),
+        None if Method::v0_3(method).is_some() => Err(GatewayError::MethodNotFound(format!(
+            "{method} (an A2A 0.3 method; the request says A2A-Version 1.0)"
+        ))),
+        None => Err(GatewayError::MethodNotFound(method.to_owned())),
+    }
+}
+
 /// A spec call's params as JSON, with ProtoJSON's original field names (`task_id`) read as
 /// their JSON names (`taskId`), as protobuf JSON parsers accept both. `metadata` and `data`
 /// hold the client's own keys and are left as they are. Absent params read as `{}`.
@@ -233,7 +251,7 @@ pub struct A2a {
     bridge: Arc<Bridge>,
     push: Arc<push::Push>,
     cfg: A2aConfig,
-    /// The first of `server.rpc_paths`, which the card names.
+    /// The JSON-RPC path the card names: `a2a.jsonrpc_path`, else the first of `server.rpc_paths`.
     rpc_path: String,
     bearer: bool,
 }
@@ -572,6 +590,44 @@ mod tests {
         assert!(matches!(
             classify("GetTask", Some("0.3")),
             Err(GatewayError::MethodNotFound(_))
+        ));
+    }
+
+    #[test]
+    fn a2a_s_own_binding_serves_only_a2a_methods() {
+        let c = |m, h| classify_binding(m, h);
+        assert_eq!(
+            c("SendMessage", None).ok(),
+            spec(Version::V1_0, Method::Send)
+        );
+        assert_eq!(
+            c("message/send", None).ok(),
+            spec(Version::V0_3, Method::Send),
+            "no seed dialect here: a slash name is 0.3 without the header"
+        );
+        assert_eq!(
+            c("tasks/get", Some("0.3")).ok(),
+            spec(Version::V0_3, Method::Get)
+        );
+        assert!(matches!(
+            c("tasks/get", Some("1.0")),
+            Err(GatewayError::MethodNotFound(m)) if m.contains("0.3 method")
+        ));
+        assert!(matches!(
+            c("GetTask", Some("0.3")),
+            Err(GatewayError::MethodNotFound(_))
+        ));
+        assert!(matches!(
+            c("SendMessageXXX", None),
+            Err(GatewayError::MethodNotFound(m)) if m == "SendMessageXXX"
+        ));
+        assert!(matches!(
+            c("plan.create", None),
+            Err(GatewayError::MethodNotFound(_))
+        ));
+        assert!(matches!(
+            c("GetTask", Some("2.0")),
+            Err(GatewayError::VersionNotSupported(_))
         ));
     }
 

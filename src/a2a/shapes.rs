@@ -461,11 +461,13 @@ impl SendRequest {
                 "message.role {role:?}: only the user sends messages to the agent"
             )));
         }
-        let mut text = Vec::with_capacity(self.message.parts.len());
+        let mut text: Vec<std::borrow::Cow<'_, str>> = Vec::with_capacity(self.message.parts.len());
         for (i, part) in self.message.parts.iter().enumerate() {
             let kind = part.get("kind").and_then(Value::as_str);
-            match (part.get("text"), kind) {
-                (Some(Value::String(t)), None | Some("text")) => text.push(t.as_str()),
+            match (part.get("text"), part.get("data"), kind) {
+                (Some(Value::String(t)), _, None | Some("text")) => text.push(t.as_str().into()),
+                // Structured data reaches sid as its JSON text, which a model reads as well.
+                (None, Some(d), None | Some("data")) => text.push(d.to_string().into()),
                 _ => {
                     let what = kind.map(str::to_owned).unwrap_or_else(|| {
                         part.keys()
@@ -474,7 +476,8 @@ impl SendRequest {
                             .unwrap_or_else(|| "empty".into())
                     });
                     return Err(GatewayError::ContentTypeNotSupported(format!(
-                        "message.parts[{i}] is a {what} part; sid reads text parts only"
+                        "message.parts[{i}] is a {what} part; sid reads text and data (as JSON \
+                         text) parts only"
                     )));
                 }
             }
@@ -495,6 +498,7 @@ impl SendRequest {
                 context_id: self.message.context_id,
                 task_id: self.message.task_id,
                 message_id: self.message.message_id,
+                queue: true,
             },
             wait,
             history_length,
@@ -530,6 +534,7 @@ mod tests {
                     context_id: Some("c".into()),
                     task_id: Some("t".into()),
                     message_id: Some("m".into()),
+                    queue: true,
                 },
                 wait: false,
                 history_length: None,
@@ -547,6 +552,22 @@ mod tests {
     }
 
     #[test]
+    fn data_parts_reach_sid_as_json_text_in_both_versions() {
+        let one = send(
+            Version::V1_0,
+            json!({"message": {"parts": [{"text": "see"}, {"data": {"a": [1, "b"]}}]}}),
+        )
+        .unwrap();
+        assert_eq!(one.turn.text, "see\n{\"a\":[1,\"b\"]}");
+        let old = send(
+            Version::V0_3,
+            json!({"message": {"role": "user", "parts": [{"kind": "data", "data": {"k": true}}]}}),
+        )
+        .unwrap();
+        assert_eq!(old.turn.text, "{\"k\":true}");
+    }
+
+    #[test]
     fn non_text_parts_and_output_modes_are_refused_with_their_codes() {
         let file = send(
             Version::V0_3,
@@ -557,12 +578,14 @@ mod tests {
             matches!(file, Err(GatewayError::ContentTypeNotSupported(ref m)) if m.contains("parts[1] is a file part")),
             "{file:?}"
         );
-        let data = send(
+        let raw = send(
             Version::V1_0,
-            json!({"message": {"parts": [{"data": {"a": 1}}]}}),
+            json!({"message": {"parts": [{"text": "x"},
+                   {"raw": "AAE=", "mediaType": "application/octet-stream"}]}}),
         );
         assert!(
-            matches!(data, Err(GatewayError::ContentTypeNotSupported(ref m)) if m.contains("data part"))
+            matches!(raw, Err(GatewayError::ContentTypeNotSupported(ref m)) if m.contains("parts[1] is a raw part")),
+            "{raw:?}"
         );
         let push = send(
             Version::V1_0,

@@ -2,7 +2,7 @@
 //! event queue. The I/O tasks here only move lines; what a line means is decided in
 //! [`mapping`](super::mapping).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -66,6 +66,9 @@ struct Inner {
     tracker: Tracker,
     pending: HashMap<String, oneshot::Sender<ResultLine>>,
     active_turn: Option<String>,
+    /// Turns accepted while another ran (task id, text), started in order as each turn ends:
+    /// sid runs one turn of a session at a time.
+    queued: VecDeque<(String, String)>,
     hello: Option<Hello>,
     to_sid: Option<mpsc::Sender<String>>,
     kill: Option<Arc<Notify>>,
@@ -115,6 +118,7 @@ impl Context {
                 tracker: Tracker::default(),
                 pending: HashMap::new(),
                 active_turn: None,
+                queued: VecDeque::new(),
                 hello: None,
                 to_sid: None,
                 kill: None,
@@ -240,14 +244,93 @@ impl Context {
         message_id: Option<&str>,
     ) -> Result<(), SendError> {
         let mut inner = self.lock();
+        self.start_locked(&mut inner, task_id, text, message_id)
+    }
+
+    fn start_locked(
+        &self,
+        inner: &mut Inner,
+        task_id: &str,
+        text: String,
+        message_id: Option<&str>,
+    ) -> Result<(), SendError> {
         inner
             .tracker
             .begin_turn(task_id, Some((&text, message_id)), SystemTime::now());
         inner.active_turn = Some(task_id.to_owned());
         let line = ClientLine::new(task_id, Op::UserTurn { text });
-        self.write(&mut inner, &line).inspect_err(|_| {
+        self.write(inner, &line).inspect_err(|_| {
             inner.active_turn = None;
         })
+    }
+
+    /// Starts a user turn as task `task_id`, or, while another turn of this context runs (or
+    /// waits for input), queues it as a submitted task that starts when the turns before it
+    /// have ended; at most `sid.max_queued_requests` wait.
+    pub fn start_or_queue_turn(
+        &self,
+        task_id: &str,
+        text: String,
+        message_id: Option<&str>,
+    ) -> Result<(), SendError> {
+        let mut inner = self.lock();
+        if inner.active_turn.is_none() && inner.queued.is_empty() {
+            return self.start_locked(&mut inner, task_id, text, message_id);
+        }
+        if inner.queued.len() >= self.max_queued {
+            return Err(SendError::Busy(format!(
+                "sid context {} already has {} turns queued (sid.max_queued_requests)",
+                self.id, self.max_queued
+            )));
+        }
+        if !inner.running {
+            return Err(SendError::Gone(
+                inner
+                    .exit_reason
+                    .clone()
+                    .unwrap_or_else(|| "sid is not connected".into()),
+            ));
+        }
+        let now = SystemTime::now();
+        inner
+            .tracker
+            .begin_turn(task_id, Some((&text, message_id)), now);
+        inner.queued.push_back((task_id.to_owned(), text));
+        Ok(())
+    }
+
+    /// Whether a task waits in the queue, not yet sent to sid.
+    pub fn is_queued(&self, task_id: &str) -> bool {
+        self.lock().queued.iter().any(|(t, _)| t == task_id)
+    }
+
+    /// Cancels a queued task (sid never hears of it); `false` when it is not queued.
+    pub fn cancel_queued(&self, task_id: &str) -> bool {
+        let mut inner = self.lock();
+        let Some(pos) = inner.queued.iter().position(|(t, _)| t == task_id) else {
+            return false;
+        };
+        inner.queued.remove(pos);
+        let update = inner.tracker.cancel_unsent(task_id);
+        if update.is_some() {
+            inner.tracker.touch(task_id, SystemTime::now());
+        }
+        drop(inner);
+        self.publish(update.into_iter().collect());
+        true
+    }
+
+    /// The turn ended: sends the next queued one, if any.
+    fn start_next(&self, inner: &mut Inner) {
+        let Some((task_id, text)) = inner.queued.pop_front() else {
+            return;
+        };
+        inner.active_turn = Some(task_id.clone());
+        let line = ClientLine::new(&task_id, Op::UserTurn { text });
+        if let Err(e) = self.write(inner, &line) {
+            // sid is going away: the task fails with the others when it is gone.
+            tracing::warn!(context = %self.id, task = %task_id, error = ?e, "a queued turn could not be sent");
+        }
     }
 
     /// Sends a request whose `result` is awaited on the returned [`Answer`].
@@ -353,6 +436,7 @@ impl Context {
                 inner.last_seq = 0;
                 if inner.hello.is_some() && self.is_socket() {
                     inner.active_turn = None;
+                    inner.queued.clear();
                     updates.extend(inner.tracker.fail_open("sid restarted behind the socket"));
                 }
             }
@@ -371,6 +455,7 @@ impl Context {
             }
             if inner.active_turn.as_deref() == Some(r.request_id.as_str()) {
                 inner.active_turn = None;
+                self.start_next(&mut inner);
             }
         }
         let made = inner.tracker.observe(msg);
@@ -395,6 +480,7 @@ impl Context {
         inner.pending.clear();
         let failed = if fail_tasks {
             inner.active_turn = None;
+            inner.queued.clear();
             inner.tracker.fail_open(&reason)
         } else {
             Vec::new()
@@ -408,6 +494,7 @@ impl Context {
     pub fn fail_open(&self, reason: &str) {
         let mut inner = self.lock();
         inner.active_turn = None;
+        inner.queued.clear();
         let failed = inner.tracker.fail_open(reason);
         drop(inner);
         self.publish(failed);

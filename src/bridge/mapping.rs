@@ -563,6 +563,13 @@ impl Tracker {
         }
     }
 
+    /// Cancels a task sid never heard of (queued behind another turn of its context).
+    pub fn cancel_unsent(&mut self, task_id: &str) -> Option<Update> {
+        let t = self.tasks.get_mut(task_id).filter(|t| !t.finished)?;
+        t.finished = true;
+        self.status(task_id, Some(TaskState::Canceled), json!({"final": true}))
+    }
+
     /// Fails every open task (sid exited or the socket is gone for good).
     pub fn fail_open(&mut self, reason: &str) -> Vec<Update> {
         let open: Vec<String> = self.open_tasks().map(|t| t.id.clone()).collect();

@@ -110,6 +110,7 @@ impl SendParams {
             context_id: self.message.context_id.or(self.context_id),
             task_id: self.message.task_id.or(self.task_id),
             message_id: self.message.message_id,
+            queue: false,
         })
     }
 }
@@ -125,6 +126,10 @@ pub struct Turn {
     pub task_id: Option<String>,
     /// The client's `messageId`, kept in the task's history.
     pub message_id: Option<String>,
+    /// A new turn for a context that is running another: queue it as a submitted task that
+    /// starts when the turns before it end (A2A, where a context holds several tasks), rather
+    /// than refuse it -32060 busy (the seed dialect's contract).
+    pub queue: bool,
 }
 
 /// What `tasks/cancel` did.
@@ -543,7 +548,7 @@ impl Bridge {
                 .await?;
             return Ok((ctx, task));
         }
-        if let Some(busy) = ctx.active_turn() {
+        if let Some(busy) = ctx.active_turn().filter(|_| !turn.queue) {
             return Err(GatewayError::SidBusy(format!(
                 "context {} is running task {busy}; wait for it, or answer its prompt with taskId",
                 ctx.id
@@ -551,7 +556,12 @@ impl Bridge {
         }
         let task = uuid::Uuid::new_v4().to_string();
         self.task_index().insert(task.clone(), ctx.id.clone());
-        if let Err(e) = ctx.start_turn(&task, text, turn.message_id.as_deref()) {
+        let message_id = turn.message_id.as_deref();
+        let started = match turn.queue {
+            true => ctx.start_or_queue_turn(&task, text, message_id),
+            false => ctx.start_turn(&task, text, message_id),
+        };
+        if let Err(e) = started {
             self.task_index().remove(&task);
             return Err(gone(e));
         }
@@ -601,6 +611,17 @@ impl Bridge {
             return Err(GatewayError::TaskNotCancelable {
                 id: id.to_owned(),
                 state: state.as_str(),
+            });
+        }
+        // A turn still queued never reached sid: it ends here, the running turn untouched.
+        if ctx.cancel_queued(id) {
+            let task = ctx
+                .task(id)
+                .ok_or_else(|| GatewayError::TaskNotFound(id.to_owned()))?;
+            return Ok(Canceled {
+                task,
+                context_id: ctx.id.clone(),
+                note: None,
             });
         }
         let (_, answer) = ctx.request(Op::Interrupt).map_err(gone)?;

@@ -16,6 +16,9 @@ pub struct A2a {
     pub name: String,
     /// The card's `description`.
     pub description: String,
+    /// Where A2A's JSON-RPC binding is served (`POST`), named by the card; empty: not served
+    /// apart, the card names the first of `server.rpc_paths`.
+    pub jsonrpc_path: String,
     /// Let push-notification webhooks reach loopback, private and link-local addresses
     /// (server-side request forgery guard; off by default).
     pub push_allow_private: bool,
@@ -28,13 +31,56 @@ impl Default for A2a {
             public_url: String::new(),
             name: "sid via wiregate".into(),
             description: "A sid coding agent bridged to A2A by wiregate".into(),
+            jsonrpc_path: "/".into(),
             push_allow_private: false,
         }
     }
 }
 
 impl A2a {
-    pub(super) fn validate(&self, issues: &mut Issues) {
+    /// A2A's JSON-RPC path without a trailing slash (`/` stays `/`), when it is served apart.
+    pub fn jsonrpc_path(&self) -> Option<&str> {
+        match self.jsonrpc_path.as_str() {
+            "" => None,
+            "/" => Some("/"),
+            p => Some(p.trim_end_matches('/')),
+        }
+    }
+
+    pub(super) fn validate(&self, issues: &mut Issues, rpc_paths: &[String]) {
+        if let Some(p) = self.jsonrpc_path() {
+            let plain = |c: char| c.is_ascii_alphanumeric() || "/-_.~".contains(c);
+            let taken = |q: &str| p == q || p.starts_with(&format!("{q}/"));
+            // The gateway's own routes (server/mod.rs) and the RPC paths are not A2A's binding.
+            let own = [
+                crate::a2a::rest::PATH,
+                "/.well-known",
+                "/console",
+                "/tasks",
+                "/contexts",
+                "/events",
+                "/healthz",
+                "/readyz",
+                "/metrics",
+                "/migration",
+                "/admin",
+            ];
+            let clash = rpc_paths.iter().any(|r| r.trim_end_matches('/') == p)
+                || own.iter().any(|o| taken(o));
+            if !p.starts_with('/') || !p.chars().all(plain) || p.contains("//") {
+                issues.add(
+                    "a2a.jsonrpc_path".into(),
+                    "must be an absolute path of letters, digits and - _ . ~ (or empty)".into(),
+                );
+            } else if clash {
+                issues.add(
+                    "a2a.jsonrpc_path".into(),
+                    "must differ from server.rpc_paths and lie under none of the gateway's own \
+                     routes (/a2a/rest, /.well-known, /console, /tasks, /events, /healthz, ...)"
+                        .into(),
+                );
+            }
+        }
         if !self.public_url.is_empty() {
             match self.public_url.parse::<axum::http::Uri>() {
                 Ok(uri)

@@ -122,7 +122,7 @@ impl Config {
         if self.sid.enabled {
             self.sid.validate(&self.server, &mut issues);
         }
-        self.a2a.validate(&mut issues);
+        self.a2a.validate(&mut issues, &self.server.rpc_paths);
         self.events.validate(&mut issues);
         match issues.0.is_empty() {
             true => Ok(()),

@@ -39,7 +39,7 @@ pub struct Sid {
     pub reconnect_grace_ms: u64,
     /// Most requests waiting on one context (written to sid or queued for it, unanswered):
     /// sid reads nothing during a turn, so beyond this callers get -32060 instead of a queue
-    /// that grows without bound.
+    /// that grows without bound. Also the most A2A tasks queued behind a context's running turn.
     pub max_queued_requests: usize,
 }
 

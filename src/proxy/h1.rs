@@ -10,7 +10,7 @@
 
 use std::io;
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -112,6 +112,14 @@ pub struct Parsed {
 /// Parses an answer head from the front of `buf`; `None` when it is not complete yet. Public for
 /// the fuzz targets (`fuzz/`).
 pub fn parse_head(buf: &[u8]) -> Result<Option<Parsed>, Error> {
+    parse_head_with(buf, |_, _| {})
+}
+
+/// [`parse_head`], handing each header of a complete head to `on_header` (name, value).
+pub fn parse_head_with(
+    buf: &[u8],
+    mut on_header: impl FnMut(&[u8], &[u8]),
+) -> Result<Option<Parsed>, Error> {
     // Header slots left uninitialised: httparse fills what it uses (64 zeroed slots cost more
     // than parsing a short head).
     let mut headers =
@@ -137,6 +145,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Parsed>, Error> {
     let mut chunked = false;
     let mut encoded = false;
     for h in resp.headers.iter() {
+        on_header(h.name.as_bytes(), h.value);
         if h.name.eq_ignore_ascii_case("content-length") {
             let n = std::str::from_utf8(h.value)
                 .ok()
@@ -342,27 +351,7 @@ impl Conn {
             .write_all(&self.write)
             .await
             .map_err(Error::NotSent)?;
-        let parsed = loop {
-            if self.read.is_empty() {
-                self.fill().await?;
-                continue;
-            }
-            match parse_head(&self.read)? {
-                // Interim answers (100 Continue, 103 Early Hints) precede the real one.
-                Some(p) if p.status.is_informational() => {
-                    if p.status == StatusCode::SWITCHING_PROTOCOLS {
-                        return Err(Error::Malformed("101 Switching Protocols"));
-                    }
-                    self.read.advance(p.len);
-                }
-                Some(p) => break p,
-                None if self.read.len() > MAX_HEAD => {
-                    return Err(Error::Malformed("answer head too large"))
-                }
-                None => self.fill().await?,
-            }
-        };
-        self.read.advance(parsed.len);
+        let parsed = self.read_head(false, None).await?;
         let status = parsed.status;
         let (body, complete) = match parsed.framing {
             Framing::Empty => (Bytes::new(), true),
@@ -410,8 +399,77 @@ impl Conn {
         })
     }
 
+    /// Reads an answer's head and consumes it, skipping interim answers (`100 Continue`, `103
+    /// Early Hints`); a `101 Switching Protocols` is the answer when `upgrade`, an error
+    /// otherwise. The answer's headers are added to `headers` when given (a valid name and
+    /// value each; others are left out).
+    pub async fn read_head(
+        &mut self,
+        upgrade: bool,
+        mut headers: Option<&mut HeaderMap>,
+    ) -> Result<Parsed, Error> {
+        let parsed = loop {
+            if self.read.is_empty() {
+                self.fill().await?;
+                continue;
+            }
+            let seen = parse_head_with(&self.read, |name, value| {
+                if let Some(map) = headers.as_deref_mut() {
+                    if let (Ok(n), Ok(v)) =
+                        (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
+                    {
+                        map.append(n, v);
+                    }
+                }
+            })?;
+            match seen {
+                Some(p) if p.status == StatusCode::SWITCHING_PROTOCOLS => match upgrade {
+                    true => break p,
+                    false => return Err(Error::Malformed("101 Switching Protocols")),
+                },
+                Some(p) if p.status.is_informational() => {
+                    self.read.advance(p.len);
+                    if let Some(map) = headers.as_deref_mut() {
+                        map.clear();
+                    }
+                }
+                Some(p) => break p,
+                None if self.read.len() > MAX_HEAD => {
+                    return Err(Error::Malformed("answer head too large"))
+                }
+                None => self.fill().await?,
+            }
+        };
+        self.read.advance(parsed.len);
+        Ok(parsed)
+    }
+
+    /// Writes `bytes` whole; a failure means the upstream may not have all of them.
+    pub async fn send(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.stream.write_all(bytes).await.map_err(Error::NotSent)
+    }
+
+    /// The bytes read and not consumed yet.
+    pub fn received(&mut self) -> &mut BytesMut {
+        &mut self.read
+    }
+
+    /// Reads more; `Ok(0)` when the upstream closed.
+    pub async fn read_more(&mut self) -> Result<usize, Error> {
+        self.read.reserve(READ_CHUNK);
+        self.stream
+            .read_buf(&mut self.read)
+            .await
+            .map_err(Error::Read)
+    }
+
+    /// The connection and the bytes read from it and not consumed (for a tunnel).
+    pub fn into_parts(self) -> (super::stream::Stream, BytesMut) {
+        (self.stream, self.read)
+    }
+
     /// Lets go of buffers a large exchange grew, so an idle pooled connection holds little.
-    fn trim(&mut self) {
+    pub fn trim(&mut self) {
         if self.write.capacity() > KEEP_BUFFER {
             self.write = Vec::new();
         }
@@ -447,7 +505,7 @@ impl Conn {
     }
 
     /// Reads more of the answer; the upstream closing now cuts the answer short.
-    async fn fill(&mut self) -> Result<(), Error> {
+    pub async fn fill(&mut self) -> Result<(), Error> {
         self.read.reserve(READ_CHUNK);
         match self.stream.read_buf(&mut self.read).await {
             Ok(0) => Err(Error::Closed),

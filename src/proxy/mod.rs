@@ -11,7 +11,7 @@
 
 /// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).
 pub mod h1;
-mod stream;
+pub(crate) mod stream;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -136,8 +136,8 @@ impl UpstreamClient {
         let exchange = async {
             // A pooled connection may turn out dead only when used; the request then could not
             // be written, and goes once more on a fresh connection.
-            if let Some(p) = self.checkout() {
-                match self.attempt(p.conn, &head, &body).await {
+            if let Some(conn) = self.checkout() {
+                match self.attempt(conn, &head, &body).await {
                     Err(h1::Error::NotSent(_)) => {}
                     other => return other,
                 }
@@ -180,17 +180,19 @@ impl UpstreamClient {
         Ok(answer)
     }
 
-    fn checkout(&self) -> Option<Pooled> {
+    /// An idle connection still usable, the most recently used first.
+    pub(crate) fn checkout(&self) -> Option<h1::Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(p) = idle.pop() {
             if p.is_reusable() {
-                return Some(p);
+                return Some(p.conn);
             }
         }
         None
     }
 
-    fn checkin(&self, conn: h1::Conn) {
+    /// Keeps a connection whose last answer is complete for the next call.
+    pub(crate) fn checkin(&self, conn: h1::Conn) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(Pooled {
@@ -202,7 +204,7 @@ impl UpstreamClient {
 
     /// A new connection: TCP, then the TLS handshake for an `https://` upstream (SNI and the
     /// verified name are the URL's host).
-    async fn connect(&self) -> Result<h1::Conn, h1::Error> {
+    pub(crate) async fn connect(&self) -> Result<h1::Conn, h1::Error> {
         let connect_error = |source| h1::Error::Connect {
             addr: self.addr.clone(),
             source,

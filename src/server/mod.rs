@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::passthrough::Passthrough;
 use crate::reply::{Reply, ReplyBody};
-use crate::rpc::{Gateway, Meta};
+use crate::rpc::{Binding, Gateway, Meta};
 use crate::scope;
 use crate::stream as sse_stream;
 use crate::telemetry;
@@ -99,17 +99,19 @@ impl AppState {
 }
 
 /// The paths of `server.rpc_paths`, each matched with or without one trailing slash (A2A
-/// clients build `/rpc/` from a card's URL).
+/// clients build `/rpc/` from a card's URL); and A2A's JSON-RPC binding (`a2a.jsonrpc_path`,
+/// when served), which the router answers, not the fast path.
 #[derive(Clone, Debug)]
-struct RpcPaths(Arc<[Box<str>]>);
+struct RpcPaths(Arc<[Box<str>]>, Option<Box<str>>);
 
 impl RpcPaths {
-    fn new(paths: &[String]) -> Self {
+    fn new(paths: &[String], a2a: Option<&str>) -> Self {
         RpcPaths(
             paths
                 .iter()
                 .map(|p| p.trim_end_matches('/').into())
                 .collect(),
+            a2a.map(Into::into),
         )
     }
 
@@ -117,6 +119,41 @@ impl RpcPaths {
         let path = path.strip_suffix('/').unwrap_or(path);
         self.0.iter().any(|p| **p == *path)
     }
+
+    /// Whether `path` is an RPC path or lies below one, or is A2A's binding.
+    fn covers(&self, path: &str) -> bool {
+        let a2a = self
+            .1
+            .as_deref()
+            .is_some_and(|a| path == a || (a != "/" && path.strip_prefix(a) == Some("/")));
+        a2a || self.0.iter().any(|p| {
+            path.strip_prefix(&**p)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+    }
+}
+
+/// Where the gateway's own routes live, beside the RPC paths: a path under none of these is
+/// never the router's, so when a pass-through prefix takes it, it goes straight there (the
+/// router, its handler adapters and the request's extensions skipped). [`routes`] checks each
+/// route it registers against this list (in debug builds, so every test run).
+const OWN_PREFIXES: &[&str] = &[
+    "/tasks/",
+    "/contexts/",
+    "/events",
+    "/.well-known/",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/migration",
+    "/admin/",
+    crate::console::PATH,
+    crate::a2a::rest::PATH,
+];
+
+/// Whether the gateway may answer `path` itself: an RPC path, or under one of [`OWN_PREFIXES`].
+fn is_own_path(rpc_paths: &RpcPaths, path: &str) -> bool {
+    rpc_paths.covers(path) || OWN_PREFIXES.iter().any(|p| path.starts_with(p))
 }
 
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
@@ -124,25 +161,42 @@ impl RpcPaths {
 /// to the pass-through or answer 405.) What no route takes goes to the pass-through, else 404.
 fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     let mut router = axum::Router::new();
+    // Every path registered here must be one `is_own_path` knows, or the pass-through's fast
+    // lane would take its requests.
+    let mut route = |path: &str, handler: axum::routing::MethodRouter<AppState>| {
+        debug_assert!(
+            is_own_path(rpc_paths, path),
+            "{path} is not in OWN_PREFIXES"
+        );
+        router = std::mem::take(&mut router).route(path, handler);
+    };
     for p in rpc_paths.0.iter() {
         let rpc_route = || post(rpc).fallback(not_rpc_method);
-        router = router
-            .route(p, rpc_route())
-            .route(&format!("{p}/"), rpc_route());
+        route(p, rpc_route());
+        route(&format!("{p}/"), rpc_route());
     }
+    // A2A's JSON-RPC binding, with its own rules (see `Binding`).
+    if let Some(p) = rpc_paths.1.as_deref() {
+        let a2a_route = || post(a2a_rpc).fallback(not_rpc_method);
+        route(p, a2a_route());
+        if p != "/" {
+            route(&format!("{p}/"), a2a_route());
+        }
+    }
+    route("/tasks/{task_id}/events", get(task_events));
+    route("/contexts/{context_id}/events", get(context_events));
+    route("/events", get(domain_events));
+    route(crate::a2a::card::PATH, get(agent_card));
+    route(crate::a2a::card::LEGACY_PATH, get(agent_card_0_3));
+    route("/healthz", get(healthz));
+    route("/readyz", get(readyz));
+    route("/metrics", get(metrics));
+    route("/migration", get(migration));
+    route(reload::PATH, post(reload::handler));
+    route(crate::console::PATH, get(crate::console::page));
+    route("/console/assets/{file}", get(crate::console::asset));
+    debug_assert!(is_own_path(rpc_paths, "/console/api"));
     router
-        .route("/tasks/{task_id}/events", get(task_events))
-        .route("/contexts/{context_id}/events", get(context_events))
-        .route("/events", get(domain_events))
-        .route(crate::a2a::card::PATH, get(agent_card))
-        .route(crate::a2a::card::LEGACY_PATH, get(agent_card_0_3))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/migration", get(migration))
-        .route(reload::PATH, post(reload::handler))
-        .route(crate::console::PATH, get(crate::console::page))
-        .route("/console/assets/{file}", get(crate::console::asset))
         .nest("/console/api", console_api(state))
         .fallback(pass_through)
 }
@@ -179,7 +233,11 @@ impl std::fmt::Debug for Live {
 impl Live {
     fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
         let state = AppState::new(gateway, config, reload);
-        let rpc_paths = RpcPaths::new(&config.server.rpc_paths);
+        let a2a_path = config
+            .a2a
+            .jsonrpc_path()
+            .filter(|_| config.sid.enabled && config.a2a.enabled);
+        let rpc_paths = RpcPaths::new(&config.server.rpc_paths, a2a_path);
         let cors = cors::layer(&config.server.cors);
         let mut router = routes(&rpc_paths, &state)
             .nest_service(
@@ -261,9 +319,14 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         let fast = live.cors.is_none()
             && req.method() == axum::http::Method::POST
             && live.rpc_paths.matches(req.uri().path());
+        // A path the gateway never answers itself, under a pass-through prefix: straight there.
+        let passed = !fast
+            && live.cors.is_none()
+            && !is_own_path(&live.rpc_paths, req.uri().path())
+            && live.state.passthrough.takes(req.uri().path());
         // What the routes may ask of the connection (the admin rule, the forwarding headers);
         // `POST /rpc` asks nothing, and skips building the extensions map.
-        if !fast {
+        if !fast && !passed {
             if let Some(peer) = self.peer {
                 req.extensions_mut().insert(peer);
             }
@@ -287,7 +350,24 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         // wrapper that held one by value would copy it (measured with callgrind: tens of
         // thousands of instructions of memcpy per call).
         let handled: Pin<Box<dyn Future<Output = Response> + Send>> = if fast {
-            Box::pin(rpc_call(live.state.clone(), req, self.peer))
+            Box::pin(rpc_call(
+                live.state.clone(),
+                req,
+                self.peer,
+                Binding::Gateway,
+            ))
+        } else if passed {
+            let passthrough = live.state.passthrough.clone();
+            let origin = crate::passthrough::Origin {
+                peer: self.peer.map(|p| p.0),
+                tls: self.tls,
+            };
+            Box::pin(async move {
+                match passthrough.forward(req, origin).await {
+                    Ok(resp) => resp,
+                    Err(_) => StatusCode::NOT_FOUND.into_response(),
+                }
+            })
         } else {
             let router = live.router.clone();
             Box::pin(async move {
@@ -441,7 +521,13 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
 
 async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
     let peer = req.extensions().get::<crate::admin::Peer>().copied();
-    rpc_call(state, req, peer).await
+    rpc_call(state, req, peer, Binding::Gateway).await
+}
+
+/// A call on A2A's JSON-RPC binding (`a2a.jsonrpc_path`).
+async fn a2a_rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    rpc_call(state, req, peer, Binding::A2a).await
 }
 
 /// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
@@ -450,6 +536,7 @@ async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
     peer: Option<crate::admin::Peer>,
+    binding: Binding,
 ) -> Response {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
@@ -485,6 +572,7 @@ async fn rpc_call(
                     headers: Some(headers),
                     peer: peer.map(|p| p.0.ip()),
                     request_id: request_id.to_str().ok(),
+                    binding,
                 };
                 state.gateway.handle(&bytes, &meta).await
             }

@@ -46,7 +46,8 @@ async fn fetch_card(w: &mut World) {
 )]
 fn card_interfaces(w: &mut World, first: String, second: String) {
     let card = w.dict.as_ref().unwrap();
-    let url = format!("{}/rpc", w.gateway.as_ref().unwrap().base());
+    // A2A's JSON-RPC binding, at the agent's base URL (`a2a.jsonrpc_path`).
+    let url = format!("{}/", w.gateway.as_ref().unwrap().base());
     let versions: Vec<&str> = card["supportedInterfaces"]
         .as_array()
         .unwrap()
@@ -63,7 +64,8 @@ fn card_interfaces(w: &mut World, first: String, second: String) {
 fn card_modes(w: &mut World, mode: String) {
     let card = w.dict.as_ref().unwrap();
     assert_eq!(card["capabilities"]["streaming"], true);
-    assert_eq!(card["defaultInputModes"], json!([mode]));
+    // It reads data parts too (as JSON text); the mode named is the first it reads.
+    assert_eq!(card["defaultInputModes"][0], json!(mode));
     assert_eq!(card["defaultOutputModes"], json!([mode]));
 }
 

@@ -1,0 +1,310 @@
+//! One passed-through exchange on a pooled upstream connection, run in the calling task: the
+//! request head written together with as much of the body as has already arrived, the rest
+//! streamed as it comes; the answer's head parsed with its headers, its body passed on by its own
+//! framing (read whole when it is short and has a length, streamed otherwise); a `101` hands the
+//! upstream connection over for a tunnel.
+//!
+//! Like the RPC path's exchange ([`crate::proxy::h1`], whose connections, framing rules and
+//! pool it shares), it wakes no other task and crosses no channel. hyper's pooled client, used
+//! here before, spent about four times nginx's user CPU on a passed-through call: a connection
+//! task, the channels to it, and its request and response objects (README, Performance).
+
+use std::io;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode};
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::FutureExt;
+use http_body_util::BodyExt;
+use hyper::body::{Body as _, Frame};
+
+use crate::proxy::h1::{self, Chunked, Conn, Framing};
+use crate::proxy::{stream::Stream, UpstreamClient};
+
+/// Answers with a length up to this are read whole before they are passed on (one frame, and
+/// the connection back in the pool at once); longer ones, chunked and close-delimited ones
+/// stream.
+const WHOLE: usize = 64 * 1024;
+
+/// How the request's body goes upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sending {
+    /// No body.
+    Nothing,
+    /// As it came, under the `Content-Length` the head carries.
+    Length,
+    /// Chunked (its length is not known in advance, e.g. an HTTP/2 client's or a chunked one's).
+    Chunked,
+}
+
+/// What the upstream answered.
+pub(super) struct Answer {
+    /// Its status.
+    pub status: StatusCode,
+    /// Its headers, hop-by-hop ones included (the caller strips them).
+    pub headers: HeaderMap,
+    /// Its body, or for a `101` the upstream's side of the tunnel.
+    pub body: Delivered,
+}
+
+/// An answer's body.
+pub(super) enum Delivered {
+    /// To be passed on.
+    Body(Body),
+    /// The connection, switched to another protocol, with the bytes already read from it.
+    Upgraded(Stream, BytesMut),
+}
+
+/// How an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Failed {
+    /// The upstream could not be reached, or broke the exchange.
+    #[error(transparent)]
+    Upstream(#[from] h1::Error),
+    /// The client's body failed (the client went away mid-upload, or sent a malformed body).
+    #[error("the client's request body: {0}")]
+    ClientBody(axum::Error),
+}
+
+/// Sends `head` (request line and headers through the blank line; its framing header says
+/// `sending`) and `body` to the upstream, and reads the answer's head. `no_body` marks an answer
+/// that has none whatever its headers say (the answer to `HEAD`); `upgrade` lets a `101`
+/// through.
+pub(super) async fn exchange(
+    client: &UpstreamClient,
+    mut head: Vec<u8>,
+    mut body: Body,
+    sending: Sending,
+    no_body: bool,
+    upgrade: bool,
+) -> Result<Answer, Failed> {
+    // What has already arrived goes out with the head, in one write: for a small request, the
+    // whole of it. The rest is streamed, so an upload the upstream must see piece by piece is
+    // never held back.
+    let mut ended = sending == Sending::Nothing || body.is_end_stream();
+    if !ended {
+        while let Some(frame) = body.frame().now_or_never() {
+            match frame {
+                None => {
+                    ended = true;
+                    break;
+                }
+                Some(f) => put_data(&mut head, f.map_err(Failed::ClientBody)?, sending),
+            }
+            if body.is_end_stream() {
+                ended = true;
+                break;
+            }
+        }
+    }
+    if ended && sending == Sending::Chunked {
+        head.extend_from_slice(b"0\r\n\r\n");
+    }
+    let mut conn = send(client, &head).await?;
+    if !ended {
+        stream_body(&mut conn, &mut body, sending, &mut head).await?;
+    }
+    let mut headers = HeaderMap::new();
+    let parsed = conn.read_head(upgrade, Some(&mut headers)).await?;
+    let status = parsed.status;
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        let (stream, rest) = conn.into_parts();
+        return Ok(Answer {
+            status,
+            headers,
+            body: Delivered::Upgraded(stream, rest),
+        });
+    }
+    let framing = if no_body {
+        Framing::Empty
+    } else {
+        parsed.framing
+    };
+    let body = match framing {
+        Framing::Empty => {
+            done(client, conn, parsed.keep_alive);
+            Body::empty()
+        }
+        Framing::Length(n) if n <= WHOLE => {
+            let buf = conn.received();
+            buf.reserve(n.saturating_sub(buf.len()));
+            while conn.received().len() < n {
+                conn.fill().await?;
+            }
+            let bytes = conn.received().split_to(n).freeze();
+            done(client, conn, parsed.keep_alive);
+            Body::from(bytes)
+        }
+        framing => Body::from_stream(stream_answer(
+            client.clone(),
+            conn,
+            framing,
+            parsed.keep_alive,
+        )),
+    };
+    Ok(Answer {
+        status,
+        headers,
+        body: Delivered::Body(body),
+    })
+}
+
+/// Writes `bytes` on a pooled connection, or on a fresh one when the pooled one turns out dead
+/// (nothing of the request can have reached the upstream then).
+async fn send(client: &UpstreamClient, bytes: &[u8]) -> Result<Conn, h1::Error> {
+    if let Some(mut conn) = client.checkout() {
+        match conn.send(bytes).await {
+            Ok(()) => return Ok(conn),
+            Err(h1::Error::NotSent(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut conn = client.connect().await?;
+    conn.send(bytes).await?;
+    Ok(conn)
+}
+
+/// Appends a body frame's data to `out`, chunk-framed when the body is sent chunked.
+fn put_data(out: &mut Vec<u8>, frame: Frame<Bytes>, sending: Sending) {
+    let Ok(data) = frame.into_data() else {
+        return; // Trailers: not forwarded.
+    };
+    if data.is_empty() {
+        return;
+    }
+    if sending == Sending::Chunked {
+        let mut hex = [0u8; 16];
+        let n = hex_len(data.len(), &mut hex);
+        out.extend_from_slice(&hex[16 - n..]);
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&data);
+        out.extend_from_slice(b"\r\n");
+    } else {
+        out.extend_from_slice(&data);
+    }
+}
+
+/// `len` in hexadecimal at the end of `out`; returns how many digits.
+fn hex_len(mut len: usize, out: &mut [u8; 16]) -> usize {
+    let mut n = 0;
+    loop {
+        n += 1;
+        out[16 - n] = b"0123456789abcdef"[len & 0xf];
+        len >>= 4;
+        if len == 0 {
+            return n;
+        }
+    }
+}
+
+/// The rest of the request's body, frame by frame as the client sends it.
+async fn stream_body(
+    conn: &mut Conn,
+    body: &mut Body,
+    sending: Sending,
+    buf: &mut Vec<u8>,
+) -> Result<(), Failed> {
+    loop {
+        buf.clear();
+        match body.frame().await {
+            None => {
+                if sending == Sending::Chunked {
+                    conn.send(b"0\r\n\r\n").await?;
+                }
+                return Ok(());
+            }
+            Some(f) => put_data(buf, f.map_err(Failed::ClientBody)?, sending),
+        }
+        if !buf.is_empty() {
+            conn.send(buf).await?;
+        }
+    }
+}
+
+/// Puts a connection whose answer is complete back in the pool when it can carry another.
+fn done(client: &UpstreamClient, mut conn: Conn, keep_alive: bool) {
+    if keep_alive && conn.received().is_empty() {
+        conn.trim();
+        client.checkin(conn);
+    }
+}
+
+/// An answer's body passed on as it arrives, by its framing; the connection goes back to the
+/// pool when the body ended cleanly, and is closed when the client stops reading first.
+fn stream_answer(
+    client: UpstreamClient,
+    mut conn: Conn,
+    framing: Framing,
+    keep_alive: bool,
+) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send {
+    async_stream::try_stream! {
+        match framing {
+            Framing::Empty => {}
+            Framing::Length(mut left) => {
+                while left > 0 {
+                    if conn.received().is_empty() {
+                        conn.fill().await.map_err(io::Error::other)?;
+                    }
+                    let n = left.min(conn.received().len());
+                    left -= n;
+                    yield conn.received().split_to(n).freeze();
+                }
+            }
+            Framing::Chunked => {
+                let mut chunked = Chunked::default();
+                loop {
+                    let complete = chunked
+                        .advance(conn.received(), usize::MAX, StatusCode::OK)
+                        .map_err(io::Error::other)?;
+                    conn.received().advance(chunked.pos);
+                    chunked.pos = 0;
+                    if !chunked.body.is_empty() {
+                        yield Bytes::from(std::mem::take(&mut chunked.body));
+                    }
+                    if complete {
+                        break;
+                    }
+                    conn.fill().await.map_err(io::Error::other)?;
+                }
+            }
+            Framing::Close => loop {
+                if !conn.received().is_empty() {
+                    yield conn.received().split().freeze();
+                }
+                if conn.read_more().await.map_err(io::Error::other)? == 0 {
+                    break;
+                }
+            },
+        }
+        done(&client, conn, keep_alive && framing != Framing::Close);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_sizes_are_written_in_hex() {
+        let mut out = Vec::new();
+        put_data(
+            &mut out,
+            Frame::data(Bytes::from(vec![b'x'; 300])),
+            Sending::Chunked,
+        );
+        assert!(out.starts_with(b"12c\r\nxxx"));
+        assert!(out.ends_with(b"x\r\n"));
+        let mut hex = [0u8; 16];
+        let n = hex_len(0, &mut hex);
+        assert_eq!(&hex[16 - n..], b"0");
+        let n = hex_len(usize::MAX, &mut hex);
+        assert_eq!(&hex[16 - n..], b"ffffffffffffffff");
+        let mut plain = Vec::new();
+        put_data(
+            &mut plain,
+            Frame::data(Bytes::from_static(b"ab")),
+            Sending::Length,
+        );
+        assert_eq!(plain, b"ab");
+    }
+}
