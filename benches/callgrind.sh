@@ -7,6 +7,7 @@
 #   benches/callgrind.sh proxy        # the proxied call only (about 1 minute)
 #   benches/callgrind.sh passthrough  # a passed-through call only (about 1 minute)
 #   REV=712ed07 benches/callgrind.sh proxy   # the same, for a past commit (built in a worktree)
+#   benches/callgrind.sh shadow       # a shadowed route against the plain one (about 3 minutes)
 #
 # pure:  each path of tests/instruction_paths.rs (the payloads of benches/translate.rs) run
 #        under callgrind at two iteration counts; instructions per call = the difference of the
@@ -20,13 +21,27 @@
 # passthrough: the same, with `[[passthrough]] prefix = "/"` and wrk posting the legacy
 #        envelope of benches/load.sh to /a2a, which reaches the upstream unchanged; calls
 #        counted by wiregate_passthrough_requests_total.
+# shadow: issue #15's "at shadow_sample = 1.0 the primary path drops by at most the shadow
+#        exchange's own cost", in instructions, one run: the proxy part's plain gateway, then the
+#        same route with `shadow` to a second examples/legacy_upstream at shadow_sample = 1.0
+#        (short and long runs each; before a shadowed gateway stops, the script waits until
+#        every call's shadow has been compared). Prints instructions per call plain and
+#        shadowed, what the shadow added per call, the shadow task's own cost per call (callgrind's
+#        inclusive cost of `wiregate::migration::shadow::drain`, the task that takes each shadow
+#        off the queue and runs it: the shadow's upstream exchange, both answers brought to JSON
+#        and compared, the figures counted), the ratio added / own, and the parts of the shadow
+#        jobs (the callees of the FuturesUnordered that polls them: the exchange is `forward`,
+#        or the `PollFn` of a `join!` when polled beside a noise exchange). Also where the added
+#        instructions go, per crate.
 #
-# Installs valgrind and wrk with apt-get when they are missing. Only loopback is used.
+# NO_BUILD=1 uses the release binaries as they are. Installs valgrind and wrk with apt-get when
+# they are missing. Only loopback is used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PART=${1:-all}
 UP_PORT=${UP_PORT:-19210}
 GW_PORT=${GW_PORT:-19211}
+SHADOW_PORT=${SHADOW_PORT:-19212}
 SHORT_S=${SHORT_S:-3}
 LONG_S=${LONG_S:-9}
 
@@ -73,25 +88,38 @@ response_25kb 20 220
 PATHS
 }
 
-# proxy MODE: MODE is proxy (a translated POST /rpc) or passthrough (POST /a2a passed through)
-proxy() {
-  local mode=$1 root=. target=target
+# build: the release gateway and the legacy upstream, at $REV when set; sets $target.
+build() {
+  local root=.
+  target=target
   if [ -n "${REV:-}" ]; then
     git worktree add --detach "$work/tree" "$REV" >/dev/null
     root=$work/tree
     target=$PWD/target/callgrind-rev
   fi
-  (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --quiet --bin wiregate --example legacy_upstream)
+  [ -n "${NO_BUILD:-}" ] || (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --quiet --bin wiregate --example legacy_upstream)
   need wrk wrk
-  for port in "$UP_PORT" "$GW_PORT"; do
+  for port in "$@"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "127.0.0.1:$port is taken: set UP_PORT / GW_PORT" >&2
+      echo "127.0.0.1:$port is taken: set UP_PORT / GW_PORT / SHADOW_PORT" >&2
       exit 1
     fi
   done
   "$target/release/examples/legacy_upstream" "127.0.0.1:$UP_PORT" >/dev/null &
   pids+=($!)
-  cat >"$work/gateway.toml" <<TOML
+  rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
+  path=/rpc expect='"result":{' counter=wiregate_requests_total
+  if [ "${MODE:-}" = passthrough ]; then
+    rpc_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
+    path=/a2a expect='"status":"success"' counter=wiregate_passthrough_requests_total
+  fi
+  printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$rpc_body" >"$work/rpc.lua"
+}
+
+# config NAME [ROUTE EXTRA] -> $work/NAME.toml: the gateway on $GW_PORT, one route to the legacy
+# upstream (with EXTRA keys, and a `shadow` upstream on $SHADOW_PORT).
+config() {
+  cat >"$work/$1.toml" <<TOML
 [server]
 listen = "127.0.0.1:$GW_PORT"
 worker_threads = 1
@@ -99,53 +127,173 @@ worker_threads = 1
 name = "legacy"
 url = "http://127.0.0.1:$UP_PORT/a2a"
 dialect = "legacy"
+[[upstreams]]
+name = "shadow"
+url = "http://127.0.0.1:$SHADOW_PORT/a2a"
+dialect = "legacy"
 [[routes]]
+name = "r"
 methods = ["*"]
 upstream = "legacy"
+${2:-}
 TOML
-  local rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
-  local path=/rpc expect='"result":{' counter=wiregate_requests_total what="proxied JSON-RPC -> legacy call"
-  if [ "$mode" = passthrough ]; then
-    printf '[[passthrough]]\nprefix = "/"\nupstream = "legacy"\n' >>"$work/gateway.toml"
-    rpc_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
-    path=/a2a expect='"status":"success"' counter=wiregate_passthrough_requests_total what="passed-through POST /a2a"
-  fi
-  printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$rpc_body" >"$work/rpc.lua"
+}
 
-  # run SECONDS -> "instructions calls", and leaves the output in $work/gw.SECONDS
-  run() {
-    RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$work/gw.$1" \
-      "$target/release/wiregate" --config "$work/gateway.toml" >/dev/null 2>&1 &
-    local gw=$!
-    for _ in $(seq 600); do
-      curl -sf "http://127.0.0.1:$GW_PORT/healthz" >/dev/null 2>&1 && break
-      sleep 0.1
-    done
-    local answer
-    answer=$(curl -s -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT$path")
-    [[ $answer == *"$expect"* ]] || { echo "the gateway did not answer a result: $answer" >&2; exit 1; }
-    wrk -t1 -c4 -d"$1s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.$1" 2>&1
-    grep -q 'Non-2xx\|Socket errors' "$work/wrk.$1" && { echo "wrk saw errors:" >&2; cat "$work/wrk.$1" >&2; exit 1; }
-    local calls
-    calls=$(curl -s "http://127.0.0.1:$GW_PORT/metrics" | awk -v m="$counter" '$0 ~ "^" m { s += $NF } END { print s + 0 }')
-    kill -TERM "$gw"
-    wait "$gw" || true
-    echo "$(total "$work/gw.$1") $calls"
-  }
-  read -r a n_a < <(run "$SHORT_S")
-  read -r b n_b < <(run "$LONG_S")
+# shadows_settled -> waits until the gateway's shadow figures account for every call.
+shadows_settled() {
+  local calls done_
+  for _ in $(seq 600); do
+    calls=$(curl -s "http://127.0.0.1:$GW_PORT/metrics" | awk '/^wiregate_requests_total/ { s += $NF } END { print s + 0 }')
+    done_=$(curl -s "http://127.0.0.1:$GW_PORT/migration" |
+      grep -o '"\(match\|diff\|noise\|shadow_error\|dropped\)":[0-9]*' | awk -F: '{ s += $2 } END { print s + 0 }')
+    [ "$done_" -ge "$calls" ] && return 0
+    sleep 0.2
+  done
+  echo "the shadows did not settle: $done_ of $calls" >&2
+  exit 1
+}
+
+# run NAME SECONDS -> "instructions calls", and leaves the output in $work/NAME.SECONDS
+run() {
+  RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" \
+    "$target/release/wiregate" --config "$work/$1.toml" >/dev/null 2>&1 &
+  local gw=$!
+  for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$GW_PORT/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  local answer
+  answer=$(curl -s -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT$path")
+  [[ $answer == *"$expect"* ]] || { echo "the gateway did not answer a result: $answer" >&2; exit 1; }
+  wrk -t1 -c4 -d"$2s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.$1.$2" 2>&1
+  grep -q 'Non-2xx\|Socket errors' "$work/wrk.$1.$2" && { echo "wrk saw errors:" >&2; cat "$work/wrk.$1.$2" >&2; exit 1; }
+  [ "$1" = shadowed ] && shadows_settled
+  local calls
+  calls=$(curl -s "http://127.0.0.1:$GW_PORT/metrics" | awk -v m="$counter" '$0 ~ "^" m { s += $NF } END { print s + 0 }')
+  [ "$1" = shadowed ] && curl -s "http://127.0.0.1:$GW_PORT/migration" >"$work/migration.$2"
+  kill -TERM "$gw"
+  wait "$gw" || true
+  echo "$(total "$work/$1.$2") $calls"
+}
+
+# proxy MODE: MODE is proxy (a translated POST /rpc) or passthrough (POST /a2a passed through)
+proxy() {
+  MODE=$1
+  build "$UP_PORT" "$GW_PORT"
+  config plain
+  local what="proxied JSON-RPC -> legacy call"
+  if [ "$MODE" = passthrough ]; then
+    printf '[[passthrough]]\nprefix = "/"\nupstream = "legacy"\n' >>"$work/plain.toml"
+    what="passed-through POST /a2a"
+  fi
+  read -r a n_a < <(run plain "$SHORT_S")
+  read -r b n_b < <(run plain "$LONG_S")
   echo "$what, ${REV:-this tree}: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
   awk -v a="$a" -v b="$b" -v na="$n_a" -v nb="$n_b" \
     'BEGIN { printf "instructions per call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
   # Where the difference went: self cost per crate (from the functions' names; libc by its
   # file), long run minus short run, per call, so start-up cancels out here too.
   echo "where they go (self cost per proxied call, by crate, of the functions making 99 % of it):"
-  crates "$work/gw.$SHORT_S" >"$work/crates.short"
-  crates "$work/gw.$LONG_S" >"$work/crates.long"
+  crates "$work/plain.$SHORT_S" >"$work/crates.short"
+  crates "$work/plain.$LONG_S" >"$work/crates.long"
   awk -v n="$((n_b - n_a))" '
     FNR == NR { short[$1] = $2; next }
     { per = ($2 - short[$1]) / n; if (per >= 100) printf "%10.1f k  %s\n", per / 1000, $1 }' \
     "$work/crates.short" "$work/crates.long" | sort -nr
+}
+
+# fname: callgrind_annotate's function lines as "instructions<TAB>function" (the file and
+# object parts cut off).
+fname() {
+  awk '/^ *[0-9,]+ \([ 0-9.]+%\) / {
+    ir = $1; gsub(",", "", ir)
+    fn = $0; sub(/^ *[0-9,]+ \([ 0-9.]+%\) +/, "", fn); sub(/ \[[^]]*\]$/, "", fn)
+    sub(/ \([0-9,]+x\)$/, "", fn)
+    print ir "\t" fn }'
+}
+
+# inclusive FILE FUNCTION -> FUNCTION's inclusive cost.
+inclusive() {
+  callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | fname |
+    awk -F'\t' -v f="$2" '{ fn = $2; sub(/^[^:]*:/, "", fn) } fn == f && !found { v = $1; found = 1 } END { print v + 0 }'
+}
+
+# from FILE CALLER CALLEE -> the inclusive cost of CALLER's calls to CALLEE (the call tree's
+# "> callee" lines under CALLER's "* caller" line).
+from() {
+  callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$1" 2>/dev/null | fname |
+    awk -F'\t' -v caller="$2" -v callee="$3" '
+      { fn = $2 }
+      fn ~ /^\* / { sub(/^\* +[^:]*:/, "", fn); inside = (fn == caller); next }
+      fn ~ /^> / { sub(/^> +[^:]*:/, "", fn); if (inside && fn == callee) s += $1 }
+      END { print s + 0 }'
+}
+
+# callees FILE CALLER -> "instructions<TAB>callee" for each of CALLER's callees (inclusive).
+callees() {
+  callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$1" 2>/dev/null | fname |
+    awk -F'\t' -v caller="$2" '
+      { fn = $2 }
+      fn ~ /^\* / { sub(/^\* +[^:]*:/, "", fn); inside = (fn == caller); next }
+      fn ~ /^> / && inside { sub(/^> +[^:]*:/, "", fn); s[fn] += $1 }
+      END { for (f in s) print s[f] "\t" f }'
+}
+
+shadow() {
+  build "$UP_PORT" "$GW_PORT" "$SHADOW_PORT"
+  "$target/release/examples/legacy_upstream" "127.0.0.1:$SHADOW_PORT" >/dev/null &
+  pids+=($!)
+  config plain
+  config shadowed 'shadow = "shadow"
+shadow_sample = 1.0'
+  read -r pa pn_a < <(run plain "$SHORT_S")
+  read -r pb pn_b < <(run plain "$LONG_S")
+  read -r sa sn_a < <(run shadowed "$SHORT_S")
+  read -r sb sn_b < <(run shadowed "$LONG_S")
+  for f in "$work/migration.$SHORT_S" "$work/migration.$LONG_S"; do
+    grep -q '"dropped":0' "$f" || { echo "shadows were dropped (the figures would be low): $(cat "$f")" >&2; exit 1; }
+  done
+  local own_a own_b ex_a ex_b
+  # The shadow task: `drain` (the queue's receiving end) polls each job's `run` inline.
+  local task='wiregate::migration::shadow::drain::{{closure}}' exchange='wiregate::rpc::forward::{{closure}}'
+  local jobs='<futures_util::stream::futures_unordered::FuturesUnordered<Fut> as futures_core::stream::Stream>::poll_next'
+  own_a=$(inclusive "$work/shadowed.$SHORT_S" "$task")
+  own_b=$(inclusive "$work/shadowed.$LONG_S" "$task")
+  ex_a=$(from "$work/shadowed.$SHORT_S" "$jobs" "$exchange")
+  ex_b=$(from "$work/shadowed.$LONG_S" "$jobs" "$exchange")
+  echo "shadowed route (shadow_sample = 1.0, every shadow compared, none dropped), ${REV:-this tree}:"
+  echo "  plain: $((pn_b - pn_a)) calls, shadowed: $((sn_b - sn_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
+  awk -v pa="$pa" -v pb="$pb" -v pna="$pn_a" -v pnb="$pn_b" -v sa="$sa" -v sb="$sb" -v sna="$sn_a" -v snb="$sn_b" \
+      -v oa="$own_a" -v ob="$own_b" -v ea="$ex_a" -v eb="$ex_b" 'BEGIN {
+    plain = (pb - pa) / (pnb - pna); shadowed = (sb - sa) / (snb - sna); own = (ob - oa) / (snb - sna)
+    ex = (eb - ea) / (snb - sna); added = shadowed - plain
+    printf "  instructions per call: plain %.1f k, shadowed %.1f k (throughput at equal CPU: %.3f of plain)\n", plain / 1000, shadowed / 1000, plain / shadowed
+    printf "  added by the shadow: %.1f k per call\n", added / 1000
+    printf "  the shadow task'"'"'s own cost (shadow::drain, inclusive): %.1f k per call, of which the upstream exchange (rpc::forward, when polled on its own) %.1f k\n", own / 1000, ex / 1000
+    printf "  added / own: %.2f (beyond its own cost: %.1f k per call)\n", added / own, (added - own) / 1000
+  }'
+  echo "the shadow jobs' parts (inclusive, per call, the callees of the FuturesUnordered polling them):"
+  callees "$work/shadowed.$SHORT_S" "$jobs" >"$work/parts.short"
+  callees "$work/shadowed.$LONG_S" "$jobs" >"$work/parts.long"
+  awk -F'\t' -v n="$((sn_b - sn_a))" '
+    FNR == NR { short[$2] = $1; next }
+    { per = ($1 - short[$2]) / n; if (per >= 100) printf "%10.1f k  %s\n", per / 1000, $2 }' \
+    "$work/parts.short" "$work/parts.long" | sort -nr
+  echo "where the added instructions go (self cost per call, shadowed minus plain, by crate):"
+  crates "$work/plain.$SHORT_S" >"$work/crates.ps"
+  crates "$work/plain.$LONG_S" >"$work/crates.pl"
+  crates "$work/shadowed.$SHORT_S" >"$work/crates.ss"
+  crates "$work/shadowed.$LONG_S" >"$work/crates.sl"
+  awk -v pn="$((pn_b - pn_a))" -v sn="$((sn_b - sn_a))" '
+    FILENAME ~ /crates.ps$/ { ps[$1] = $2; next }
+    FILENAME ~ /crates.pl$/ { pl[$1] = $2; next }
+    FILENAME ~ /crates.ss$/ { ss[$1] = $2; next }
+    { sl[$1] = $2 }
+    END {
+      for (c in sl) seen[c] = 1
+      for (c in pl) seen[c] = 1
+      for (c in seen) { d = (sl[c] - ss[c]) / sn - (pl[c] - ps[c]) / pn; if (d >= 100 || d <= -100) printf "%10.1f k  %s\n", d / 1000, c }
+    }' "$work/crates.ps" "$work/crates.pl" "$work/crates.ss" "$work/crates.sl" | sort -nr
 }
 
 # crates FILE -> "crate instructions" lines: callgrind_annotate's function list (99 % of the
@@ -171,6 +319,7 @@ crates() {
 case $PART in
   pure) pure ;;
   proxy | passthrough) proxy "$PART" ;;
+  shadow) shadow ;;
   all) pure; echo; proxy proxy ;;
-  *) echo "usage: $0 [pure|proxy|passthrough|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [pure|proxy|passthrough|shadow|all]" >&2; exit 2 ;;
 esac

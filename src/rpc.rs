@@ -477,7 +477,7 @@ impl Gateway {
             .bridge
             .as_ref()
             .filter(|b| call.spec.is_some() || b.handles(&call.method));
-        let (upstream, result) = if self.facade.handles(&call.method) {
+        let (upstream, served, result) = if self.facade.handles(&call.method) {
             let req = Request {
                 method: call.method.clone(),
                 params: call.params,
@@ -486,13 +486,14 @@ impl Gateway {
             let resp = self.facade.dispatch(&req);
             (
                 "builtin",
+                None,
                 Ok(Done {
                     outcome: resp.outcome,
                     timing_ms: None,
                 }),
             )
         } else if let Some(bridge) = sid {
-            ("sid", self.to_sid(bridge, call).await)
+            ("sid", None, self.to_sid(bridge, call).await)
         } else if let Some((route, pick)) = self
             .router
             .route(&call.method)
@@ -511,10 +512,11 @@ impl Gateway {
                 telemetry::record_upstream_error(up.name(), e.kind());
                 tracing::warn!(upstream = up.name(), method = %method, error = %e, "upstream call failed");
             }
-            (up.name(), r)
+            (up.name(), Some(up.dialect()), r)
         } else {
             (
                 "none",
+                None,
                 Err(GatewayError::MethodNotFound(call.method.clone())),
             )
         };
@@ -530,13 +532,14 @@ impl Gateway {
             Err(e) => e.kind(),
         };
         let elapsed = started.elapsed();
-        telemetry::record_call(
+        telemetry::record_routed_call(
             CallLabels {
                 client_dialect,
                 upstream,
                 method: &method,
                 outcome,
             },
+            served,
             elapsed,
         );
         result

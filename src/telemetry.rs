@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use metrics::{Counter, Histogram};
 
+use crate::config::Dialect;
+
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Calls served, by client dialect × upstream × method × outcome.
@@ -94,6 +96,8 @@ struct CallMetrics {
 #[derive(Default)]
 struct Cache {
     calls: HashMap<Box<str>, CallMetrics>,
+    /// `wiregate_shadow_total` handles by route, method label and outcome.
+    shadows: HashMap<Box<str>, Counter>,
     methods: HashSet<Box<str>>,
 }
 
@@ -107,9 +111,15 @@ thread_local! {
 /// Records one served call. The handles of a label set are looked up in a cache rather than
 /// registered anew on every call (the registry hashes and compares every label each time).
 pub fn record_call(l: CallLabels<'_>, elapsed: Duration) {
+    record_routed_call(l, None, elapsed);
+}
+
+/// [`record_call`] for a call routed to an upstream, whose dialect the console's legacy share
+/// counts (`served`; `None` when no upstream served it).
+pub fn record_routed_call(l: CallLabels<'_>, served: Option<Dialect>, elapsed: Duration) {
     crate::scope::note_call(l.client_dialect, l.upstream);
     // The console's per-second ring (its charts), beside the Prometheus totals.
-    crate::console::stats::record(l.client_dialect, l.outcome, elapsed);
+    crate::console::stats::record(l.client_dialect, l.outcome, served, elapsed);
     let method = &l.method[..l
         .method
         .char_indices()
@@ -166,19 +176,41 @@ pub fn rollback_counter(route: &str) -> Counter {
     metrics::counter!(ROLLBACKS, "route" => route.to_owned())
 }
 
-/// Records one shadow outcome. The method label is bounded as `wiregate_requests_total`'s is.
+/// Records one shadow outcome. The method label is bounded as `wiregate_requests_total`'s is,
+/// and the counter's handle is cached as [`record_call`]'s are (the registry's lookup, labels
+/// allocated and hashed, was a tenth of a shadow's cost).
 pub fn record_shadow(route: &str, method: &str, outcome: &'static str) {
-    let method = {
-        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.methods.contains(method) || cache.methods.len() < MAX_METHODS {
-            cache.methods.insert(method.into());
-            method.to_owned()
-        } else {
-            OTHER_METHOD.to_owned()
+    let key_of = |key: &mut String, method: &str| {
+        key.clear();
+        for part in [route, method, outcome] {
+            key.push_str(part);
+            key.push('\u{1f}');
         }
     };
-    metrics::counter!(SHADOW, "route" => route.to_owned(), "method" => method, "outcome" => outcome)
-        .increment(1);
+    KEY.with_borrow_mut(|key| {
+        key_of(key, method);
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cache.shadows.get(key.as_str()) {
+            c.increment(1);
+            return;
+        }
+        let labelled = cache.methods.contains(method) || cache.methods.len() < MAX_METHODS;
+        let method_label = if labelled {
+            cache.methods.insert(method.into());
+            method
+        } else {
+            OTHER_METHOD
+        };
+        // Keyed by the label, so methods past the bound share one entry.
+        key_of(key, method_label);
+        if let Some(c) = cache.shadows.get(key.as_str()) {
+            c.increment(1);
+            return;
+        }
+        let c = metrics::counter!(SHADOW, "route" => route.to_owned(), "method" => method_label.to_owned(), "outcome" => outcome);
+        c.increment(1);
+        cache.shadows.insert(key.as_str().into(), c);
+    });
 }
 
 /// Records one upstream failure.
@@ -227,5 +259,37 @@ mod tests {
             other >= 100,
             "methods past the bound are counted as other: {other}"
         );
+    }
+
+    #[test]
+    fn shadow_handles_are_cached_and_bounded_by_the_method_label() {
+        let handle = install();
+        for i in 0..MAX_METHODS + 100 {
+            record_shadow("shadow-bound-test", &format!("s-{i}"), "match");
+        }
+        record_shadow("shadow-bound-test", "s-0", "match");
+        let cached = CACHE
+            .lock()
+            .unwrap()
+            .shadows
+            .keys()
+            .filter(|k| k.starts_with("shadow-bound-test\u{1f}"))
+            .count();
+        assert!(
+            cached <= MAX_METHODS + 1,
+            "one handle per method label at most: {cached}"
+        );
+        let text = handle.render();
+        let line = |m: &str| {
+            text.lines()
+                .find(|l| {
+                    l.starts_with(SHADOW)
+                        && l.contains("route=\"shadow-bound-test\"")
+                        && l.contains(&format!("method=\"{m}\""))
+                })
+                .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        };
+        assert_eq!(line("s-0"), Some(2), "a cached handle counts on");
+        assert!(line("other").is_some_and(|n| n >= 100));
     }
 }

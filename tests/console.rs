@@ -5,6 +5,8 @@
 //! Every wait polls a condition with a generous deadline (a slow 2-core machine runs a build
 //! beside this); nothing is asserted on elapsed time.
 
+#[path = "console/migration.rs"]
+mod migration;
 #[path = "console/page.rs"]
 mod page;
 #[path = "console/relay.rs"]
@@ -296,32 +298,17 @@ async fn console_in_chromium_against_the_fake_sid() {
     b.screenshot(&shots().join("events.png")).await;
     assert_no_console_errors(&b, "the Events view").await;
 
-    // 7. Migration: the gateway's /migration report, or the placeholder while it has none.
+    // 7. Migration: this gateway's one catch-all route, plain (no split, no shadow).
     b.click("#tab-migration").await;
-    let shown = wait_for("the Migration view", WAIT, || async {
-        b.attr("#migration-body", "data-state")
+    wait_for("the Migration view", WAIT, || async {
+        b.find("#migration-body[data-state=\"shown\"] tr[data-route=\"routes[0]\"]")
             .await
-            .filter(|s| s == "unavailable" || s == "shown")
     })
     .await;
     let text = b.text("#migration-body").await.unwrap();
-    if shown == "unavailable" {
-        assert!(text.contains("not available"), "{text}");
-        // Chromium reports the 404 it got; nothing else may appear.
-        let logs = b.logs().await;
-        let bad = unexpected(&logs, |e| {
-            e.message.contains(
-                "/migration - Failed to load resource: the server responded with a status of 404",
-            )
-        });
-        assert!(
-            bad.is_empty(),
-            "console errors in the Migration view: {bad:#?}"
-        );
-    } else {
-        assert_no_console_errors(&b, "the Migration view").await;
-    }
-    b.screenshot(&shots().join("migration.png")).await;
+    assert!(text.contains("No route has a split or a shadow"), "{text}");
+    assert_no_console_errors(&b, "the Migration view").await;
+    b.screenshot(&shots().join("migration-plain.png")).await;
 
     // 8. A phone's width: one column, nothing wider than the screen.
     b.resize(390, 844).await;
@@ -378,8 +365,10 @@ async fn with_admin_tokens_the_data_is_refused_until_a_token_is_typed() {
         .await;
 
     // The data routes themselves, without a browser.
-    let refused = gw.get("/console/api/stats").await;
-    assert_eq!(refused.status, 401, "{}", refused.text);
+    for path in ["/console/api/stats", "/console/api/migration"] {
+        let refused = gw.get(path).await;
+        assert_eq!(refused.status, 401, "{path}: {}", refused.text);
+    }
     let ok = gw
         .http
         .get(format!("{}/console/api/stats", gw.base()))
@@ -596,12 +585,27 @@ async fn demo_prints_the_console_url_and_every_view_works_against_it() {
     assert_no_console_errors(&b, "the demo's Events view").await;
 
     b.click("#tab-migration").await;
-    wait_for("the Migration view", WAIT, || async {
-        b.attr("#migration-body", "data-state")
-            .await
-            .filter(|s| s == "unavailable" || s == "shown")
-    })
+    wait_for(
+        "the demo's split and its shadows in the Migration view",
+        WAIT,
+        || async {
+            let split = b
+                .find("[data-route=\"plan-status\"] tr[data-upstream=\"demo-modern\"]")
+                .await;
+            // The echo call above was shadowed: it is counted under one outcome or another.
+            let counted: u64 = b
+                .eval(
+                    "return [...document.querySelectorAll('[data-route=\"echo-and-sessions\"] .counts strong')]\
+                     .reduce((a, s) => a + Number(s.textContent.replace(/\\D/g, '')), 0)",
+                    json!([]),
+                )
+                .await
+                .as_u64()?;
+            (split.is_some() && counted >= 1).then_some(())
+        },
+    )
     .await;
+    assert_no_console_errors(&b, "the demo's Migration view").await;
 }
 
 #[tokio::test]
@@ -642,6 +646,18 @@ async fn the_data_routes_answer_loopback_with_the_bridge_and_calls() {
         "{stats}"
     );
     assert_eq!(stats["window_secs"], 900);
+    // Routed calls by the serving upstream's dialect (the Migration view's legacy share).
+    assert_eq!(stats["served"][0]["dialect"], "legacy", "{stats}");
+    assert_eq!(stats["served"][1]["dialect"], "jsonrpc", "{stats}");
+
+    // The migration report, as `/migration` serves it.
+    let migration = gw.get("/console/api/migration").await;
+    assert_eq!(migration.status, 200, "{}", migration.text);
+    assert_eq!(
+        migration.header("cache-control").as_deref(),
+        Some("no-store")
+    );
+    assert_eq!(migration.json(), gw.get("/migration").await.json());
 
     let page = gw.get("/console").await;
     assert_eq!(page.status, 200);

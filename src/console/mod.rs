@@ -181,6 +181,7 @@ where
         .route("/stats", get(stats_route))
         .route("/overview", get(overview))
         .route("/agents", get(agents))
+        .route("/migration", get(migration))
 }
 
 /// Calls per second by dialect and outcome, and latency, over the last 15 minutes.
@@ -216,6 +217,11 @@ async fn overview(State(gateway): State<Arc<Gateway>>) -> Response {
         }))
         .into_response(),
     )
+}
+
+/// The report `GET /migration` serves (splits, shadows, rollbacks, callers), behind this rule.
+async fn migration(State(gateway): State<Arc<Gateway>>) -> Response {
+    no_store(axum::Json(gateway.migration().report()).into_response())
 }
 
 /// The sid contexts and their tasks with their states.

@@ -1,18 +1,25 @@
-//! The console's own counters: calls per second by client dialect and outcome, and a latency
-//! histogram per second, for the last 15 minutes.
+//! The console's own counters: calls per second by client dialect and outcome, routed calls per
+//! second by the dialect of the upstream that served them, and a latency histogram per second,
+//! for the last 15 minutes.
 //!
 //! The Prometheus recorder keeps totals; a chart needs rates over time, and scraping `/metrics`
 //! text from a page would mean parsing it there. So [`record`] (called where
 //! [`telemetry::record_call`](crate::telemetry::record_call) counts a call) keeps one small slot
 //! per second that saw calls, in a ring bounded to [`WINDOW_SECS`] slots, with at most
 //! [`MAX_SERIES`] dialect × outcome series (later ones fold into `other`). The ring's 900 slots of
-//! 200 bytes (180 KB) are taken at the first call, whatever the load; nothing before it.
+//! 208 bytes (187 KB) are taken at the first call, whatever the load; nothing before it.
+//!
+//! The Migration view's legacy share over time is read from the same samples: the share of calls
+//! made in the legacy dialect (callers still on legacy), and the share of routed calls a legacy
+//! upstream served ([`SERVED`]; what a split moves and a rollback moves back).
 
 use std::collections::VecDeque;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+
+use crate::config::Dialect;
 
 /// Seconds of history kept (15 minutes).
 pub const WINDOW_SECS: u64 = 15 * 60;
@@ -31,12 +38,23 @@ const BOUNDS_NS: [u64; BUCKETS] = {
     b
 };
 
+/// The upstream dialects routed calls are counted by, in the order of [`Sample::served`].
+pub const SERVED: [&str; 2] = ["legacy", "jsonrpc"];
+
+fn served_index(d: Dialect) -> usize {
+    match d {
+        Dialect::Legacy => 0,
+        Dialect::Jsonrpc => 1,
+    }
+}
+
 /// One second that saw calls.
 #[derive(Clone, Debug)]
 struct Slot {
     second: u64,
     counts: [u32; MAX_SERIES],
     latency: [u32; BUCKETS],
+    served: [u32; SERVED.len()],
 }
 
 /// The ring and the series' names. Pure: time is passed in, so tests need no clock.
@@ -79,8 +97,16 @@ fn quantile_ms(latency: &[u32; BUCKETS], q: f64) -> Option<f64> {
 pub const OTHER: &str = "other";
 
 impl Sampler {
-    /// Counts one call at `second` (Unix time).
-    pub fn record(&mut self, second: u64, dialect: &'static str, outcome: &str, elapsed: Duration) {
+    /// Counts one call at `second` (Unix time); `served` is the dialect of the upstream that
+    /// served it, for a routed call.
+    pub fn record(
+        &mut self,
+        second: u64,
+        dialect: &'static str,
+        outcome: &str,
+        served: Option<Dialect>,
+        elapsed: Duration,
+    ) {
         let series = self.series_index(dialect, outcome);
         if self.slots.back().is_none_or(|s| s.second < second) {
             self.expire(second);
@@ -95,6 +121,7 @@ impl Sampler {
                 second,
                 counts: [0; MAX_SERIES],
                 latency: [0; BUCKETS],
+                served: [0; SERVED.len()],
             });
         }
         // A call stamped in an earlier second than the newest slot (threads race at a second's
@@ -106,6 +133,10 @@ impl Sampler {
         slot.counts[series] = slot.counts[series].saturating_add(1);
         let b = bucket_of(elapsed);
         slot.latency[b] = slot.latency[b].saturating_add(1);
+        if let Some(d) = served {
+            let i = served_index(d);
+            slot.served[i] = slot.served[i].saturating_add(1);
+        }
     }
 
     fn series_index(&mut self, dialect: &'static str, outcome: &str) -> usize {
@@ -139,6 +170,7 @@ impl Sampler {
         let oldest = now.saturating_sub(WINDOW_SECS - 1);
         let mut all = [0u32; BUCKETS];
         let mut totals = vec![0u64; self.series.len()];
+        let mut served = [0u64; SERVED.len()];
         let samples = self
             .slots
             .iter()
@@ -150,9 +182,13 @@ impl Sampler {
                 for (t, n) in totals.iter_mut().zip(&s.counts) {
                     *t += u64::from(*n);
                 }
+                for (t, n) in served.iter_mut().zip(&s.served) {
+                    *t += u64::from(*n);
+                }
                 Sample {
                     t: s.second,
                     counts: s.counts[..self.series.len()].to_vec(),
+                    served: s.served,
                     p50_ms: quantile_ms(&s.latency, 0.50),
                     p99_ms: quantile_ms(&s.latency, 0.99),
                 }
@@ -172,6 +208,11 @@ impl Sampler {
                 })
                 .collect(),
             samples,
+            served: SERVED
+                .iter()
+                .zip(served)
+                .map(|(&dialect, total)| Served { dialect, total })
+                .collect(),
             p50_ms: quantile_ms(&all, 0.50),
             p99_ms: quantile_ms(&all, 0.99),
         }
@@ -189,6 +230,15 @@ pub struct Series {
     pub total: u64,
 }
 
+/// Routed calls served by upstreams of one dialect.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Served {
+    /// An upstream dialect (see [`SERVED`]).
+    pub dialect: &'static str,
+    /// Routed calls in the window.
+    pub total: u64,
+}
+
 /// One second that saw calls.
 #[derive(Debug, Serialize, PartialEq)]
 pub struct Sample {
@@ -196,6 +246,9 @@ pub struct Sample {
     pub t: u64,
     /// Calls per series, in the order of [`Snapshot::series`].
     pub counts: Vec<u32>,
+    /// Routed calls by the dialect of the upstream that served them, in the order of
+    /// [`SERVED`] (calls answered by the gateway itself or by sid are not routed).
+    pub served: [u32; SERVED.len()],
     /// Median latency of the second, ms (a bucket's upper bound: within 60 %).
     pub p50_ms: Option<f64>,
     /// 99th percentile of the second, ms.
@@ -213,6 +266,8 @@ pub struct Snapshot {
     pub series: Vec<Series>,
     /// Seconds that saw calls, oldest first; seconds without calls are absent.
     pub samples: Vec<Sample>,
+    /// Routed calls in the window by upstream dialect, in the order of [`SERVED`].
+    pub served: Vec<Served>,
     /// Median over the window, ms.
     pub p50_ms: Option<f64>,
     /// 99th percentile over the window, ms.
@@ -227,13 +282,14 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Counts one served call in the process's sampler (process-global, as the metrics recorder).
-pub fn record(dialect: &'static str, outcome: &str, elapsed: Duration) {
+/// Counts one served call in the process's sampler (process-global, as the metrics recorder);
+/// `served`, for a routed call, is the dialect of the upstream that served it.
+pub fn record(dialect: &'static str, outcome: &str, served: Option<Dialect>, elapsed: Duration) {
     let now = unix_now();
     SAMPLER
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .record(now, dialect, outcome, elapsed);
+        .record(now, dialect, outcome, served, elapsed);
 }
 
 /// The process's last 15 minutes.
@@ -265,18 +321,18 @@ mod tests {
     }
 
     #[test]
-    fn a_second_costs_200_bytes() {
+    fn a_second_costs_208_bytes() {
         // What the module's and README's memory bound says: 900 of these at most.
-        assert_eq!(std::mem::size_of::<Slot>(), 200);
+        assert_eq!(std::mem::size_of::<Slot>(), 208);
     }
 
     #[test]
     fn counts_per_second_and_series() {
         let mut s = Sampler::default();
-        s.record(100, "jsonrpc", "ok", MS);
-        s.record(100, "jsonrpc", "ok", MS);
-        s.record(100, "legacy", "error", MS);
-        s.record(102, "jsonrpc", "ok", MS);
+        s.record(100, "jsonrpc", "ok", None, MS);
+        s.record(100, "jsonrpc", "ok", None, MS);
+        s.record(100, "legacy", "error", None, MS);
+        s.record(102, "jsonrpc", "ok", None, MS);
         let snap = s.snapshot(102);
         assert_eq!(
             snap.series,
@@ -304,11 +360,11 @@ mod tests {
     #[test]
     fn the_window_is_fifteen_minutes_and_the_ring_bounded() {
         let mut s = Sampler::default();
-        s.record(0, "jsonrpc", "ok", MS);
+        s.record(0, "jsonrpc", "ok", None, MS);
         let first = s.slots.capacity();
         assert!(first >= WINDOW_SECS as usize, "the window is taken at once");
         for t in 1..3 * WINDOW_SECS {
-            s.record(t, "jsonrpc", "ok", MS);
+            s.record(t, "jsonrpc", "ok", None, MS);
         }
         assert_eq!(s.slots.capacity(), first, "and never grown");
         assert_eq!(
@@ -330,7 +386,7 @@ mod tests {
         let mut s = Sampler::default();
         let outcomes: Vec<String> = (0..40).map(|i| format!("kind-{i}")).collect();
         for o in &outcomes {
-            s.record(5, "jsonrpc", o, MS);
+            s.record(5, "jsonrpc", o, None, MS);
         }
         let snap = s.snapshot(5);
         assert_eq!(snap.series.len(), MAX_SERIES);
@@ -344,10 +400,10 @@ mod tests {
     fn quantiles_come_from_the_histogram() {
         let mut s = Sampler::default();
         for _ in 0..98 {
-            s.record(7, "legacy", "ok", Duration::from_micros(900));
+            s.record(7, "legacy", "ok", None, Duration::from_micros(900));
         }
         for _ in 0..2 {
-            s.record(7, "legacy", "ok", Duration::from_millis(200));
+            s.record(7, "legacy", "ok", None, Duration::from_millis(200));
         }
         let snap = s.snapshot(7);
         let p50 = snap.p50_ms.unwrap();
@@ -359,11 +415,41 @@ mod tests {
     }
 
     #[test]
+    fn routed_calls_are_counted_by_the_serving_upstreams_dialect() {
+        let mut s = Sampler::default();
+        s.record(20, "legacy", "ok", Some(Dialect::Legacy), MS);
+        s.record(20, "legacy", "ok", Some(Dialect::Jsonrpc), MS);
+        s.record(20, "jsonrpc", "ok", Some(Dialect::Jsonrpc), MS);
+        s.record(20, "jsonrpc", "ok", None, MS);
+        s.record(21, "jsonrpc", "ok", Some(Dialect::Legacy), MS);
+        let snap = s.snapshot(21);
+        let served: Vec<[u32; 2]> = snap.samples.iter().map(|x| x.served).collect();
+        assert_eq!(served, vec![[1, 2], [1, 0]]);
+        assert_eq!(
+            snap.served,
+            vec![
+                Served {
+                    dialect: "legacy",
+                    total: 2
+                },
+                Served {
+                    dialect: "jsonrpc",
+                    total: 2
+                }
+            ]
+        );
+        // A call not routed (sid, built-ins) counts only by its client dialect: 5 calls, 4
+        // routed.
+        let calls: u64 = snap.series.iter().map(|x| x.total).sum();
+        assert_eq!(calls, 5);
+    }
+
+    #[test]
     fn a_late_stamp_counts_in_its_own_second() {
         let mut s = Sampler::default();
-        s.record(10, "jsonrpc", "ok", MS);
-        s.record(11, "jsonrpc", "ok", MS);
-        s.record(10, "jsonrpc", "ok", MS);
+        s.record(10, "jsonrpc", "ok", None, MS);
+        s.record(11, "jsonrpc", "ok", None, MS);
+        s.record(10, "jsonrpc", "ok", None, MS);
         let counts: Vec<u32> = s.snapshot(11).samples.iter().map(|x| x.counts[0]).collect();
         assert_eq!(counts, vec![2, 1]);
     }

@@ -134,13 +134,16 @@ fn covers(n: &str, d: &str) -> bool {
     d == n || (d.starts_with(n) && d.as_bytes().get(n.len()) == Some(&b'/'))
 }
 
-/// A copy of `v` without the values at `ignore`.
-fn stripped(v: &Value, ignore: &[String]) -> Value {
+/// `v` without the values at `ignore`: a copy only when there is something to ignore.
+fn stripped<'a>(v: &'a Value, ignore: &[String]) -> std::borrow::Cow<'a, Value> {
+    if ignore.is_empty() {
+        return std::borrow::Cow::Borrowed(v);
+    }
     let mut v = v.clone();
     for p in ignore {
         remove(&mut v, p);
     }
-    v
+    std::borrow::Cow::Owned(v)
 }
 
 fn remove(v: &mut Value, pointer: &str) {

@@ -157,18 +157,18 @@ fn document(outcome: &Outcome) -> Value {
 
 async fn run(job: Job) {
     let t = &job.target;
-    let noise = async {
-        match &t.noise {
-            Some(n) => forward(n, &t.table, job.call.clone())
-                .await
-                .ok()
-                .map(|d| document(&d.outcome)),
-            None => None,
+    let method = compare::cut(&job.call.method, 64);
+    // Without a noise instance the call is moved to the shadow, not copied.
+    let (shadow, noise) = match &t.noise {
+        None => (forward(&t.shadow, &t.table, job.call).await, None),
+        Some(n) => {
+            let (shadow, noise) = tokio::join!(
+                forward(&t.shadow, &t.table, job.call.clone()),
+                forward(n, &t.table, job.call)
+            );
+            (shadow, noise.ok().map(|d| document(&d.outcome)))
         }
     };
-    let shadow = forward(&t.shadow, &t.table, job.call.clone());
-    let (shadow, noise) = tokio::join!(shadow, noise);
-    let method = compare::cut(&job.call.method, 64);
     match shadow {
         Err(e) => {
             tracing::debug!(route = %t.route, method = %method, error = %e, "shadow call failed");
@@ -176,12 +176,16 @@ async fn run(job: Job) {
             telemetry::record_shadow(&t.route, &method, "shadow_error");
         }
         Ok(done) => {
-            let verdict = compare::compare(
-                &document(&job.primary),
-                &document(&done.outcome),
-                noise.as_ref(),
-                &t.ignore,
-            );
+            let verdict = match (&job.primary, &done.outcome) {
+                // Byte-equal results are equal JSON: nothing to parse or walk.
+                (Outcome::Result(a), Outcome::Result(b)) if a.get() == b.get() => Verdict::Match,
+                _ => compare::compare(
+                    &document(&job.primary),
+                    &document(&done.outcome),
+                    noise.as_ref(),
+                    &t.ignore,
+                ),
+            };
             t.stats.record(&t.route, &method, &job.request_id, verdict);
         }
     }

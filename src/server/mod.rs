@@ -202,7 +202,7 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
 }
 
 /// The console's data: its own routes, and the RPC and event-stream handlers served again
-/// behind the admin rule (the page reads nothing else but `/migration`).
+/// behind the admin rule (the page reads nothing else).
 fn console_api(state: &AppState) -> axum::Router<AppState> {
     crate::console::api()
         .route("/rpc", post(rpc))

@@ -25,14 +25,15 @@ function niceMax(v) {
 /**
  * Draws `series` ([{name, color, points: [[t, value|null], ...]}]) over [tMin, tMax] into
  * `figure`, replacing what was there. A null value breaks the line. `label` describes the
- * chart for screen readers; `unit` is appended to the y axis's top value.
+ * chart for screen readers; `unit` is appended to the y axis's top value; `max` fixes the y
+ * axis's top (a share's 100 %) instead of rounding up the largest value.
  */
-export function lineChart(figure, { series, tMin, tMax, label, unit = '', width = 600, height = 180, stroke = 2 }) {
+export function lineChart(figure, { series, tMin, tMax, label, unit = '', width = 600, height = 180, stroke = 2, max: fixed }) {
   const W = width;
   const H = height;
   let max = 0;
   for (const s of series) for (const [, v] of s.points) if (v !== null && v > max) max = v;
-  const top = niceMax(max);
+  const top = fixed || niceMax(max);
   const x = (t) => PAD.left + ((t - tMin) / Math.max(1, tMax - tMin)) * (W - PAD.left - PAD.right);
   const y = (v) => H - PAD.bottom - (v / top) * (H - PAD.top - PAD.bottom);
   const svg = el('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': label, class: 'chart-svg' });
