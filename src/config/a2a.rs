@@ -50,23 +50,8 @@ impl A2a {
     pub(super) fn validate(&self, issues: &mut Issues, rpc_paths: &[String]) {
         if let Some(p) = self.jsonrpc_path() {
             let plain = |c: char| c.is_ascii_alphanumeric() || "/-_.~".contains(c);
-            let taken = |q: &str| p == q || p.starts_with(&format!("{q}/"));
-            // The gateway's own routes (server/mod.rs) and the RPC paths are not A2A's binding.
-            let own = [
-                crate::a2a::rest::PATH,
-                "/.well-known",
-                "/console",
-                "/tasks",
-                "/contexts",
-                "/events",
-                "/healthz",
-                "/readyz",
-                "/metrics",
-                "/migration",
-                "/admin",
-            ];
             let clash = rpc_paths.iter().any(|r| r.trim_end_matches('/') == p)
-                || own.iter().any(|o| taken(o));
+                || super::server::is_own_route(p);
             if !p.starts_with('/') || !p.chars().all(plain) || p.contains("//") {
                 issues.add(
                     "a2a.jsonrpc_path".into(),

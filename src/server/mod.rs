@@ -133,27 +133,13 @@ impl RpcPaths {
     }
 }
 
-/// Where the gateway's own routes live, beside the RPC paths: a path under none of these is
-/// never the router's, so when a pass-through prefix takes it, it goes straight there (the
-/// router, its handler adapters and the request's extensions skipped). [`routes`] checks each
-/// route it registers against this list (in debug builds, so every test run).
-const OWN_PREFIXES: &[&str] = &[
-    "/tasks/",
-    "/contexts/",
-    "/events",
-    "/.well-known/",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/migration",
-    "/admin/",
-    crate::console::PATH,
-    crate::a2a::rest::PATH,
-];
-
-/// Whether the gateway may answer `path` itself: an RPC path, or under one of [`OWN_PREFIXES`].
+/// Whether the gateway may answer `path` itself: an RPC path, or one of its own routes
+/// ([`OWN_ROUTES`](crate::config::OWN_ROUTES)). A path it never answers, under a
+/// pass-through prefix, goes straight there (the router, its handler adapters and the request's
+/// extensions skipped); [`routes`] checks each route it registers against this (in debug
+/// builds, so every test run).
 fn is_own_path(rpc_paths: &RpcPaths, path: &str) -> bool {
-    rpc_paths.covers(path) || OWN_PREFIXES.iter().any(|p| path.starts_with(p))
+    rpc_paths.covers(path) || crate::config::is_own_route(path)
 }
 
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
@@ -164,10 +150,7 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     // Every path registered here must be one `is_own_path` knows, or the pass-through's fast
     // lane would take its requests.
     let mut route = |path: &str, handler: axum::routing::MethodRouter<AppState>| {
-        debug_assert!(
-            is_own_path(rpc_paths, path),
-            "{path} is not in OWN_PREFIXES"
-        );
+        debug_assert!(is_own_path(rpc_paths, path), "{path} is not in OWN_ROUTES");
         router = std::mem::take(&mut router).route(path, handler);
     };
     for p in rpc_paths.0.iter() {
