@@ -149,6 +149,7 @@ impl Target {
                 hyper::upgrade::on(&mut req),
             )
         });
+        crate::scope::note_call("http", &self.name);
         let (parts, body) = req.into_parts();
         let (head, sending, no_body) = self.head(
             &parts,
@@ -230,7 +231,6 @@ impl Target {
             .or_else(|| req.uri.authority().map(|a| a.as_str()));
         let client_traced = trace::has_valid_parent(headers);
         let ctx = crate::scope::trace().unwrap_or_else(|| TraceContext::for_call(headers));
-        crate::scope::note_call("http", &self.name);
         let had_length = headers.contains_key(header::CONTENT_LENGTH);
         let hop = Hop {
             peer: origin

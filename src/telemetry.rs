@@ -229,8 +229,18 @@ mod tests {
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     }
 
+    /// The tests that fill the process-wide method bound run one at a time, each from an empty
+    /// set of labelled methods (run side by side, one's names used up the other's bound).
+    fn fresh_method_bound() -> std::sync::MutexGuard<'static, ()> {
+        static ALONE: Mutex<()> = Mutex::new(());
+        let guard = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+        CACHE.lock().unwrap().methods.clear();
+        guard
+    }
+
     #[test]
     fn method_labels_are_bounded_and_cached_handles_count() {
+        let _alone = fresh_method_bound();
         let handle = install();
         fn labels(method: &str) -> CallLabels<'_> {
             CallLabels {
@@ -263,6 +273,7 @@ mod tests {
 
     #[test]
     fn shadow_handles_are_cached_and_bounded_by_the_method_label() {
+        let _alone = fresh_method_bound();
         let handle = install();
         for i in 0..MAX_METHODS + 100 {
             record_shadow("shadow-bound-test", &format!("s-{i}"), "match");

@@ -10,7 +10,6 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -99,15 +98,7 @@ async fn operate(method: &str, params: &Value) -> Result<Value, Value> {
             }
         },
         "echo" => Ok(params.clone()),
-        "slow" => {
-            let ms = params
-                .get("ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(1500)
-                .min(30_000);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok(json!({"slept_ms": ms}))
-        }
+        "slow" => Ok(super::slow(params).await),
         other => Err(
             json!({"code": code::METHOD_NOT_FOUND, "message": format!("Method not found: {other}")}),
         ),

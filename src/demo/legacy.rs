@@ -74,15 +74,7 @@ async fn operate(op: &str, params: &Value) -> Result<Value, LegacyError> {
             )),
         },
         "echo" => Ok(params.clone()),
-        "slow" => {
-            let ms = params
-                .get("ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(1500)
-                .min(30_000);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok(json!({"slept_ms": ms}))
-        }
+        "slow" => Ok(super::slow(params).await),
         other => Err(LegacyError::new(
             code::OPERATION_NOT_FOUND,
             format!("operation {other} is not known"),
