@@ -9,68 +9,9 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use support::{dead_url, gateway, jsonrpc_echo, legacy_echo, upstream, TestGateway};
+use support::migration::{jsonrpc, report, route, shadowed, shadows_done, split};
+use support::{dead_url, gateway, jsonrpc_echo, legacy_echo, upstream};
 use wiregate::config::{Config, Dialect, Rollback, Route, SplitSide};
-
-fn split(name: &str, methods: &[&str], sides: &[(&str, u32)]) -> Route {
-    Route {
-        name: name.into(),
-        methods: methods.iter().map(|m| (*m).to_owned()).collect(),
-        split: sides
-            .iter()
-            .map(|(u, w)| SplitSide {
-                upstream: (*u).into(),
-                weight: *w,
-            })
-            .collect(),
-        ..Route::default()
-    }
-}
-
-fn shadowed(name: &str, methods: &[&str], primary: &str, shadow: &str) -> Route {
-    Route {
-        name: name.into(),
-        shadow: shadow.into(),
-        ..Route::to(methods, primary)
-    }
-}
-
-async fn report(gw: &TestGateway) -> Value {
-    let a = gw.get("/migration").await;
-    assert_eq!(a.status, 200, "{}", a.text);
-    a.json()
-}
-
-fn route<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["routes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("no route {name} in {report}"))
-}
-
-/// Waits until `name`'s shadow figures add up to `n` comparisons (the shadow runs after the
-/// caller's answer), and returns the route's report.
-async fn shadows_done(gw: &TestGateway, name: &str, n: u64) -> Value {
-    for _ in 0..200 {
-        let r = report(gw).await;
-        let s = &route(&r, name)["shadow"];
-        let done: u64 = ["match", "diff", "noise", "shadow_error", "dropped"]
-            .iter()
-            .map(|k| s[k].as_u64().unwrap())
-            .sum();
-        if done >= n {
-            return route(&r, name).clone();
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{name}: the shadows did not finish: {}", report(gw).await)
-}
-
-fn jsonrpc(method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-}
 
 fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
@@ -273,7 +214,8 @@ async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
         a["result"]["state"], "running",
         "the caller never sees the shadow"
     );
-    let p = shadows_done(&gw, "shadow-plans", 3).await;
+    let r = shadows_done(&gw, "shadow-plans", 3).await;
+    let p = route(&r, "shadow-plans");
     let s = &p["shadow"];
     assert_eq!(
         (s["match"].as_u64(), s["diff"].as_u64()),
@@ -287,7 +229,8 @@ async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
     );
     // Without ignoring `updated_at`, the same answers differ there.
     gw.rpc(&jsonrpc("strict.get", json!({}))).await;
-    let p = shadows_done(&gw, "shadow-strict", 1).await;
+    let r = shadows_done(&gw, "shadow-strict", 1).await;
+    let p = route(&r, "shadow-strict");
     assert_eq!(
         p["shadow"]["last_diffs"][0]["pointers"],
         json!([{"pointer": "/result/updated_at", "primary": "\"2026-01-01T00:00:00Z\"",
@@ -332,13 +275,15 @@ async fn fields_that_differ_between_two_primaries_are_noise() {
         .await;
     // `nonce` differs on every answer, the two primaries' included: noise.
     gw.rpc(&jsonrpc("plan.get", json!({}))).await;
-    let p = shadows_done(&gw, "noisy", 1).await;
+    let r = shadows_done(&gw, "noisy", 1).await;
+    let p = route(&r, "noisy");
     assert_eq!(p["shadow"]["noise"], 1, "{p}");
     assert_eq!(p["shadow"]["diff"], 0);
     // `state` differs only on the shadow: a difference, reported without the noisy `nonce`.
     gw.rpc(&jsonrpc("plan.get", json!({"shadow_state": "done"})))
         .await;
-    let p = shadows_done(&gw, "noisy", 2).await;
+    let r = shadows_done(&gw, "noisy", 2).await;
+    let p = route(&r, "noisy");
     assert_eq!(p["shadow"]["diff"], 1, "{p}");
     let pointers: Vec<&str> = p["shadow"]["last_diffs"][0]["pointers"]
         .as_array()
@@ -430,7 +375,8 @@ async fn a_dead_shadow_is_counted_and_the_caller_served() {
         .rpc(&json!({"jsonrpc": "2.0", "method": "plan.ping"}))
         .await;
     assert_eq!(n.status, 204);
-    let p = shadows_done(&gw, "dead-shadow", 3).await;
+    let r = shadows_done(&gw, "dead-shadow", 3).await;
+    let p = route(&r, "dead-shadow");
     assert_eq!(p["shadow"]["shadow_error"], 3, "{p}");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
