@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use support::migration::{jsonrpc, report, route, shadowed, shadows_done, split};
 use support::{dead_url, gateway, jsonrpc_echo, legacy_echo, upstream};
-use wiregate::config::{Config, Dialect, Rollback, Route, SplitSide};
+use wiregate::config::{Config, Dialect, Rollback, Route};
 
 fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
@@ -350,6 +350,39 @@ async fn a_slow_shadow_does_not_hold_the_caller_and_a_full_queue_drops() {
             r#"wiregate_shadow_total{route="slow-shadow",method="plan.get",outcome="dropped"}"#
         ),
         Some(4.0)
+    );
+}
+
+/// The names of this process's threads (the gateway under test runs in it).
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn shadows_are_sent_from_a_thread_of_their_own() {
+    let old = legacy_echo().run().await;
+    let new = jsonrpc_echo().run().await;
+    let gw = gateway()
+        .upstream("old", &old.url(), Dialect::Legacy, 5000)
+        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+        .with(|c| c.routes.push(shadowed("threaded", &["plan.*"], "old", "new")))
+        .start()
+        .await;
+    // This test's runtime has one thread, the gateway's: the shadow is exchanged and compared
+    // on the shadow thread while this one only waits for the report.
+    let a = gw.rpc(&jsonrpc("plan.get", json!({}))).await.json();
+    assert_eq!(a["result"]["via"], "legacy");
+    let r = shadows_done(&gw, "threaded", 1).await;
+    assert_eq!(route(&r, "threaded")["shadow"]["diff"], 1, "echoes differ by `via`");
+    assert_eq!(new.seen().len(), 1, "the shadow got the call");
+    assert!(
+        thread_names().iter().any(|n| n == "wiregate-shadow"),
+        "{:?}",
+        thread_names()
     );
 }
 
