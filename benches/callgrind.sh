@@ -320,10 +320,18 @@ shadow_sample = 1.0'
     # inlined) and `forward` inside `run`: the HTTP exchange is UpstreamClient::post, read on
     # that thread alone (the primary's exchanges are posts too).
     jobs='<futures_util::stream::stream::for_each_concurrent::ForEachConcurrent<St,Fut,F> as core::future::future::Future>::poll'
-    exname="the HTTP exchange (UpstreamClient::post, on the shadow thread)"
     local post='wiregate::proxy::UpstreamClient::post::{{closure}}'
-    ex_a=$(inclusive "$(thread_file "$S" "$thread_fn")" "$post")
-    ex_b=$(inclusive "$(thread_file "$L" "$thread_fn")" "$post")
+    if [ -n "$th_b" ]; then
+      exname="the HTTP exchange (UpstreamClient::post, on the shadow thread)"
+      ex_a=$(inclusive "$(thread_file "$S" "$thread_fn")" "$post")
+      ex_b=$(inclusive "$(thread_file "$L" "$thread_fn")" "$post")
+    else
+      # No shadow thread, `forward` inlined: the posts the shadow jobs poll.
+      exname="the HTTP exchange (UpstreamClient::post, polled by the shadow jobs)"
+      jobs='<futures_util::stream::futures_unordered::FuturesUnordered<Fut> as futures_core::stream::Stream>::poll_next'
+      ex_a=$(from "$S" "$jobs" "$post")
+      ex_b=$(from "$L" "$jobs" "$post")
+    fi
   fi
   cp_a=$(inclusive "$S" "$copy")
   cp_b=$(inclusive "$L" "$copy")

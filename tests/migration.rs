@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use support::migration::{jsonrpc, report, route, shadowed, shadows_done, split};
+use support::migration::{jsonrpc, old_and_new, report, route, shadowed, shadows_done, split};
 use support::{dead_url, gateway, jsonrpc_echo, legacy_echo, upstream};
 use wiregate::config::{Config, Dialect, Rollback, Route};
 
@@ -23,9 +23,7 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
 async fn a_90_10_split_holds_over_1000_callers_and_each_keeps_its_side() {
     let old = legacy_echo().run().await;
     let new = jsonrpc_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+    let gw = old_and_new(&old, &new)
         .with(|c| {
             c.routes.push(split(
                 "plans-9010",
@@ -91,9 +89,7 @@ async fn a_90_10_split_holds_over_1000_callers_and_each_keeps_its_side() {
 async fn sticky_by_header_and_by_ip() {
     let old = legacy_echo().run().await;
     let new = jsonrpc_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+    let gw = old_and_new(&old, &new)
         .with(|c| {
             let mut by_header = split("by-header", &["h.*"], &[("old", 50), ("new", 50)]);
             by_header.sticky = "header:X-Client".into();
@@ -177,9 +173,7 @@ fn jsonrpc_shadow() -> support::UpstreamBuilder {
 async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
     let old = legacy_primary().run().await;
     let new = jsonrpc_shadow().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+    let gw = old_and_new(&old, &new)
         .with(|c| {
             let mut ignoring = shadowed("shadow-plans", &["plan.*"], "old", "new");
             ignoring.shadow_ignore = vec!["/result/updated_at".into(), "/result/nonce".into()];
@@ -366,10 +360,11 @@ fn thread_names() -> Vec<String> {
 async fn shadows_are_sent_from_a_thread_of_their_own() {
     let old = legacy_echo().run().await;
     let new = jsonrpc_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
-        .with(|c| c.routes.push(shadowed("threaded", &["plan.*"], "old", "new")))
+    let gw = old_and_new(&old, &new)
+        .with(|c| {
+            c.routes
+                .push(shadowed("threaded", &["plan.*"], "old", "new"))
+        })
         .start()
         .await;
     // This test's runtime has one thread, the gateway's: the shadow is exchanged and compared
@@ -377,7 +372,11 @@ async fn shadows_are_sent_from_a_thread_of_their_own() {
     let a = gw.rpc(&jsonrpc("plan.get", json!({}))).await.json();
     assert_eq!(a["result"]["via"], "legacy");
     let r = shadows_done(&gw, "threaded", 1).await;
-    assert_eq!(route(&r, "threaded")["shadow"]["diff"], 1, "echoes differ by `via`");
+    assert_eq!(
+        route(&r, "threaded")["shadow"]["diff"],
+        1,
+        "echoes differ by `via`"
+    );
     assert_eq!(new.seen().len(), 1, "the shadow got the call");
     assert!(
         thread_names().iter().any(|n| n == "wiregate-shadow"),

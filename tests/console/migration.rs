@@ -4,11 +4,11 @@
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use wiregate::config::{Dialect, Rollback, Route};
+use wiregate::config::{Rollback, Route};
 
 use super::page::{assert_no_console_errors, shots};
-use super::support::migration::{jsonrpc, route, shadows_done, split};
-use super::support::{gateway, upstream};
+use super::support::migration::{jsonrpc, old_and_new, route, shadows_done, split};
+use super::support::upstream;
 use super::webdriver::{wait_for, Browser};
 use super::{ONE_BROWSER, WAIT};
 
@@ -66,9 +66,7 @@ async fn the_migration_view_shows_splits_shadow_differences_rollbacks_and_legacy
     let _one = ONE_BROWSER.lock().await;
     let old = legacy_server().run().await;
     let new = jsonrpc_server().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+    let gw = old_and_new(&old, &new)
         .with(|c| {
             c.routes.push(split_50_50(
                 "plans",

@@ -4,9 +4,17 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use wiregate::config::{Route, SplitSide};
+use wiregate::config::{Dialect, Route, SplitSide};
 
-use super::TestGateway;
+use super::{gateway, GatewayBuilder, Listening, TestGateway};
+
+/// A gateway in front of the legacy upstream `old` and its JSON-RPC rewrite `new` (5 s
+/// timeouts), the two sides of a migration.
+pub fn old_and_new(old: &Listening, new: &Listening) -> GatewayBuilder {
+    gateway()
+        .upstream("old", &old.url(), Dialect::Legacy, 5000)
+        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+}
 
 /// A route `name` for `methods` split over `sides` (upstream, weight), the first the primary.
 pub fn split(name: &str, methods: &[&str], sides: &[(&str, u32)]) -> Route {
