@@ -211,6 +211,15 @@ async fn serve_http<S>(
     let activity = (proto == Protocol::Http2).then(|| Arc::new(Activity::new()));
     let front = front.tracking(activity.clone(), peer, tls);
     if proto == Protocol::Http1 {
+        let mut conn = conn;
+        let (prefix, io) = conn.parts_mut();
+        // `POST` to the RPC paths and the pass-through: our own loop, hyper for the rest.
+        if super::h1::may_be_post(prefix) {
+            let served = super::h1::serve(io, prefix, &front, timeout, &mut stopped).await;
+            if let super::h1::Served::Closed = served {
+                return;
+            }
+        }
         let conn = builder
             .http1
             .serve_connection(hyper_util::rt::TokioIo::new(conn), front)

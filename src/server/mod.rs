@@ -37,6 +37,7 @@ use crate::wire::legacy::LegacyResponse;
 
 mod conn;
 mod cors;
+mod h1;
 pub mod reload;
 mod streams;
 
