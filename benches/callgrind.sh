@@ -25,14 +25,25 @@
 #        exchange's own cost", in instructions, one run: the proxy part's plain gateway, then the
 #        same route with `shadow` to a second examples/legacy_upstream at shadow_sample = 1.0
 #        (short and long runs each; before a shadowed gateway stops, the script waits until
-#        every call's shadow has been compared). Prints instructions per call plain and
-#        shadowed, what the shadow added per call, the shadow task's own cost per call (callgrind's
-#        inclusive cost of `wiregate::migration::shadow::drain`, the task that takes each shadow
-#        off the queue and runs it: the shadow's upstream exchange, both answers brought to JSON
-#        and compared, the figures counted), the ratio added / own, and the parts of the shadow
-#        jobs (the callees of the FuturesUnordered that polls them: the exchange is `forward`,
-#        or the `PollFn` of a `join!` when polled beside a noise exchange). Also where the added
-#        instructions go, per crate.
+#        every call's shadow has been compared), each thread counted apart
+#        (--separate-threads=yes). Prints instructions per call plain and shadowed (all threads),
+#        what the shadow added per call, and the shadow's own cost per call measured two ways:
+#          the shadow thread: every instruction of the thread that sends the shadows
+#            (`wiregate-shadow`, found by its function `wiregate::migration::shadow::serve`):
+#            the shadow jobs, their sockets' readiness, timers and scheduling, none of which the
+#            primary's threads run. A build without that thread (before #15's thread, where the
+#            shadows ran on the primary's worker) has no such figure;
+#          the drain task (the measure before the thread): callgrind's inclusive cost of
+#            `wiregate::migration::shadow::drain`, the task that takes each shadow off the queue
+#            and runs it (the exchange with the shadow upstream, both answers compared, the
+#            figures counted), without its runtime's work outside the task's polls;
+#        and the caller's hand-off (inclusive cost of `Migration::shadow_copy`, the call's copy,
+#        and `migration::hand_off`, the answer's copy and the queue push; `Queue::offer` for a
+#        build without `hand_off`), which runs on the primary's worker. Then the ratios added /
+#        own for each measure, what the primary's threads pay beyond the shadow thread, the
+#        parts of the shadow jobs (the callees of the FuturesUnordered that polls them: the
+#        exchange is `forward`, or the `PollFn` of a `join!` when polled beside a noise
+#        exchange), and where the added instructions go, per crate (all threads).
 #
 # NO_BUILD=1 uses the release binaries as they are. Installs valgrind and wrk with apt-get when
 # they are missing. Only loopback is used.
@@ -60,6 +71,13 @@ trap cleanup EXIT
 
 # The total instructions of a callgrind output file.
 total() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
+
+# The output files of a run: FILE itself, or FILE-01, FILE-02, ... (one a thread) under
+# --separate-threads=yes.
+outputs() { local f; for f in "$1" "$1"-*; do [ -s "$f" ] && echo "$f"; done; return 0; }
+
+# The total instructions of a run, every thread.
+totals() { local f s=0; for f in $(outputs "$1"); do s=$((s + $(total "$f"))); done; echo "$s"; }
 
 pure() {
   local bin
@@ -155,7 +173,7 @@ shadows_settled() {
 
 # run NAME SECONDS -> "instructions calls", and leaves the output in $work/NAME.SECONDS
 run() {
-  RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" \
+  RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" ${THREADS:+--separate-threads=yes} \
     "$target/release/wiregate" --config "$work/$1.toml" >/dev/null 2>&1 &
   local gw=$!
   for _ in $(seq 600); do
@@ -173,7 +191,12 @@ run() {
   [ "$1" = shadowed ] && curl -s "http://127.0.0.1:$GW_PORT/migration" >"$work/migration.$2"
   kill -TERM "$gw"
   wait "$gw" || true
-  echo "$(total "$work/$1.$2") $calls"
+  # quanta's clock calibration at start-up (the metrics recorder's) runs for a fixed wall time,
+  # so its instructions vary with the machine's load (1.8 M to 8.3 M seen): taken out of the
+  # total, or it alone moves a per-call figure by a thousand instructions.
+  local calibration
+  calibration=$(inclusive "$work/$1.$2" 'quanta::Clock::new')
+  echo "$(($(totals "$work/$1.$2") - calibration)) $calls"
 }
 
 # proxy MODE: MODE is proxy (a translated POST /rpc) or passthrough (POST /a2a passed through)
@@ -212,16 +235,37 @@ fname() {
     print ir "\t" fn }'
 }
 
-# inclusive FILE FUNCTION -> FUNCTION's inclusive cost.
+# inclusive RUN FUNCTION -> FUNCTION's inclusive cost (summed over the run's threads).
 inclusive() {
-  callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | fname |
-    awk -F'\t' -v f="$2" '{ fn = $2; sub(/^[^:]*:/, "", fn) } fn == f && !found { v = $1; found = 1 } END { print v + 0 }'
+  local f s=0 v
+  for f in $(outputs "$1"); do
+    v=$(callgrind_annotate --inclusive=yes --threshold=100 "$f" 2>/dev/null | fname |
+      awk -F'\t' -v f="$2" '{ fn = $2; sub(/^[^:]*:/, "", fn) } fn == f && !found { v = $1; found = 1 } END { print v + 0 }')
+    s=$((s + v))
+  done
+  echo "$s"
 }
 
-# from FILE CALLER CALLEE -> the inclusive cost of CALLER's calls to CALLEE (the call tree's
-# "> callee" lines under CALLER's "* caller" line).
+# thread_file RUN FUNCTION -> the output of the thread that ran FUNCTION (empty when no
+# thread's output names it); thread_of RUN FUNCTION -> its total instructions.
+thread_file() {
+  local f
+  for f in $(outputs "$1"); do
+    grep -q "^c\?fn=([0-9]*) $2\$" "$f" && { echo "$f"; return 0; }
+  done
+  return 0
+}
+thread_of() {
+  local f
+  f=$(thread_file "$1" "$2")
+  [ -z "$f" ] || total "$f"
+}
+
+# from RUN CALLER CALLEE -> the inclusive cost of CALLER's calls to CALLEE (the call tree's
+# "> callee" lines under CALLER's "* caller" line), summed over the run's threads.
 from() {
-  callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$1" 2>/dev/null | fname |
+  local f
+  for f in $(outputs "$1"); do callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$f" 2>/dev/null; done | fname |
     awk -F'\t' -v caller="$2" -v callee="$3" '
       { fn = $2 }
       fn ~ /^\* / { sub(/^\* +[^:]*:/, "", fn); inside = (fn == caller); next }
@@ -229,9 +273,11 @@ from() {
       END { print s + 0 }'
 }
 
-# callees FILE CALLER -> "instructions<TAB>callee" for each of CALLER's callees (inclusive).
+# callees RUN CALLER -> "instructions<TAB>callee" for each of CALLER's callees (inclusive,
+# summed over the run's threads).
 callees() {
-  callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$1" 2>/dev/null | fname |
+  local f
+  for f in $(outputs "$1"); do callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$f" 2>/dev/null; done | fname |
     awk -F'\t' -v caller="$2" '
       { fn = $2 }
       fn ~ /^\* / { sub(/^\* +[^:]*:/, "", fn); inside = (fn == caller); next }
@@ -240,6 +286,7 @@ callees() {
 }
 
 shadow() {
+  THREADS=1
   build "$UP_PORT" "$GW_PORT" "$SHADOW_PORT"
   "$target/release/examples/legacy_upstream" "127.0.0.1:$SHADOW_PORT" >/dev/null &
   pids+=($!)
@@ -253,28 +300,78 @@ shadow_sample = 1.0'
   for f in "$work/migration.$SHORT_S" "$work/migration.$LONG_S"; do
     grep -q '"dropped":0' "$f" || { echo "shadows were dropped (the figures would be low): $(cat "$f")" >&2; exit 1; }
   done
-  local own_a own_b ex_a ex_b
-  # The shadow task: `drain` (the queue's receiving end) polls each job's `run` inline.
+  local S="$work/shadowed.$SHORT_S" L="$work/shadowed.$LONG_S"
+  # The shadow thread, by the function it runs; the drain task (the queue's receiving end,
+  # polling each job's `run` inline); the exchange; the caller's hand-off.
+  local thread_fn='wiregate::migration::shadow::serve'
   local task='wiregate::migration::shadow::drain::{{closure}}' exchange='wiregate::rpc::forward::{{closure}}'
   local jobs='<futures_util::stream::futures_unordered::FuturesUnordered<Fut> as futures_core::stream::Stream>::poll_next'
-  own_a=$(inclusive "$work/shadowed.$SHORT_S" "$task")
-  own_b=$(inclusive "$work/shadowed.$LONG_S" "$task")
-  ex_a=$(from "$work/shadowed.$SHORT_S" "$jobs" "$exchange")
-  ex_b=$(from "$work/shadowed.$LONG_S" "$jobs" "$exchange")
+  local copy='wiregate::migration::Migration::shadow_copy' handoff='wiregate::migration::hand_off'
+  local th_a th_b own_a own_b ex_a ex_b cp_a cp_b ho_a ho_b
+  th_a=$(thread_of "$S" "$thread_fn")
+  th_b=$(thread_of "$L" "$thread_fn")
+  own_a=$(inclusive "$S" "$task")
+  own_b=$(inclusive "$L" "$task")
+  ex_a=$(from "$S" "$jobs" "$exchange")
+  ex_b=$(from "$L" "$jobs" "$exchange")
+  local exname="the upstream exchange (rpc::forward, when polled on its own)"
+  if [ "$ex_b" = 0 ]; then
+    # On the shadow thread the jobs are polled inside ForEachConcurrent (the FuturesUnordered
+    # inlined) and `forward` inside `run`: the HTTP exchange is UpstreamClient::post, read on
+    # that thread alone (the primary's exchanges are posts too).
+    jobs='<futures_util::stream::stream::for_each_concurrent::ForEachConcurrent<St,Fut,F> as core::future::future::Future>::poll'
+    local post='wiregate::proxy::UpstreamClient::post::{{closure}}'
+    if [ -n "$th_b" ]; then
+      exname="the HTTP exchange (UpstreamClient::post, on the shadow thread)"
+      ex_a=$(inclusive "$(thread_file "$S" "$thread_fn")" "$post")
+      ex_b=$(inclusive "$(thread_file "$L" "$thread_fn")" "$post")
+    else
+      # No shadow thread, `forward` inlined: the posts the shadow jobs poll.
+      exname="the HTTP exchange (UpstreamClient::post, polled by the shadow jobs)"
+      jobs='<futures_util::stream::futures_unordered::FuturesUnordered<Fut> as futures_core::stream::Stream>::poll_next'
+      ex_a=$(from "$S" "$jobs" "$post")
+      ex_b=$(from "$L" "$jobs" "$post")
+    fi
+  fi
+  cp_a=$(inclusive "$S" "$copy")
+  cp_b=$(inclusive "$L" "$copy")
+  ho_a=$(inclusive "$S" "$handoff")
+  ho_b=$(inclusive "$L" "$handoff")
+  if [ "$ho_b" = 0 ]; then
+    handoff='wiregate::migration::shadow::Queue::offer'
+    ho_a=$(inclusive "$S" "$handoff")
+    ho_b=$(inclusive "$L" "$handoff")
+  fi
   echo "shadowed route (shadow_sample = 1.0, every shadow compared, none dropped), ${REV:-this tree}:"
   echo "  plain: $((pn_b - pn_a)) calls, shadowed: $((sn_b - sn_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
   awk -v pa="$pa" -v pb="$pb" -v pna="$pn_a" -v pnb="$pn_b" -v sa="$sa" -v sb="$sb" -v sna="$sn_a" -v snb="$sn_b" \
-      -v oa="$own_a" -v ob="$own_b" -v ea="$ex_a" -v eb="$ex_b" 'BEGIN {
-    plain = (pb - pa) / (pnb - pna); shadowed = (sb - sa) / (snb - sna); own = (ob - oa) / (snb - sna)
-    ex = (eb - ea) / (snb - sna); added = shadowed - plain
-    printf "  instructions per call: plain %.1f k, shadowed %.1f k (throughput at equal CPU: %.3f of plain)\n", plain / 1000, shadowed / 1000, plain / shadowed
+      -v ta="$th_a" -v tb="$th_b" -v oa="$own_a" -v ob="$own_b" -v ea="$ex_a" -v eb="$ex_b" \
+      -v ca="$cp_a" -v cb="$cp_b" -v ha="$ho_a" -v hb="$ho_b" -v hname="${handoff##*::}" -v exname="$exname" 'BEGIN {
+    n = snb - sna
+    plain = (pb - pa) / (pnb - pna); shadowed = (sb - sa) / n; added = shadowed - plain
+    own = (ob - oa) / n; ex = (eb - ea) / n; hand = ((cb - ca) + (hb - ha)) / n
+    printf "  instructions per call (every thread): plain %.1f k, shadowed %.1f k (throughput at equal CPU: %.3f of plain)\n", plain / 1000, shadowed / 1000, plain / shadowed
     printf "  added by the shadow: %.1f k per call\n", added / 1000
-    printf "  the shadow task'"'"'s own cost (shadow::drain, inclusive): %.1f k per call, of which the upstream exchange (rpc::forward, when polled on its own) %.1f k\n", own / 1000, ex / 1000
-    printf "  added / own: %.2f (beyond its own cost: %.1f k per call)\n", added / own, (added - own) / 1000
+    if (tb != "") {
+      th = (tb - ta) / n
+      printf "  the shadow thread (wiregate-shadow), all its instructions: %.1f k per call\n", th / 1000
+      printf "    of it, the drain task (shadow::drain, inclusive): %.1f k; %s: %.1f k\n", own / 1000, exname, ex / 1000
+    } else {
+      printf "  the shadow thread: none in this build (the shadows run on the primary'"'"'s worker)\n"
+      printf "  the drain task (shadow::drain, inclusive): %.1f k per call; %s: %.1f k\n", own / 1000, exname, ex / 1000
+    }
+    printf "  the caller'"'"'s hand-off (shadow_copy + %s, inclusive, on the caller'"'"'s thread): %.2f k per call\n", hname, hand / 1000
+    printf "  added / the drain task: %.2f (beyond it: %.1f k per call)\n", added / own, (added - own) / 1000
+    if (tb != "") {
+      printf "  added / the shadow thread: %.3f (beyond it, on the primary'"'"'s threads: %.2f k per call)\n", added / th, (added - th) / 1000
+      printf "  added / (the shadow thread + the hand-off): %.3f (beyond both: %.2f k per call)\n", added / (th + hand), (added - th - hand) / 1000
+    } else {
+      printf "  added / (the drain task + the hand-off): %.3f (beyond both: %.2f k per call)\n", added / (own + hand), (added - own - hand) / 1000
+    }
   }'
   echo "the shadow jobs' parts (inclusive, per call, the callees of the FuturesUnordered polling them):"
-  callees "$work/shadowed.$SHORT_S" "$jobs" >"$work/parts.short"
-  callees "$work/shadowed.$LONG_S" "$jobs" >"$work/parts.long"
+  callees "$S" "$jobs" >"$work/parts.short"
+  callees "$L" "$jobs" >"$work/parts.long"
   awk -F'\t' -v n="$((sn_b - sn_a))" '
     FNR == NR { short[$2] = $1; next }
     { per = ($1 - short[$2]) / n; if (per >= 100) printf "%10.1f k  %s\n", per / 1000, $2 }' \
@@ -296,10 +393,11 @@ shadow_sample = 1.0'
     }' "$work/crates.ps" "$work/crates.pl" "$work/crates.ss" "$work/crates.sl" | sort -nr
 }
 
-# crates FILE -> "crate instructions" lines: callgrind_annotate's function list (99 % of the
-# total) summed by the crate a function's name starts with.
+# crates RUN -> "crate instructions" lines: callgrind_annotate's function list (99 % of the
+# total) summed by the crate a function's name starts with (and over the run's threads).
 crates() {
-  callgrind_annotate --threshold=99 "$1" 2>/dev/null |
+  local f
+  for f in $(outputs "$1"); do callgrind_annotate --threshold=99 "$f" 2>/dev/null; done |
     awk '
       /^ *[0-9,]+ \([ 0-9.]+%\)  / && !/PROGRAM TOTALS/ {
         ir = $1; gsub(",", "", ir)

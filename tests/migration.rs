@@ -9,68 +9,9 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use support::{dead_url, gateway, jsonrpc_echo, legacy_echo, upstream, TestGateway};
-use wiregate::config::{Config, Dialect, Rollback, Route, SplitSide};
-
-fn split(name: &str, methods: &[&str], sides: &[(&str, u32)]) -> Route {
-    Route {
-        name: name.into(),
-        methods: methods.iter().map(|m| (*m).to_owned()).collect(),
-        split: sides
-            .iter()
-            .map(|(u, w)| SplitSide {
-                upstream: (*u).into(),
-                weight: *w,
-            })
-            .collect(),
-        ..Route::default()
-    }
-}
-
-fn shadowed(name: &str, methods: &[&str], primary: &str, shadow: &str) -> Route {
-    Route {
-        name: name.into(),
-        shadow: shadow.into(),
-        ..Route::to(methods, primary)
-    }
-}
-
-async fn report(gw: &TestGateway) -> Value {
-    let a = gw.get("/migration").await;
-    assert_eq!(a.status, 200, "{}", a.text);
-    a.json()
-}
-
-fn route<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["routes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("no route {name} in {report}"))
-}
-
-/// Waits until `name`'s shadow figures add up to `n` comparisons (the shadow runs after the
-/// caller's answer), and returns the route's report.
-async fn shadows_done(gw: &TestGateway, name: &str, n: u64) -> Value {
-    for _ in 0..200 {
-        let r = report(gw).await;
-        let s = &route(&r, name)["shadow"];
-        let done: u64 = ["match", "diff", "noise", "shadow_error", "dropped"]
-            .iter()
-            .map(|k| s[k].as_u64().unwrap())
-            .sum();
-        if done >= n {
-            return route(&r, name).clone();
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{name}: the shadows did not finish: {}", report(gw).await)
-}
-
-fn jsonrpc(method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-}
+use support::migration::{jsonrpc, old_and_new, report, route, shadowed, shadows_done, split};
+use support::{dead_url, gateway, jsonrpc_echo, legacy_echo, upstream};
+use wiregate::config::{Config, Dialect, Rollback, Route};
 
 fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
@@ -82,9 +23,7 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
 async fn a_90_10_split_holds_over_1000_callers_and_each_keeps_its_side() {
     let old = legacy_echo().run().await;
     let new = jsonrpc_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+    let gw = old_and_new(&old, &new)
         .with(|c| {
             c.routes.push(split(
                 "plans-9010",
@@ -150,9 +89,7 @@ async fn a_90_10_split_holds_over_1000_callers_and_each_keeps_its_side() {
 async fn sticky_by_header_and_by_ip() {
     let old = legacy_echo().run().await;
     let new = jsonrpc_echo().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+    let gw = old_and_new(&old, &new)
         .with(|c| {
             let mut by_header = split("by-header", &["h.*"], &[("old", 50), ("new", 50)]);
             by_header.sticky = "header:X-Client".into();
@@ -236,9 +173,7 @@ fn jsonrpc_shadow() -> support::UpstreamBuilder {
 async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
     let old = legacy_primary().run().await;
     let new = jsonrpc_shadow().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+    let gw = old_and_new(&old, &new)
         .with(|c| {
             let mut ignoring = shadowed("shadow-plans", &["plan.*"], "old", "new");
             ignoring.shadow_ignore = vec!["/result/updated_at".into(), "/result/nonce".into()];
@@ -273,7 +208,8 @@ async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
         a["result"]["state"], "running",
         "the caller never sees the shadow"
     );
-    let p = shadows_done(&gw, "shadow-plans", 3).await;
+    let r = shadows_done(&gw, "shadow-plans", 3).await;
+    let p = route(&r, "shadow-plans");
     let s = &p["shadow"];
     assert_eq!(
         (s["match"].as_u64(), s["diff"].as_u64()),
@@ -287,7 +223,8 @@ async fn shadow_answers_are_compared_match_diff_ignore_and_errors_by_code() {
     );
     // Without ignoring `updated_at`, the same answers differ there.
     gw.rpc(&jsonrpc("strict.get", json!({}))).await;
-    let p = shadows_done(&gw, "shadow-strict", 1).await;
+    let r = shadows_done(&gw, "shadow-strict", 1).await;
+    let p = route(&r, "shadow-strict");
     assert_eq!(
         p["shadow"]["last_diffs"][0]["pointers"],
         json!([{"pointer": "/result/updated_at", "primary": "\"2026-01-01T00:00:00Z\"",
@@ -332,13 +269,15 @@ async fn fields_that_differ_between_two_primaries_are_noise() {
         .await;
     // `nonce` differs on every answer, the two primaries' included: noise.
     gw.rpc(&jsonrpc("plan.get", json!({}))).await;
-    let p = shadows_done(&gw, "noisy", 1).await;
+    let r = shadows_done(&gw, "noisy", 1).await;
+    let p = route(&r, "noisy");
     assert_eq!(p["shadow"]["noise"], 1, "{p}");
     assert_eq!(p["shadow"]["diff"], 0);
     // `state` differs only on the shadow: a difference, reported without the noisy `nonce`.
     gw.rpc(&jsonrpc("plan.get", json!({"shadow_state": "done"})))
         .await;
-    let p = shadows_done(&gw, "noisy", 2).await;
+    let r = shadows_done(&gw, "noisy", 2).await;
+    let p = route(&r, "noisy");
     assert_eq!(p["shadow"]["diff"], 1, "{p}");
     let pointers: Vec<&str> = p["shadow"]["last_diffs"][0]["pointers"]
         .as_array()
@@ -408,6 +347,44 @@ async fn a_slow_shadow_does_not_hold_the_caller_and_a_full_queue_drops() {
     );
 }
 
+/// The names of this process's threads (the gateway under test runs in it).
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn shadows_are_sent_from_a_thread_of_their_own() {
+    let old = legacy_echo().run().await;
+    let new = jsonrpc_echo().run().await;
+    let gw = old_and_new(&old, &new)
+        .with(|c| {
+            c.routes
+                .push(shadowed("threaded", &["plan.*"], "old", "new"))
+        })
+        .start()
+        .await;
+    // This test's runtime has one thread, the gateway's: the shadow is exchanged and compared
+    // on the shadow thread while this one only waits for the report.
+    let a = gw.rpc(&jsonrpc("plan.get", json!({}))).await.json();
+    assert_eq!(a["result"]["via"], "legacy");
+    let r = shadows_done(&gw, "threaded", 1).await;
+    assert_eq!(
+        route(&r, "threaded")["shadow"]["diff"],
+        1,
+        "echoes differ by `via`"
+    );
+    assert_eq!(new.seen().len(), 1, "the shadow got the call");
+    assert!(
+        thread_names().iter().any(|n| n == "wiregate-shadow"),
+        "{:?}",
+        thread_names()
+    );
+}
+
 #[tokio::test]
 async fn a_dead_shadow_is_counted_and_the_caller_served() {
     let old = legacy_echo().run().await;
@@ -430,7 +407,8 @@ async fn a_dead_shadow_is_counted_and_the_caller_served() {
         .rpc(&json!({"jsonrpc": "2.0", "method": "plan.ping"}))
         .await;
     assert_eq!(n.status, 204);
-    let p = shadows_done(&gw, "dead-shadow", 3).await;
+    let r = shadows_done(&gw, "dead-shadow", 3).await;
+    let p = route(&r, "dead-shadow");
     assert_eq!(p["shadow"]["shadow_error"], 3, "{p}");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(

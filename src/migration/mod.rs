@@ -157,6 +157,14 @@ impl Migration {
         previous: Option<&Migration>,
     ) -> Self {
         let index = |name: &str| upstreams.iter().position(|u| u.name() == name);
+        // The shadow thread's clients: pools of their own, so that a connection registered
+        // with that thread's reactor is never used on the primary's (see `shadow`).
+        let shadow_client = |i: usize| {
+            UpstreamClient::new(
+                upstreams[i].config.clone(),
+                config.server.max_upstream_body_bytes,
+            )
+        };
         let caller_rule = Sticky::parse(&config.migration.caller).unwrap_or(Sticky::Auth);
         let callers = match previous {
             Some(p) if p.caller_rule == caller_rule => {
@@ -169,7 +177,7 @@ impl Migration {
         for (i, r) in config.routes.iter().enumerate() {
             let name = r.display_name(i);
             let old = previous.and_then(|p| p.routes.iter().find(|o| o.name == name));
-            routes.push(Self::route(r, name, old, &index, upstreams, table));
+            routes.push(Self::route(r, name, old, &index, &shadow_client, table));
         }
         let queue = routes
             .iter()
@@ -196,7 +204,7 @@ impl Migration {
         name: String,
         old: Option<&RouteState>,
         index: &dyn Fn(&str) -> Option<usize>,
-        upstreams: &[UpstreamClient],
+        shadow_client: &dyn Fn(usize) -> UpstreamClient,
         table: &ErrorTable,
     ) -> RouteState {
         let configured: Vec<(String, u32)> = match r.split.is_empty() {
@@ -236,8 +244,8 @@ impl Migration {
         let shadow = index(&r.shadow).map(|s| {
             Arc::new(Target {
                 route: name.clone(),
-                shadow: upstreams[s].clone(),
-                noise: index(&r.shadow_noise).map(|n| upstreams[n].clone()),
+                shadow: shadow_client(s),
+                noise: index(&r.shadow_noise).map(shadow_client),
                 ignore: r.shadow_ignore.clone(),
                 sample: r.shadow_sample,
                 table: table.clone(),
@@ -300,7 +308,9 @@ impl Migration {
 
     /// A copy of the call for the route's shadow, when this call is to be shadowed: the route
     /// has a shadow, the call is not a notification, it is sampled, and the shadow is not the
-    /// upstream that served it.
+    /// upstream that served it. Never inlined: `benches/callgrind.sh shadow` reads the
+    /// caller's share of a shadow by this name and [`hand_off`]'s.
+    #[inline(never)]
     pub(crate) fn shadow_copy(&self, route: usize, pick: Pick, call: &Call) -> Option<Call> {
         let t = self.routes[route].shadow.as_ref()?;
         if call.notification
@@ -332,20 +342,7 @@ impl Migration {
             self.judge(r, &r.sides[pick.side], rule, is_failure(result), elapsed);
         }
         if let (Some(call), Some(target), Some(queue)) = (shadow, &r.shadow, &self.queue) {
-            let primary = match result {
-                Ok(d) => d.outcome.clone(),
-                Err(e) => Outcome::Error(e.to_jsonrpc()),
-            };
-            let request_id = match request_id.is_empty() {
-                true => call.upstream_id.clone(),
-                false => request_id.to_owned(),
-            };
-            queue.offer(Job {
-                target: target.clone(),
-                call,
-                primary,
-                request_id,
-            });
+            hand_off(queue, target, call, result, request_id);
         }
     }
 
@@ -457,6 +454,30 @@ impl Migration {
             },
         })
     }
+}
+
+/// What the caller's path pays for a shadow once the primary has answered: the answer's copy and
+/// a bounded queue push (see `shadow`). Never inlined, so that `benches/callgrind.sh shadow`
+/// reads its cost by name.
+#[inline(never)]
+fn hand_off(
+    queue: &Queue,
+    target: &Arc<Target>,
+    call: Call,
+    result: &Result<Done, GatewayError>,
+    request_id: &str,
+) {
+    let primary = match result {
+        Ok(d) => d.outcome.clone(),
+        Err(e) => Outcome::Error(e.to_jsonrpc()),
+    };
+    queue.offer(Job {
+        target: target.clone(),
+        call,
+        primary,
+        // Without an `X-Request-Id`, the shadow thread names the call by its upstream id.
+        request_id: (!request_id.is_empty()).then(|| request_id.to_owned()),
+    });
 }
 
 fn sticky_text(s: &Sticky) -> String {

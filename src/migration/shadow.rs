@@ -2,10 +2,18 @@
 //! the caller has its answer, compared with what the caller got.
 //!
 //! The caller's task only puts a job on a bounded queue (`migration.shadow_queue`), never
-//! waiting: when it is full the shadow is dropped and counted. One task drains the queue with at
-//! most `migration.shadow_concurrency` exchanges in flight. Jobs carry everything they need
-//! (clients, figures), so a reload that replaces the migration state lets the old drain finish
-//! its queue and end.
+//! waiting: when it is full the shadow is dropped and counted. The queue is drained on a thread
+//! of its own (`wiregate-shadow`, one per migration state with a shadowed route, started with
+//! it) running a current-thread runtime, with at most `migration.shadow_concurrency` exchanges
+//! in flight. So everything a shadow costs (its upstream socket's readiness, its timers, its
+//! task's polls) is that thread's: the primary's scheduler never runs any of it, a shadow never
+//! delays a caller there, and the primary path pays only the hand-off (a bounded queue push,
+//! and a wake-up only when the drain is waiting for work). The shadow's upstream clients are its
+//! own (`Target::shadow`, `Target::noise`: pools of their own), so no connection registered with
+//! this thread's reactor is ever used from the primary's, or outlives the thread.
+//!
+//! Jobs carry everything they need (clients, figures), so a reload that replaces the migration
+//! state lets the old thread finish its queue and end: it stops once every sender is dropped.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +31,10 @@ use crate::wire::jsonrpc::Outcome;
 use crate::wire::translate::ErrorTable;
 
 use super::compare::{self, PointerDiff, Verdict};
+
+/// The name of the thread that sends the shadows (`benches/callgrind.sh shadow` reads its
+/// instructions apart by the function it runs, [`drain`]).
+pub const THREAD: &str = "wiregate-shadow";
 
 /// Differences kept per route for `/migration`.
 pub const LAST_DIFFS: usize = 50;
@@ -108,8 +120,8 @@ pub(crate) struct Job {
     pub(crate) call: Call,
     /// What the caller got, in JSON-RPC terms.
     pub(crate) primary: Outcome,
-    /// The call's request id.
-    pub(crate) request_id: String,
+    /// The call's `X-Request-Id`, when it had one (else its upstream id names it).
+    pub(crate) request_id: Option<String>,
 }
 
 /// The sending end of the queue.
@@ -117,13 +129,27 @@ pub(crate) struct Job {
 pub struct Queue(mpsc::Sender<Job>);
 
 impl Queue {
-    /// A queue of `capacity` jobs drained with `concurrency` exchanges at once, on the current
-    /// runtime; `None` outside one (a unit test building the state).
+    /// A queue of `capacity` jobs drained with `concurrency` exchanges at once on a thread of
+    /// its own, which ends when the queue's last sender is dropped and its jobs are done.
+    /// `None` (logged) when the thread or its runtime cannot be started: shadows are then not
+    /// sent, and the callers are served as ever.
     pub fn start(capacity: usize, concurrency: usize) -> Option<Queue> {
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
         let (tx, rx) = mpsc::channel(capacity);
-        runtime.spawn(drain(rx, concurrency));
-        Some(Queue(tx))
+        let started = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .and_then(|runtime| {
+                std::thread::Builder::new()
+                    .name(THREAD.into())
+                    .spawn(move || serve(&runtime, rx, concurrency))
+            });
+        match started {
+            Ok(_) => Some(Queue(tx)),
+            Err(e) => {
+                tracing::error!(error = %e, "the shadow thread could not start: no shadows are sent");
+                None
+            }
+        }
     }
 
     /// Queues a job, or drops and counts it when the queue is full. Never waits.
@@ -137,6 +163,13 @@ impl Queue {
             telemetry::record_shadow(&job.target.route, &method, "dropped");
         }
     }
+}
+
+/// The shadow thread: drains the queue until its senders are gone. Never inlined: the bench
+/// finds this thread's instructions by this name.
+#[inline(never)]
+fn serve(runtime: &tokio::runtime::Runtime, rx: mpsc::Receiver<Job>, concurrency: usize) {
+    runtime.block_on(drain(rx, concurrency));
 }
 
 async fn drain(rx: mpsc::Receiver<Job>, concurrency: usize) {
@@ -158,6 +191,9 @@ fn document(outcome: &Outcome) -> Value {
 async fn run(job: Job) {
     let t = &job.target;
     let method = compare::cut(&job.call.method, 64);
+    let request_id = job
+        .request_id
+        .unwrap_or_else(|| job.call.upstream_id.clone());
     // Without a noise instance the call is moved to the shadow, not copied.
     let (shadow, noise) = match &t.noise {
         None => (forward(&t.shadow, &t.table, job.call).await, None),
@@ -186,7 +222,7 @@ async fn run(job: Job) {
                     &t.ignore,
                 ),
             };
-            t.stats.record(&t.route, &method, &job.request_id, verdict);
+            t.stats.record(&t.route, &method, &request_id, verdict);
         }
     }
 }

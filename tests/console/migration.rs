@@ -4,10 +4,11 @@
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use wiregate::config::{Dialect, Rollback, Route, SplitSide};
+use wiregate::config::{Rollback, Route};
 
 use super::page::{assert_no_console_errors, shots};
-use super::support::{gateway, upstream, TestGateway};
+use super::support::migration::{jsonrpc, old_and_new, route, shadows_done, split};
+use super::support::upstream;
 use super::webdriver::{wait_for, Browser};
 use super::{ONE_BROWSER, WAIT};
 
@@ -52,37 +53,12 @@ fn jsonrpc_server() -> super::support::UpstreamBuilder {
     })
 }
 
-fn split(name: &str, methods: &[&str], rollback: Rollback) -> Route {
-    let side = |upstream: &str| SplitSide {
-        upstream: upstream.into(),
-        weight: 50,
-    };
+/// A 50/50 split of `methods` over `old` and `new`, rolled back by `rollback`.
+fn split_50_50(name: &str, methods: &[&str], rollback: Rollback) -> Route {
     Route {
-        name: name.into(),
-        methods: methods.iter().map(|m| (*m).to_owned()).collect(),
-        split: vec![side("old"), side("new")],
         rollback: Some(rollback),
-        ..Route::default()
+        ..split(name, methods, &[("old", 50), ("new", 50)])
     }
-}
-
-fn jsonrpc(method: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {}})
-}
-
-async fn report(gw: &TestGateway) -> Value {
-    let a = gw.get("/migration").await;
-    assert_eq!(a.status, 200, "{}", a.text);
-    a.json()
-}
-
-fn route<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["routes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("no route {name} in {report}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,11 +66,9 @@ async fn the_migration_view_shows_splits_shadow_differences_rollbacks_and_legacy
     let _one = ONE_BROWSER.lock().await;
     let old = legacy_server().run().await;
     let new = jsonrpc_server().run().await;
-    let gw = gateway()
-        .upstream("old", &old.url(), Dialect::Legacy, 5000)
-        .upstream("new", &new.url(), Dialect::Jsonrpc, 5000)
+    let gw = old_and_new(&old, &new)
         .with(|c| {
-            c.routes.push(split(
+            c.routes.push(split_50_50(
                 "plans",
                 &["plan.*"],
                 Rollback {
@@ -102,7 +76,7 @@ async fn the_migration_view_shows_splits_shadow_differences_rollbacks_and_legacy
                     ..Rollback::default()
                 },
             ));
-            c.routes.push(split(
+            c.routes.push(split_50_50(
                 "risky",
                 &["risky.*"],
                 Rollback {
@@ -124,7 +98,7 @@ async fn the_migration_view_shows_splits_shadow_differences_rollbacks_and_legacy
     for i in 0..20 {
         let a = gw
             .rpc_with(
-                &jsonrpc("plan.get"),
+                &jsonrpc("plan.get", json!({})),
                 &[("authorization", &format!("Bearer modern-caller-{i}"))],
             )
             .await;
@@ -142,7 +116,7 @@ async fn the_migration_view_shows_splits_shadow_differences_rollbacks_and_legacy
     // A shadowed call whose answers differ at /result/state (and at the ignored updated_at).
     let a = gw
         .rpc_with(
-            &jsonrpc("order.get"),
+            &jsonrpc("order.get", json!({})),
             &[
                 ("x-request-id", "order-diff-1"),
                 ("authorization", "Bearer modern-caller-0"),
@@ -157,18 +131,13 @@ async fn the_migration_view_shows_splits_shadow_differences_rollbacks_and_legacy
     // Thirty callers on the risky split: its new side fails and is rolled back.
     for i in 0..30 {
         gw.rpc_with(
-            &jsonrpc("risky.get"),
+            &jsonrpc("risky.get", json!({})),
             &[("authorization", &format!("Bearer risky-caller-{i}"))],
         )
         .await;
     }
     // The shadows run after the callers' answers: wait for both comparisons.
-    let r = wait_for("the two shadow comparisons", WAIT, || async {
-        let r = report(&gw).await;
-        let s = &route(&r, "orders")["shadow"];
-        (s["match"].as_u64()? + s["diff"].as_u64()? >= 2).then_some(r)
-    })
-    .await;
+    let r = shadows_done(&gw, "orders", 2).await;
     let plans = route(&r, "plans");
     let calls: Vec<u64> = (0..2)
         .map(|i| plans["sides"][i]["calls"].as_u64().unwrap())

@@ -2,6 +2,7 @@
 //! 127.0.0.1 ephemeral ports.
 #![allow(dead_code)]
 
+pub mod migration;
 pub mod pki;
 pub mod redis_server;
 
