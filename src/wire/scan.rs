@@ -121,24 +121,26 @@ impl Scan<'_> {
             .then(|| self.i += word.len())
     }
 
-    /// A string from its opening quote; `Some(true)` when it holds an escape.
+    /// A string from its opening quote; `Some(true)` when it holds an escape. The run up to the
+    /// next quote or backslash is found with `memchr2` and checked for control characters in
+    /// one sweep (both vectorised), not byte by byte.
     fn string(&mut self) -> Option<bool> {
         self.eat(b'"')?;
         let mut escaped = false;
         loop {
-            let c = *self.b.get(self.i)?;
-            self.i += 1;
-            match c {
-                b'"' => return Some(escaped),
-                b'\\' => {
-                    escaped = true;
-                    match self.b.get(self.i)? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
-                        _ => return None, // `\u` (surrogates are serde_json's to judge) or bad
-                    }
-                }
-                0..=0x1f => return None,
-                _ => {}
+            let rest = &self.b[self.i..];
+            let at = memchr::memchr2(b'"', b'\\', rest)?;
+            if rest[..at].iter().fold(false, |c, &b| c | (b < 0x20)) {
+                return None;
+            }
+            self.i += at + 1;
+            if rest[at] == b'"' {
+                return Some(escaped);
+            }
+            escaped = true;
+            match self.b.get(self.i)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                _ => return None, // `\u` (surrogates are serde_json's to judge) or bad
             }
         }
     }
