@@ -40,7 +40,7 @@ fn jsonrpc_to_legacy(body: &[u8]) -> Vec<u8> {
 }
 
 fn legacy_to_jsonrpc(body: &[u8], table: &ErrorTable) -> Vec<u8> {
-    let resp = LegacyResponse::from_body(body).unwrap();
+    let resp: LegacyResponse = wiregate::wire::from_json(body).unwrap();
     let rpc = translate::response_to_jsonrpc(resp, Id::from(1), table);
     rpc.to_vec()
 }

@@ -613,7 +613,7 @@ async fn to_legacy_upstream(
         .map_err(|e| GatewayError::InvalidParams(e.message))?;
     let body = legacy.to_vec();
     let answer = up.post(Bytes::from(body), None).await?;
-    let resp = LegacyResponse::from_body(&answer.body)
+    let resp: LegacyResponse = crate::wire::from_json(&answer.body)
         .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
     let timing_ms = resp.timing_ms;
     let outcome = match resp.body {

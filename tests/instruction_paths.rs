@@ -62,7 +62,7 @@ fn response_to_jsonrpc(size: usize) {
     let table = ErrorTable::default();
     let mut out = Vec::new();
     for _ in 0..iters() {
-        let resp = LegacyResponse::from_body(black_box(&body)).unwrap();
+        let resp: LegacyResponse = wiregate::wire::from_json(black_box(&body)).unwrap();
         out = translate::response_to_jsonrpc(resp, Id::from(1), &table).to_vec();
         black_box(&out);
     }

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::jsonrpc::{first_byte, ErrorObject, Id, Request, Response, VERSION};
 use super::legacy::{self, Auth, LegacyError, LegacyRequest};
-use super::{present, scan};
+use super::present;
 
 /// A parsed request body, in the dialect it was written in.
 #[derive(Debug)]
@@ -158,13 +158,8 @@ impl<'de> Visitor<'de> for Members {
     }
 }
 
-/// The body's members: by the scanner when it can vouch for the body (the usual call), else by
-/// serde_json, whose errors a malformed body earns.
 fn read_probe(body: &str) -> Result<Probe<'_>, Response> {
-    match Probe::scan(body) {
-        Some(probe) => Ok(probe),
-        None => serde_json::from_str(body).map_err(unreadable),
-    }
+    serde_json::from_str(body).map_err(unreadable)
 }
 
 /// The error a body that could not be read earns: JSON of the wrong shape is an invalid request,
@@ -180,8 +175,7 @@ fn unreadable(e: serde_json::Error) -> Response {
 
 /// Every top-level member either dialect defines; unknown members are ignored. The members that
 /// should be strings are borrowed from the body when they hold no escapes.
-#[derive(Deserialize, Default)]
-#[cfg_attr(test, derive(Debug))]
+#[derive(Deserialize)]
 struct Probe<'a> {
     #[serde(default, borrow, deserialize_with = "present")]
     jsonrpc: Option<Loose<'a>>,
@@ -203,7 +197,6 @@ struct Probe<'a> {
 
 /// A member that ought to be a string: the string (borrowed when it has no escapes), or whatever
 /// else was sent, kept for the error message.
-#[cfg_attr(test, derive(Debug))]
 enum Loose<'a> {
     Str(Cow<'a, str>),
     Other(Value),
@@ -275,52 +268,7 @@ fn is_structured(raw: &RawValue) -> bool {
     matches!(first_byte(raw.get().as_bytes()), Some(b'{' | b'['))
 }
 
-impl<'a> Probe<'a> {
-    /// The body read by [`scan::members`]: `Some` only where serde_json's derived reader would
-    /// read the very same members. A repeated member, or one that should be a string and is
-    /// not, is left to serde_json (and so to the errors it answers today).
-    fn scan(body: &'a str) -> Option<Probe<'a>> {
-        const RAW: &[&str] = &["params", "id", "auth"];
-        let mut p = Probe::default();
-        let mut seen = 0u8;
-        scan::members(body, RAW, |name, value| {
-            let bit = match name {
-                "jsonrpc" => 0,
-                "method" => 1,
-                "params" => 2,
-                "id" => 3,
-                "operation" => 4,
-                "a2a_version" => 5,
-                "request_id" => 6,
-                "auth" => 7,
-                _ => return Some(()), // ignored, as serde ignores it (the scanner checked it)
-            };
-            if seen & (1 << bit) != 0 {
-                return None;
-            }
-            seen |= 1 << bit;
-            match value {
-                scan::Member::Raw(raw) => match bit {
-                    2 => p.params = Some(raw.to_owned()),
-                    3 => p.id = Some(raw),
-                    _ => p.auth = Some(raw.to_owned()),
-                },
-                scan::Member::Text(text) => {
-                    let loose = Some(Loose::Str(scan::string(text)?));
-                    match bit {
-                        0 => p.jsonrpc = loose,
-                        1 => p.method = loose,
-                        4 => p.operation = loose,
-                        5 => p.a2a_version = loose,
-                        _ => p.request_id = loose,
-                    }
-                }
-            }
-            Some(())
-        })?;
-        Some(p)
-    }
-
+impl Probe<'_> {
     fn into_jsonrpc(self) -> Entry {
         // The id is answered back whenever it could be read, even on an invalid request.
         let id = match self.id {
@@ -498,35 +446,6 @@ mod tests {
             panic!()
         };
         assert_eq!(c.id, Some(Id::Null));
-    }
-
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Bodies made of both dialects' members, with values of every type, repeated or not:
-        /// whenever the scanner reads one, serde_json reads the same members.
-        #[test]
-        fn the_scanner_agrees_with_serde(
-            members in prop::collection::vec(
-                (
-                    prop::sample::select(vec!["jsonrpc", "method", "params", "id", "operation",
-                        "a2a_version", "request_id", "auth", "other"]),
-                    prop::sample::select(vec![r#""2.0""#, r#""1.0""#, r#""m\n""#, r#""\u00e9""#,
-                        "1", "-0", "1e400", "null", "true", r#"{"a":[1,"x"]}"#, "[1,2]",
-                        r#"{"a":}"#, "01", r#""""#, "{}"]),
-                ),
-                0..8,
-            ),
-        ) {
-            let body = format!(
-                "{{{}}}",
-                members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(",")
-            );
-            if let Some(scanned) = Probe::scan(&body) {
-                let derived: Probe<'_> = serde_json::from_str(&body).expect("serde reads it too");
-                prop_assert_eq!(format!("{scanned:?}"), format!("{derived:?}"), "{}", body);
-            }
-        }
     }
 
     #[test]

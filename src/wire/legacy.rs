@@ -242,67 +242,6 @@ impl Serialize for LegacyResponse {
     }
 }
 
-impl LegacyResponse {
-    /// An upstream's answer read from its body: the usual success answer by the scanner, in one
-    /// pass with `data` kept raw; anything else (an error answer, a malformed body) through
-    /// serde_json, as [`super::from_json`] reads it, errors included.
-    pub fn from_body(body: &[u8]) -> serde_json::Result<Self> {
-        if let Some(resp) = std::str::from_utf8(body).ok().and_then(Self::scan) {
-            return Ok(resp);
-        }
-        super::from_json(body)
-    }
-
-    /// `Some` only where the derived reader of [`LegacyResponseWire`] would read the same answer:
-    /// `status: "success"`, no `error`, a `request_id` string, `timing_ms` a number.
-    fn scan(text: &str) -> Option<Self> {
-        let mut request_id = None;
-        let mut status = None;
-        let mut data = None;
-        let mut timing_ms = None;
-        let mut seen = 0u8;
-        super::scan::members(text, &["data"], |name, value| {
-            let bit = match name {
-                "request_id" => 0,
-                "status" => 1,
-                "data" => 2,
-                "timing_ms" => 3,
-                "error" => 4,
-                _ => return Some(()),
-            };
-            if seen & (1 << bit) != 0 {
-                return None;
-            }
-            seen |= 1 << bit;
-            match (bit, value) {
-                (2, super::scan::Member::Raw(raw)) => {
-                    data = (raw.get() != "null").then(|| raw.to_owned());
-                }
-                (_, super::scan::Member::Raw(_)) => return None,
-                (0, super::scan::Member::Text(t)) => {
-                    request_id = Some(super::scan::string(t)?.into_owned());
-                }
-                (1, super::scan::Member::Text(t)) => status = Some(t),
-                (3, super::scan::Member::Text(t)) => timing_ms = Some(t),
-                (_, super::scan::Member::Text(t)) => (t == "null").then_some(())?, // no error
-            }
-            Some(())
-        })?;
-        if status? != "\"success\"" {
-            return None;
-        }
-        let timing_ms = match timing_ms {
-            None | Some("null") => None,
-            Some(t) => Some(super::scan::float(t)?),
-        };
-        Some(LegacyResponse {
-            request_id: request_id.unwrap_or_default(),
-            body: LegacyBody::Success(data),
-            timing_ms,
-        })
-    }
-}
-
 #[derive(Deserialize)]
 struct LegacyResponseWire {
     #[serde(default)]
@@ -381,35 +320,6 @@ mod tests {
             json!({"scheme": "bearer", "token": "abc"})
         );
         assert_eq!(a.to_header().unwrap(), "Bearer abc");
-    }
-
-    proptest! {
-        /// Answers made of the envelope's members, with values of every type: whenever the
-        /// scanner reads one, serde_json reads the same answer.
-        #[test]
-        fn the_scanner_agrees_with_serde(
-            members in prop::collection::vec(
-                (
-                    prop::sample::select(vec!["request_id", "status", "data", "timing_ms", "error", "other"]),
-                    prop::sample::select(vec![r#""success""#, r#""error""#, r#""r\n1""#, "3", "12.5",
-                        "-0", "1e3", "0.1", "18446744073709551617", "1e400", "null", "true",
-                        r#"{"x":[1,"y"]}"#, r#"{"code":"C","message":"m"}"#, "[1]", r#"{"a":}"#, "01"]),
-                ),
-                0..7,
-            ),
-        ) {
-            let body = format!(
-                "{{{}}}",
-                members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(",")
-            );
-            if let Some(scanned) = LegacyResponse::scan(&body) {
-                let derived: LegacyResponse = serde_json::from_str(&body).expect("serde reads it too");
-                prop_assert_eq!(format!("{scanned:?}"), format!("{derived:?}"), "{}", body);
-            }
-            let read = LegacyResponse::from_body(body.as_bytes()).map(|r| format!("{r:?}"));
-            let derived = crate::wire::from_json::<LegacyResponse>(body.as_bytes()).map(|r| format!("{r:?}"));
-            prop_assert_eq!(read.map_err(|e| e.to_string()), derived.map_err(|e| e.to_string()));
-        }
     }
 
     #[test]

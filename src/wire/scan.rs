@@ -1,35 +1,21 @@
-//! A strict scanner over one JSON object's top-level members, for the hot bodies and lines (a
-//! proxied call's envelopes, sid's text deltas): it hands each member's name and raw value to
-//! the caller in one pass over the bytes, with no tree and no serde machinery; members the
-//! caller keeps as raw JSON (`params`, `data`) are read by serde_json's own raw-value reader,
-//! which checks them once, where the scanner carries on.
+//! A strict scanner over one JSON object's top-level members, for the hottest line of a stream
+//! (sid's text deltas): it hands each member's name and raw value text to the caller in one pass
+//! over the bytes, with no tree and no serde machinery.
 //!
 //! It only ever vouches for text serde_json accepts too. Anything it is not sure of (a member
 //! name with an escape, a `\u` escape anywhere, nesting deeper than [`MAX_DEPTH`], bad syntax,
 //! trailing text) makes it answer `None`, and the caller then takes serde_json's path, which
 //! accepts or refuses the text with its own error: so errors stay exactly serde_json's.
 
-use serde_json::value::RawValue;
-
 /// Deepest nesting the scanner follows (serde_json's own limit is 128).
 const MAX_DEPTH: u32 = 64;
 
-/// One member's value.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Member<'a> {
-    /// Its text, checked by the scanner.
-    Text(&'a str),
-    /// A member named in `raw`: read (and checked) by serde_json.
-    Raw(&'a RawValue),
-}
-
-/// Calls `each(name, value)` for every top-level member of the object `text` is, in order, and
-/// returns `Some(())` when the whole text is one valid object. Members named in `raw` come as
-/// [`Member::Raw`]. `each` returning `None` stops the scan (and the answer is `None`).
+/// Calls `each(name, raw value)` for every top-level member of the object `text` is, in order,
+/// and returns `Some(())` when the whole text is one valid object. `each` returning `None`
+/// stops the scan (and the answer is `None`).
 pub(crate) fn members<'a>(
     text: &'a str,
-    raw: &[&str],
-    mut each: impl FnMut(&'a str, Member<'a>) -> Option<()>,
+    mut each: impl FnMut(&'a str, &'a str) -> Option<()>,
 ) -> Option<()> {
     let mut s = Scan {
         b: text.as_bytes(),
@@ -49,16 +35,8 @@ pub(crate) fn members<'a>(
             s.eat(b':')?;
             s.ws();
             let start = s.i;
-            if raw.contains(&name) {
-                let mut values =
-                    serde_json::Deserializer::from_str(&text[start..]).into_iter::<&'a RawValue>();
-                let value = values.next()?.ok()?;
-                s.i = start + values.byte_offset();
-                each(name, Member::Raw(value))?;
-            } else {
-                s.value(1)?;
-                each(name, Member::Text(&text[start..s.i]))?;
-            }
+            s.value(1)?;
+            each(name, &text[start..s.i])?;
             s.ws();
             if s.eat(b',').is_some() {
                 s.ws();
@@ -92,13 +70,6 @@ pub(crate) fn unsigned(raw: &str) -> Option<u64> {
     }
 }
 
-/// `raw`, a JSON number the scanner accepted, as the `f64` serde_json reads it (both round
-/// correctly; serde_json is built with `float_roundtrip`). `None` beyond 17 characters, where
-/// serde_json's integer reading takes other paths.
-pub(crate) fn float(raw: &str) -> Option<f64> {
-    (raw.len() <= 17).then(|| raw.parse().ok()).flatten()
-}
-
 struct Scan<'a> {
     b: &'a [u8],
     i: usize,
@@ -121,26 +92,24 @@ impl Scan<'_> {
             .then(|| self.i += word.len())
     }
 
-    /// A string from its opening quote; `Some(true)` when it holds an escape. The run up to the
-    /// next quote or backslash is found with `memchr2` and checked for control characters in
-    /// one sweep (both vectorised), not byte by byte.
+    /// A string from its opening quote; `Some(true)` when it holds an escape.
     fn string(&mut self) -> Option<bool> {
         self.eat(b'"')?;
         let mut escaped = false;
         loop {
-            let rest = &self.b[self.i..];
-            let at = memchr::memchr2(b'"', b'\\', rest)?;
-            if rest[..at].iter().fold(false, |c, &b| c | (b < 0x20)) {
-                return None;
-            }
-            self.i += at + 1;
-            if rest[at] == b'"' {
-                return Some(escaped);
-            }
-            escaped = true;
-            match self.b.get(self.i)? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
-                _ => return None, // `\u` (surrogates are serde_json's to judge) or bad
+            let c = *self.b.get(self.i)?;
+            self.i += 1;
+            match c {
+                b'"' => return Some(escaped),
+                b'\\' => {
+                    escaped = true;
+                    match self.b.get(self.i)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                        _ => return None, // `\u` (surrogates are serde_json's to judge) or bad
+                    }
+                }
+                0..=0x1f => return None,
+                _ => {}
             }
         }
     }
@@ -233,12 +202,8 @@ mod tests {
 
     fn scanned(text: &str) -> Option<Vec<(String, String)>> {
         let mut out = Vec::new();
-        members(text, &["r"], |k, v| {
-            let v = match v {
-                Member::Text(t) => t.to_owned(),
-                Member::Raw(r) => r.get().to_owned(),
-            };
-            out.push((k.to_owned(), v));
+        members(text, |k, v| {
+            out.push((k.to_owned(), v.to_owned()));
             Some(())
         })?;
         Some(out)
@@ -281,6 +246,7 @@ mod tests {
             r#"{a:1}"#,
             r#"{"r":{"x":}}"#,
             r#"{"r":1x}"#,
+            r#"{"r":1 2}"#,
         ] {
             assert_eq!(scanned(text), None, "{text}");
         }

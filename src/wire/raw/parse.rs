@@ -48,10 +48,7 @@ impl<'a> Flat<'a> {
     fn scan(line: &'a str) -> Option<Flat<'a>> {
         let mut f = Flat::default();
         let mut seen = 0u32;
-        scan::members(line, &[], |name, value| {
-            let scan::Member::Text(raw) = value else {
-                return None;
-            };
+        scan::members(line, |name, raw| {
             let bit = match name {
                 "type" => 0,
                 "event" => 1,
