@@ -121,18 +121,29 @@ async fn a_message_to_a_busy_context_is_queued_and_runs_when_the_turn_ends() {
         "{fourth}"
     );
     assert_eq!(state(&gw, &third_id).await, "TASK_STATE_CANCELED");
-    let updated = |t: &Value| t["status"]["timestamp"].as_str().unwrap().to_owned();
-    let fourth_task = ok(
-        &gw,
-        "GetTask",
-        json!({"id": fourth["result"]["task"]["id"]}),
-    )
-    .await;
-    // Status timestamps have millisecond resolution, and the fake sid can end two turns within
-    // the same millisecond: "not earlier" is what they can show.
+    // The context's log orders its updates (SSE ids increase within a context): the second
+    // task's turn ended before the fourth's began.
+    let fourth_id = fourth["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let mut log = gw.sse_get(&format!("/contexts/{ctx}/events"), None).await;
+    let mut order = Vec::new();
+    while let Some(e) = log.next(Duration::from_secs(10)).await {
+        let p = &e.data["params"];
+        let (task, state) = (p["taskId"].as_str().unwrap_or_default(), p["state"].clone());
+        order.push((e.id.parse::<u64>().unwrap(), task.to_owned(), state));
+        if task == fourth_id && p["final"] == true {
+            break;
+        }
+    }
+    assert!(order.windows(2).all(|w| w[0].0 < w[1].0), "{order:?}");
+    let at = |task: &Value, state: &str| {
+        order
+            .iter()
+            .position(|(_, t, s)| t == task.as_str().unwrap() && s == state)
+            .unwrap_or_else(|| panic!("{task} never {state}: {order:?}"))
+    };
     assert!(
-        updated(&fourth_task) >= updated(&second),
-        "run in the order sent"
+        at(&second_id, "completed") < at(&json!(fourth_id), "working"),
+        "run in the order sent: {order:?}"
     );
 }
 

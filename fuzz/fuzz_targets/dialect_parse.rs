@@ -19,6 +19,10 @@ use wiregate::wire::dialect::{parse, parse_bounded, Inbound, Message};
 use wiregate::wire::jsonrpc::{code, parse_responses, Id, Request, Response};
 use wiregate::wire::legacy::{self, LegacyRequest};
 
+#[path = "common/json.rs"]
+mod json;
+use json::same_json;
+
 fuzz_target!(|data: &[u8]| {
     let parsed = parse(data);
     check_bounded(&parsed, parse_bounded(data, 2));
@@ -187,26 +191,5 @@ fn check_bounded(parsed: &Result<Inbound, Response>, bounded: Result<Inbound, Re
             assert_eq!(e.id, Id::Null);
         }
         _ => assert_eq!(shape(parsed), shape(&bounded)),
-    }
-}
-
-/// JSON equality, but for numbers that moved by a few ulps: serde_json's default float parsing
-/// (without its `float_roundtrip` feature) may read back a number it wrote one ulp off.
-fn same_json(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            x == y
-                || matches!((x.as_f64(), y.as_f64()), (Some(p), Some(q))
-                    if (p - q).abs() <= p.abs().max(q.abs()) * 4.0 * f64::EPSILON)
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_json(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
-        }
-        _ => a == b,
     }
 }

@@ -26,6 +26,10 @@ use wiregate::events::domain::{Bridge, EventMap, Unmapped, DEFAULT_ARTIFACT, DEF
 use wiregate::events::EventQueue;
 use wiregate::feed::{Reader, RecentIds};
 
+#[path = "common/split.rs"]
+mod split;
+use split::cuts;
+
 const REPLAY: usize = 1024;
 
 fn read(body: &[u8], cuts: &[usize], sse: bool, pass: bool) -> (Vec<Bytes>, Option<String>) {
@@ -87,29 +91,6 @@ fn check_frame(frame: &[u8]) -> String {
         "{text:?}"
     );
     id.expect("every frame has an id").to_owned()
-}
-
-fn cuts(len: usize, seed: u64) -> Vec<usize> {
-    let mut x = seed | 1;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let bytewise = len <= 256 && next() % 4 == 0;
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < len {
-        let step = if bytewise {
-            1
-        } else {
-            1 + (next() as usize) % (len / 3).max(1)
-        };
-        at = (at + step).min(len);
-        out.push(at);
-    }
-    out
 }
 
 fuzz_target!(|data: &[u8]| {

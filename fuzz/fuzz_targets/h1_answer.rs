@@ -20,6 +20,10 @@ use http::StatusCode;
 use libfuzzer_sys::fuzz_target;
 use wiregate::proxy::h1::{parse_head, Chunked, Error, Framing};
 
+#[path = "common/split.rs"]
+mod split;
+use split::cuts;
+
 const MAX_HEAD: usize = 64 * 1024;
 const LIMITS: [usize; 4] = [0, 7, 64, 1 << 20];
 
@@ -193,30 +197,6 @@ fn run(wire: &[u8], cuts: Vec<usize>, limit: usize, chunked_only: bool) -> Outco
         }
         Err(e) => Outcome::Failed(kind(&e)),
     }
-}
-
-/// Split points (ends of successive reads), from a small PRNG seeded by the input.
-fn cuts(len: usize, seed: u64) -> Vec<usize> {
-    let mut x = seed | 1;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let bytewise = len <= 256 && next() % 4 == 0;
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < len {
-        let step = if bytewise {
-            1
-        } else {
-            1 + (next() as usize) % (len / 3).max(1)
-        };
-        at = (at + step).min(len);
-        out.push(at);
-    }
-    out
 }
 
 fuzz_target!(|data: &[u8]| {

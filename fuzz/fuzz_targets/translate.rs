@@ -14,13 +14,16 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use serde_json::Value;
 use wiregate::wire::dialect::{parse, Inbound, Message};
 use wiregate::wire::jsonrpc::{code, parse_responses, Id, Request, Response};
 use wiregate::wire::legacy::{Auth, LegacyBody, LegacyError, LegacyRequest, LegacyResponse};
 use wiregate::wire::translate::{
     legacy_to_request, request_to_legacy, response_to_jsonrpc, response_to_legacy, ErrorTable,
 };
+
+#[path = "common/json.rs"]
+mod json;
+use json::same_json;
 
 fuzz_target!(|data: &[u8]| {
     let table = ErrorTable::default();
@@ -179,25 +182,4 @@ fn assert_same_error(a: &LegacyError, b: &LegacyError) {
         same,
         "the legacy error's details changed: {a:?} became {b:?}"
     );
-}
-
-/// JSON equality, but for numbers that moved by a few ulps: serde_json's default float parsing
-/// (without its `float_roundtrip` feature) may read back a number it wrote one ulp off.
-fn same_json(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            x == y
-                || matches!((x.as_f64(), y.as_f64()), (Some(p), Some(q))
-                    if (p - q).abs() <= p.abs().max(q.abs()) * 4.0 * f64::EPSILON)
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_json(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
-        }
-        _ => a == b,
-    }
 }
