@@ -335,6 +335,20 @@ impl Tracker {
         })
     }
 
+    /// A text delta's update, `{"artifact", "text", "append": true}`, its map built directly
+    /// (most lines of a stream are deltas).
+    fn delta(task_id: &str, artifact: &str, text: &str) -> Update {
+        let mut data = Map::new();
+        data.insert("artifact".to_owned(), Value::String(artifact.to_owned()));
+        data.insert("text".to_owned(), Value::String(text.to_owned()));
+        data.insert("append".to_owned(), Value::Bool(true));
+        Update {
+            task_id: task_id.to_owned(),
+            kind: EventKind::Artifact,
+            data,
+        }
+    }
+
     fn artifact(task_id: &str, data: Value) -> Option<Update> {
         Some(Update {
             task_id: task_id.to_owned(),
@@ -457,15 +471,9 @@ impl Tracker {
             }
             Event::AssistantTextDelta { text, .. } => {
                 task.response.push_str(text);
-                Self::artifact(
-                    request_id,
-                    json!({"artifact": "response", "text": text, "append": true}),
-                )
+                Some(Self::delta(request_id, "response", text))
             }
-            Event::ThinkingDelta { text, .. } => Self::artifact(
-                request_id,
-                json!({"artifact": "thinking", "text": text, "append": true}),
-            ),
+            Event::ThinkingDelta { text, .. } => Some(Self::delta(request_id, "thinking", text)),
             Event::ToolUseStart {
                 name, tool_use_id, ..
             } => {

@@ -8,6 +8,7 @@ pub mod dialect;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod raw;
+pub(crate) mod scan;
 pub mod sse;
 pub mod translate;
 

@@ -1,0 +1,300 @@
+//! A strict scanner over one JSON object's top-level members, for the hottest line of a stream
+//! (sid's text deltas): it hands each member's name and raw value text to the caller in one pass
+//! over the bytes, with no tree and no serde machinery.
+//!
+//! It only ever vouches for text serde_json accepts too. Anything it is not sure of (a member
+//! name with an escape, a `\u` escape anywhere, nesting deeper than [`MAX_DEPTH`], bad syntax,
+//! trailing text) makes it answer `None`, and the caller then takes serde_json's path, which
+//! accepts or refuses the text with its own error: so errors stay exactly serde_json's.
+
+/// Deepest nesting the scanner follows (serde_json's own limit is 128).
+const MAX_DEPTH: u32 = 64;
+
+/// Calls `each(name, raw value)` for every top-level member of the object `text` is, in order,
+/// and returns `Some(())` when the whole text is one valid object. `each` returning `None`
+/// stops the scan (and the answer is `None`).
+pub(crate) fn members<'a>(
+    text: &'a str,
+    mut each: impl FnMut(&'a str, &'a str) -> Option<()>,
+) -> Option<()> {
+    let mut s = Scan {
+        b: text.as_bytes(),
+        i: 0,
+    };
+    s.ws();
+    s.eat(b'{')?;
+    s.ws();
+    if s.eat(b'}').is_none() {
+        loop {
+            let start = s.i;
+            if s.string()? {
+                return None; // an escaped member name: serde_json's to decode
+            }
+            let name = &text[start + 1..s.i - 1];
+            s.ws();
+            s.eat(b':')?;
+            s.ws();
+            let start = s.i;
+            s.value(1)?;
+            each(name, &text[start..s.i])?;
+            s.ws();
+            if s.eat(b',').is_some() {
+                s.ws();
+                continue;
+            }
+            s.eat(b'}')?;
+            break;
+        }
+    }
+    s.ws();
+    (s.i == s.b.len()).then_some(())
+}
+
+/// `raw`, the text of a JSON string the scanner accepted, as the string: borrowed when it holds
+/// no escape, else decoded by serde_json.
+pub(crate) fn string(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.contains('\\') {
+        serde_json::from_str::<String>(raw).ok().map(Into::into)
+    } else {
+        Some(inner.into())
+    }
+}
+
+/// `raw` as an unsigned integer, when it is written as plain digits (what sid writes).
+pub(crate) fn unsigned(raw: &str) -> Option<u64> {
+    match raw.as_bytes() {
+        [b'0'] => Some(0),
+        [b'1'..=b'9', rest @ ..] if rest.iter().all(u8::is_ascii_digit) => raw.parse().ok(),
+        _ => None,
+    }
+}
+
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Scan<'_> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.b[self.i..]
+            .starts_with(word)
+            .then(|| self.i += word.len())
+    }
+
+    /// A string from its opening quote; `Some(true)` when it holds an escape.
+    fn string(&mut self) -> Option<bool> {
+        self.eat(b'"')?;
+        let mut escaped = false;
+        loop {
+            let c = *self.b.get(self.i)?;
+            self.i += 1;
+            match c {
+                b'"' => return Some(escaped),
+                b'\\' => {
+                    escaped = true;
+                    match self.b.get(self.i)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                        _ => return None, // `\u` (surrogates are serde_json's to judge) or bad
+                    }
+                }
+                0..=0x1f => return None,
+                _ => {}
+            }
+        }
+    }
+
+    fn digits(&mut self) -> Option<()> {
+        let start = self.i;
+        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+            self.i += 1;
+        }
+        (self.i > start).then_some(())
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn number(&mut self) -> Option<()> {
+        let _ = self.eat(b'-');
+        match self.b.get(self.i)? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => self.digits()?,
+            _ => return None,
+        }
+        if self.eat(b'.').is_some() {
+            self.digits()?;
+        }
+        if let Some(b'e' | b'E') = self.b.get(self.i) {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.b.get(self.i) {
+                self.i += 1;
+            }
+            self.digits()?;
+        }
+        Some(())
+    }
+
+    fn value(&mut self, depth: u32) -> Option<()> {
+        match *self.b.get(self.i)? {
+            b'"' => self.string().map(drop),
+            b'{' => {
+                if depth >= MAX_DEPTH {
+                    return None;
+                }
+                self.i += 1;
+                self.ws();
+                if self.eat(b'}').is_some() {
+                    return Some(());
+                }
+                loop {
+                    self.string()?;
+                    self.ws();
+                    self.eat(b':')?;
+                    self.ws();
+                    self.value(depth + 1)?;
+                    self.ws();
+                    if self.eat(b',').is_none() {
+                        return self.eat(b'}');
+                    }
+                    self.ws();
+                }
+            }
+            b'[' => {
+                if depth >= MAX_DEPTH {
+                    return None;
+                }
+                self.i += 1;
+                self.ws();
+                if self.eat(b']').is_some() {
+                    return Some(());
+                }
+                loop {
+                    self.value(depth + 1)?;
+                    self.ws();
+                    if self.eat(b',').is_none() {
+                        return self.eat(b']');
+                    }
+                    self.ws();
+                }
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn scanned(text: &str) -> Option<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        members(text, |k, v| {
+            out.push((k.to_owned(), v.to_owned()));
+            Some(())
+        })?;
+        Some(out)
+    }
+
+    #[test]
+    fn reads_members_raw() {
+        assert_eq!(
+            scanned(
+                r#" {"a" : 1, "r" : {"x":[1]} , "b":"x\"y", "c":{"d":[true,false,null,-1.5e+3]} , "e":[]} "#
+            ),
+            Some(vec![
+                ("a".into(), "1".into()),
+                ("r".into(), r#"{"x":[1]}"#.into()),
+                ("b".into(), r#""x\"y""#.into()),
+                ("c".into(), r#"{"d":[true,false,null,-1.5e+3]}"#.into()),
+                ("e".into(), "[]".into()),
+            ])
+        );
+        assert_eq!(scanned("{}"), Some(vec![]));
+    }
+
+    #[test]
+    fn refuses_what_it_is_not_sure_of() {
+        for text in [
+            "",
+            "[]",
+            "{",
+            r#"{"a":1,}"#,
+            r#"{"a":1}x"#,
+            r#"{"a":01}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":-}"#,
+            r#"{"a":"\u0041"}"#,
+            r#"{"\n":1}"#,
+            "{\"a\":\"\t\"}",
+            r#"{"a":tru}"#,
+            r#"{"a":[1,]}"#,
+            r#"{"a" 1}"#,
+            r#"{a:1}"#,
+            r#"{"r":{"x":}}"#,
+            r#"{"r":1x}"#,
+            r#"{"r":1 2}"#,
+        ] {
+            assert_eq!(scanned(text), None, "{text}");
+        }
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(80), "]".repeat(80));
+        assert_eq!(scanned(&deep), None);
+    }
+
+    #[test]
+    fn strings_and_numbers() {
+        assert_eq!(string(r#""abc""#).unwrap(), "abc");
+        assert_eq!(string(r#""a\nb\/""#).unwrap(), "a\nb/");
+        assert_eq!(unsigned("0"), Some(0));
+        assert_eq!(unsigned("42"), Some(42));
+        for bad in ["01", "-1", "1.0", "1e2", "", "18446744073709551616"] {
+            assert_eq!(unsigned(bad), None, "{bad}");
+        }
+    }
+
+    proptest! {
+        /// Whatever it accepts, serde_json accepts too, with the same members.
+        #[test]
+        fn accepts_only_what_serde_json_accepts(text in r#"[ {}\[\]":,a-cr0-9.eE+\-\\ntrufalsn]{0,40}"#) {
+            if let Some(found) = scanned(&text) {
+                let parsed: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(&text).expect("serde_json accepts what the scanner did");
+                // Last one wins, as in serde_json's map.
+                let found: std::collections::HashMap<_, _> = found.into_iter().collect();
+                prop_assert_eq!(found.len(), parsed.len());
+                for (k, v) in &found {
+                    let v: serde_json::Value = serde_json::from_str(v).unwrap();
+                    prop_assert_eq!(parsed.get(k), Some(&v));
+                }
+            }
+        }
+
+        /// Valid objects serde_json writes are read back whole.
+        #[test]
+        fn reads_what_serde_json_writes(keys in prop::collection::vec("[a-z]{1,6}", 0..6), text in "[^\\\\]{0,20}") {
+            let mut m = serde_json::Map::new();
+            for (i, k) in keys.iter().enumerate() {
+                m.insert(k.clone(), serde_json::json!({"t": text, "n": [i, -2.5, null, true]}));
+            }
+            let wire = serde_json::to_string(&m).unwrap();
+            let found = scanned(&wire);
+            // Control characters are written as `\u00XX`, which the scanner leaves to serde_json.
+            if !text.chars().any(|c| c < ' ' && !"\n\r\t\u{8}\u{c}".contains(c)) {
+                prop_assert_eq!(found.map(|f| f.len()), Some(m.len()));
+            }
+        }
+    }
+}
