@@ -430,3 +430,99 @@ async fn domain_events_are_read_once_and_served_with_resume_by_every_replica() {
         ["4", "5"]
     );
 }
+
+/// A 1.0 message in a context.
+fn spec_message(text: &str, ctx: &str) -> Value {
+    json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+                       "contextId": ctx, "parts": [{"text": text}]}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn streaming_calls_for_another_replica_s_context_are_carried_to_it_and_streamed_back() {
+    let redis = RedisServer::start().await;
+    let tag = "cluster-carry";
+    let tags = ["a", "b", "c"].map(|n| format!("{tag}-{n}"));
+    let (a, b, c) = tokio::join!(
+        advertised(&redis, &tags[0], "a"),
+        advertised(&redis, &tags[1], "b"),
+        advertised(&redis, &tags[2], "c"),
+    );
+    for g in [&a, &b, &c] {
+        wait_until("the replica sees Redis", || async {
+            g.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+    let first = a.call("message/send", text_message("hello")).await;
+    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
+    let history = a
+        .sse_get(&format!("/contexts/{ctx}/events"), None)
+        .await
+        .until_final(WAIT)
+        .await;
+
+    // B follows the context as it runs on A.
+    let mut on_b = b
+        .sse_get(
+            &format!("/contexts/{ctx}/events"),
+            Some(&history.last().unwrap().id),
+        )
+        .await;
+
+    // message/stream on C for A's context: the turn runs on A, its stream comes back via C.
+    let via_c = c
+        .stream_message(with_context("slow please", &ctx))
+        .await
+        .until_final(WAIT)
+        .await;
+    assert!(via_c.len() > 5, "a slow turn streams several deltas");
+    let task = via_c[0].data["params"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(via_c[0].data["params"]["contextId"], ctx.as_str());
+    assert_eq!(via_c.last().unwrap().data["params"]["state"], "completed");
+    let from_b = on_b.take(via_c.len(), WAIT).await;
+    assert_eq!(ids(&from_b), ids(&via_c), "the owner's ids, unchanged");
+    let data = |v: &[SseEvent]| v.iter().map(|e| e.data.clone()).collect::<Vec<_>>();
+    assert_eq!(data(&from_b), data(&via_c));
+    let first_id: u64 = history.last().unwrap().id.parse().unwrap();
+    assert_eq!(ids(&via_c)[0], first_id + 1, "ids go on from the context's");
+    let on_a = a.call("tasks/get", json!({"id": task})).await;
+    assert_eq!(on_a["result"]["status"]["state"], "completed", "{on_a}");
+
+    // A2A SendStreamingMessage on B for A's context: carried too, answered in A2A's shapes.
+    let id = json!("carried-1");
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "SendStreamingMessage",
+                      "params": spec_message("slow", &ctx)});
+    let spec = b.a2a_stream(&body, Some("1.0")).await.collect(WAIT).await;
+    assert!(spec.len() > 2, "{spec:?}");
+    assert!(spec.iter().all(|e| e.data["id"] == id), "{spec:?}");
+    let opened = &spec[0].data["result"]["task"];
+    assert_eq!(opened["contextId"], ctx.as_str(), "{opened}");
+    assert_eq!(
+        spec.last().unwrap().data["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let spec_task = opened["id"].as_str().unwrap().to_owned();
+
+    // A2A SendMessage on C: carried, the owner's answer unchanged.
+    let (status, sent) = c
+        .a2a_call("SendMessage", spec_message("hello", &ctx), Some("1.0"))
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["result"]["task"]["contextId"], ctx.as_str(), "{sent}");
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+
+    // Every turn ran on A: only A started sid, and A knows each task as its own.
+    assert!(!support::processes_tagged(&format!("{tag}-a")).is_empty());
+    assert!(support::processes_tagged(&format!("{tag}-b")).is_empty());
+    assert!(support::processes_tagged(&format!("{tag}-c")).is_empty());
+    let (_, got) = a
+        .a2a_call("GetTask", json!({"id": spec_task}), Some("1.0"))
+        .await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+}

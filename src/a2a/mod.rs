@@ -206,6 +206,25 @@ pub fn classify_binding(method: &str, header: Option<&str>) -> Result<SpecCall, 
     }
 }
 
+/// The context and task a spec call must run beside (where their sid runs, with `[cluster]`):
+/// a message's, or a cancel's task. `None` for the calls any replica answers, and for params
+/// that do not parse (the call then fails here, with its own error).
+pub fn runs_beside(c: SpecCall, p: Option<&RawValue>) -> Option<(Option<String>, Option<String>)> {
+    let p = spec_params(p).ok()?;
+    match c.method {
+        Method::Send | Method::Stream => {
+            let turn = params::<SendRequest>(&p)
+                .ok()?
+                .into_send(c.version)
+                .ok()?
+                .turn;
+            Some((turn.context_id, turn.task_id))
+        }
+        Method::Cancel => Some((None, Some(params::<IdParams>(&p).ok()?.id))),
+        _ => None,
+    }
+}
+
 /// A spec call's params as JSON, with ProtoJSON's original field names (`task_id`) read as
 /// their JSON names (`taskId`), as protobuf JSON parsers accept both. `metadata` and `data`
 /// hold the client's own keys and are left as they are. Absent params read as `{}`.
