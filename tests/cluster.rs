@@ -221,9 +221,19 @@ fn free_port() -> u16 {
 
 /// An in-process replica on a port chosen first, so it can advertise its URL.
 async fn advertised(redis: &RedisServer, tag: &str, node: &str) -> TestGateway {
+    advertised_from(gateway(), redis, tag, node).await
+}
+
+/// [`advertised`], from a configuration already begun.
+async fn advertised_from(
+    builder: support::GatewayBuilder,
+    redis: &RedisServer,
+    tag: &str,
+    node: &str,
+) -> TestGateway {
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    gateway()
+    builder
         .sid(tag)
         .cluster(&redis.url(), node)
         .with(move |c| {
@@ -244,14 +254,22 @@ struct ProcessReplica {
 
 impl ProcessReplica {
     fn start(redis: &RedisServer, tag: &str, node: &str) -> Self {
+        let sid = format!(
+            "[sid]\nenabled = true\ncommand = [{:?}, \"--raw\", \"--tag\", {tag:?}]\n",
+            support::fake_sid()
+        );
+        Self::with(redis, node, &sid)
+    }
+
+    /// A replica whose configuration has `sections` besides its `[cluster]`.
+    fn with(redis: &RedisServer, node: &str, sections: &str) -> Self {
         let port = free_port();
         let base = format!("http://127.0.0.1:{port}");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gateway.toml");
         let config = format!(
-            "[sid]\nenabled = true\ncommand = [{:?}, \"--raw\", \"--tag\", {tag:?}]\n\n\
-             [cluster]\nredis = {:?}\nnode_id = {node:?}\nadvertise = {base:?}\nlease_ms = 1000\n",
-            support::fake_sid(),
+            "{sections}\n[cluster]\nredis = {:?}\nnode_id = {node:?}\nadvertise = {base:?}\n\
+             lease_ms = 1000\n",
             redis.url(),
         );
         std::fs::write(&path, config).unwrap();
@@ -525,4 +543,263 @@ async fn streaming_calls_for_another_replica_s_context_are_carried_to_it_and_str
         .a2a_call("GetTask", json!({"id": spec_task}), Some("1.0"))
         .await;
     assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_restarted_mid_stream_the_replicas_resume_by_themselves_and_no_id_repeats() {
+    let mut redis = RedisServer::start().await;
+    let up = support::legacy_echo().run().await;
+    let start = |node: &'static str| {
+        let builder = support::routing_all_to(&up.url(), wiregate::config::Dialect::Legacy);
+        let tag = format!("cluster-restart-{node}");
+        let redis = &redis;
+        async move { advertised_from(builder, redis, &tag, node).await }
+    };
+    let (a, b) = tokio::join!(start("a"), start("b"));
+    for g in [&a, &b] {
+        wait_until("the replica sees Redis", || async {
+            g.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+    let first = a.call("message/send", text_message("hello")).await;
+    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
+    let history = a
+        .sse_get(&format!("/contexts/{ctx}/events"), None)
+        .await
+        .until_final(WAIT)
+        .await;
+    let mut last_seen = history.last().unwrap().id.clone();
+    let path = format!("/contexts/{ctx}/events");
+    let mut on_b = b.sse_get(&path, Some(&last_seen)).await;
+
+    // A turn of 200 deltas over four seconds runs on A; B follows it through Redis.
+    let mut on_a = a.stream_message(with_context("flood 200 50", &ctx)).await;
+    let mut from_b = on_b.take(3, WAIT).await;
+    last_seen = from_b.last().unwrap().id.clone();
+    let task = from_b[0].data["params"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Redis goes away mid-turn.
+    redis.kill();
+    for g in [&a, &b] {
+        wait_until("Redis is missed", || async {
+            g.get("/readyz").await.status == 503
+        })
+        .await;
+        assert_eq!(
+            g.get("/readyz").await.json()["cluster"]["redis"],
+            "unreachable"
+        );
+    }
+    // The proxy path serves; sid calls get the cluster error; the turn goes on on A.
+    let proxied = b.call("plan.get", json!({"id": 1})).await;
+    assert!(proxied.get("result").is_some(), "{proxied}");
+    let refused = b
+        .rpc(&json!({"jsonrpc": "2.0", "id": 7, "method": "message/send",
+                     "params": with_context("hello", &ctx)}))
+        .await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.json()["error"]["code"], -32066);
+    assert_eq!(
+        refused.json()["error"]["data"]["kind"],
+        "cluster_unavailable"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Redis returns (empty): every replica finds it by itself.
+    redis.restart().await;
+    for g in [&a, &b] {
+        wait_until("Redis is back", || async {
+            g.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+    let from_a = on_a.until_final(Duration::from_secs(20)).await;
+    assert_eq!(from_a.last().unwrap().data["params"]["state"], "completed");
+
+    // B's subscriber: every event of the turn, or (when Redis lost some) the gap frame on
+    // resuming; never an id twice or going back.
+    let mut gaps = 0;
+    loop {
+        match on_b.next(Duration::from_secs(20)).await {
+            Some(e) if e.event == "gap" => gaps += 1,
+            Some(e) => {
+                let done = e.data["params"]["taskId"] == task.as_str()
+                    && e.data["params"]["final"] == true;
+                last_seen = e.id.clone();
+                from_b.push(e);
+                if done {
+                    break;
+                }
+            }
+            // Cut off (it lagged behind a hole): it resumes as a browser does.
+            None => on_b = b.sse_get(&path, Some(&last_seen)).await,
+        }
+    }
+    let got = ids(&from_b);
+    assert!(got.windows(2).all(|w| w[1] > w[0]), "no id twice: {got:?}");
+    if gaps == 0 {
+        assert_eq!(got, ids(&from_a), "without a gap frame, every event");
+    }
+
+    // The next turn, run on A, reaches B's subscriber through the new Redis.
+    let next = a.call("message/send", with_context("hello", &ctx)).await;
+    assert_eq!(next["result"]["status"]["state"], "completed", "{next}");
+    let next_task = next["result"]["id"].as_str().unwrap();
+    loop {
+        let e = on_b.next(WAIT).await.expect("B's stream stays open");
+        assert!(e.id.parse::<u64>().unwrap() > got[got.len() - 1]);
+        if e.data["params"]["taskId"] == next_task && e.data["params"]["final"] == true {
+            break;
+        }
+    }
+    // And B serves sid calls again (this one carried to A, which runs the context).
+    let again = b.call("message/send", with_context("hello", &ctx)).await;
+    assert_eq!(again["result"]["status"]["state"], "completed", "{again}");
+}
+
+/// A legacy event feed the test writes to as it goes: `GET /events?after=N` answers every
+/// record after N, then each new one as it is added.
+struct LiveFeed {
+    addr: std::net::SocketAddr,
+    records: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    added: std::sync::Arc<tokio::sync::Notify>,
+    /// Each request's query string.
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl LiveFeed {
+    async fn start() -> Self {
+        use std::sync::{Arc, Mutex};
+        let records: Arc<Mutex<Vec<String>>> = Arc::default();
+        let added = Arc::new(tokio::sync::Notify::new());
+        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
+        let state = (records.clone(), added.clone(), requests.clone());
+        let app = axum::Router::new().route(
+            "/events",
+            axum::routing::get(move |uri: axum::http::Uri| {
+                let (records, added, requests) = state.clone();
+                async move {
+                    let query = uri.query().unwrap_or("").to_owned();
+                    requests.lock().unwrap().push(query.clone());
+                    let mut next: usize = query
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("after="))
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    let body = async_stream::stream! {
+                        loop {
+                            let notified = added.notified();
+                            let more: Vec<String> =
+                                records.lock().unwrap().iter().skip(next).cloned().collect();
+                            next += more.len();
+                            for r in more {
+                                yield Ok::<_, std::convert::Infallible>(format!("{r}\n"));
+                            }
+                            notified.await;
+                        }
+                    };
+                    (
+                        [("content-type", "application/x-ndjson")],
+                        axum::body::Body::from_stream(body),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        LiveFeed {
+            addr,
+            records,
+            added,
+            requests,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/events", self.addr)
+    }
+
+    /// Adds records up to event id `to` (ids are 1, 2, 3, …).
+    fn add_up_to(&self, to: u64) {
+        let mut records = self.records.lock().unwrap();
+        while (records.len() as u64) < to {
+            let i = records.len() as u64 + 1;
+            records.push(support::domain_record(
+                i,
+                "plan.created",
+                &format!("plan-{i}"),
+                json!({"n": i}),
+            ));
+        }
+        drop(records);
+        self.added.notify_waiters();
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn when_the_feed_reader_dies_another_replica_resumes_the_feed_after_its_last_event() {
+    let redis = RedisServer::start().await;
+    let feed = LiveFeed::start().await;
+    feed.add_up_to(3);
+
+    // A (a process of its own) starts first and takes the feed lease.
+    let a = ProcessReplica::with(
+        &redis,
+        "a",
+        &format!("[events]\nsource = {:?}\n", feed.url()),
+    );
+    wait_until("A reads the feed", || async { feed.requests().len() == 1 }).await;
+    let start = |node: &'static str| {
+        let url = feed.url();
+        gateway()
+            .cluster(&redis.url(), node)
+            .with(move |c| c.events.source = url)
+            .start()
+    };
+    let (b, c) = tokio::join!(start("b"), start("c"));
+    let mut on_b = b.sse_get("/events", None).await;
+    let mut on_c = c.sse_get("/events", None).await;
+    let event_ids = |v: &[SseEvent]| v.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+    let mut seen_b = on_b.take(3, WAIT).await;
+    let mut seen_c = on_c.take(3, WAIT).await;
+    feed.add_up_to(5);
+    seen_b.extend(on_b.take(2, WAIT).await);
+    seen_c.extend(on_c.take(2, WAIT).await);
+    assert_eq!(event_ids(&seen_b), ["1", "2", "3", "4", "5"]);
+    assert_eq!(feed.requests().len(), 1, "one reader for all three");
+
+    // A dies (SIGKILL); the source goes on meanwhile.
+    let mut a = a;
+    a.kill();
+    feed.add_up_to(7);
+
+    // Once A's lease lapses, B or C reads the feed again, after the last event A wrote.
+    wait_until("another replica reads the feed", || async {
+        feed.requests().len() == 2
+    })
+    .await;
+    assert_eq!(feed.requests()[1], "after=5");
+    seen_b.extend(on_b.take(2, WAIT).await);
+    seen_c.extend(on_c.take(2, WAIT).await);
+    feed.add_up_to(8);
+    seen_b.extend(on_b.take(1, WAIT).await);
+    seen_c.extend(on_c.take(1, WAIT).await);
+    let all: Vec<String> = (1..=8).map(|i| i.to_string()).collect();
+    assert_eq!(event_ids(&seen_b), all, "none lost, none twice on B");
+    assert_eq!(event_ids(&seen_c), all, "none lost, none twice on C");
+    assert_eq!(seen_c[5].data["params"]["taskId"], "plan-6");
+    // Nothing more arrives on either (no event written twice).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(feed.requests().len(), 2);
+    let late = tokio::time::timeout(Duration::from_millis(300), on_b.next(WAIT)).await;
+    assert!(late.is_err(), "nothing after 8: {late:?}");
 }
