@@ -1,52 +1,27 @@
 //! Replicas sharing the sid bridge through a real `redis-server` (`[cluster]`): three gateways
 //! on ephemeral ports, each its own sid children, one Redis each test starts for itself, and a
 //! real SSE client.
+//!
+//! `replicas` starts them (in-process, or the binary as a process of its own to SIGKILL);
+//! `live_feed` is an event feed the test writes to as it goes.
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod live_feed;
+mod replicas;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use support::redis_server::RedisServer;
-use support::{gateway, text_message, SseEvent, TestGateway};
+use support::{gateway, text_message, SseEvent};
 
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Three replicas of one cluster, named a, b and c.
-async fn replicas(redis: &RedisServer, tag: &str) -> [TestGateway; 3] {
-    let start = |node: &'static str| {
-        gateway()
-            .sid(&format!("{tag}-{node}"))
-            .cluster(&redis.url(), node)
-            .start()
-    };
-    let (a, b, c) = tokio::join!(start("a"), start("b"), start("c"));
-    for g in [&a, &b, &c] {
-        wait_until("the replica sees Redis", || async {
-            g.get("/readyz").await.status == 200
-        })
-        .await;
-    }
-    [a, b, c]
-}
-
-async fn wait_until<F: std::future::Future<Output = bool>>(what: &str, f: impl Fn() -> F) {
-    let deadline = Instant::now() + WAIT;
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-fn with_context(text: &str, ctx: &str) -> Value {
-    let mut m = text_message(text);
-    m["message"]["contextId"] = json!(ctx);
-    m
-}
-
-fn ids(events: &[SseEvent]) -> Vec<u64> {
-    events.iter().map(|e| e.id.parse().unwrap()).collect()
-}
+use live_feed::LiveFeed;
+use replicas::{
+    advertised, advertised_from, ids, replicas, spec_message, wait_until, with_context,
+    ProcessReplica, WAIT,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_turn_run_on_a_streams_live_on_b_and_resumes_exactly_on_c() {
@@ -210,111 +185,6 @@ async fn without_redis_the_proxy_serves_readyz_says_so_sid_calls_fail_clearly_an
     assert_eq!(ok["result"]["status"]["state"], "completed", "{ok}");
 }
 
-/// A free loopback port (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// An in-process replica on a port chosen first, so it can advertise its URL.
-async fn advertised(redis: &RedisServer, tag: &str, node: &str) -> TestGateway {
-    advertised_from(gateway(), redis, tag, node).await
-}
-
-/// [`advertised`], from a configuration already begun.
-async fn advertised_from(
-    builder: support::GatewayBuilder,
-    redis: &RedisServer,
-    tag: &str,
-    node: &str,
-) -> TestGateway {
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    builder
-        .sid(tag)
-        .cluster(&redis.url(), node)
-        .with(move |c| {
-            c.server.listen = format!("127.0.0.1:{port}").parse().unwrap();
-            c.cluster.advertise = url;
-        })
-        .start()
-        .await
-}
-
-/// The gateway binary as a replica of its own, killed (SIGKILL) when dropped.
-struct ProcessReplica {
-    child: std::process::Child,
-    base: String,
-    http: reqwest::Client,
-    _dir: tempfile::TempDir,
-}
-
-impl ProcessReplica {
-    fn start(redis: &RedisServer, tag: &str, node: &str) -> Self {
-        let sid = format!(
-            "[sid]\nenabled = true\ncommand = [{:?}, \"--raw\", \"--tag\", {tag:?}]\n",
-            support::fake_sid()
-        );
-        Self::with(redis, node, &sid)
-    }
-
-    /// A replica whose configuration has `sections` besides its `[cluster]`.
-    fn with(redis: &RedisServer, node: &str, sections: &str) -> Self {
-        let port = free_port();
-        let base = format!("http://127.0.0.1:{port}");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gateway.toml");
-        let config = format!(
-            "{sections}\n[cluster]\nredis = {:?}\nnode_id = {node:?}\nadvertise = {base:?}\n\
-             lease_ms = 1000\n",
-            redis.url(),
-        );
-        std::fs::write(&path, config).unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_wiregate"))
-            .arg("--config")
-            .arg(&path)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env_clear()
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        ProcessReplica {
-            child,
-            base,
-            http: reqwest::Client::new(),
-            _dir: dir,
-        }
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Value {
-        self.http
-            .post(format!("{}/rpc", self.base))
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ProcessReplica {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn calls_go_to_the_owner_and_a_lost_owner_s_context_resumes_where_the_next_call_lands() {
     let redis = RedisServer::start().await;
@@ -447,12 +317,6 @@ async fn domain_events_are_read_once_and_served_with_resume_by_every_replica() {
         rest.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
         ["4", "5"]
     );
-}
-
-/// A 1.0 message in a context.
-fn spec_message(text: &str, ctx: &str) -> Value {
-    json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
-                       "contextId": ctx, "parts": [{"text": text}]}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -659,90 +523,6 @@ async fn redis_restarted_mid_stream_the_replicas_resume_by_themselves_and_no_id_
     // And B serves sid calls again (this one carried to A, which runs the context).
     let again = b.call("message/send", with_context("hello", &ctx)).await;
     assert_eq!(again["result"]["status"]["state"], "completed", "{again}");
-}
-
-/// A legacy event feed the test writes to as it goes: `GET /events?after=N` answers every
-/// record after N, then each new one as it is added.
-struct LiveFeed {
-    addr: std::net::SocketAddr,
-    records: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    added: std::sync::Arc<tokio::sync::Notify>,
-    /// Each request's query string.
-    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl LiveFeed {
-    async fn start() -> Self {
-        use std::sync::{Arc, Mutex};
-        let records: Arc<Mutex<Vec<String>>> = Arc::default();
-        let added = Arc::new(tokio::sync::Notify::new());
-        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
-        let state = (records.clone(), added.clone(), requests.clone());
-        let app = axum::Router::new().route(
-            "/events",
-            axum::routing::get(move |uri: axum::http::Uri| {
-                let (records, added, requests) = state.clone();
-                async move {
-                    let query = uri.query().unwrap_or("").to_owned();
-                    requests.lock().unwrap().push(query.clone());
-                    let mut next: usize = query
-                        .split('&')
-                        .find_map(|kv| kv.strip_prefix("after="))
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0);
-                    let body = async_stream::stream! {
-                        loop {
-                            let notified = added.notified();
-                            let more: Vec<String> =
-                                records.lock().unwrap().iter().skip(next).cloned().collect();
-                            next += more.len();
-                            for r in more {
-                                yield Ok::<_, std::convert::Infallible>(format!("{r}\n"));
-                            }
-                            notified.await;
-                        }
-                    };
-                    (
-                        [("content-type", "application/x-ndjson")],
-                        axum::body::Body::from_stream(body),
-                    )
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        LiveFeed {
-            addr,
-            records,
-            added,
-            requests,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/events", self.addr)
-    }
-
-    /// Adds records up to event id `to` (ids are 1, 2, 3, …).
-    fn add_up_to(&self, to: u64) {
-        let mut records = self.records.lock().unwrap();
-        while (records.len() as u64) < to {
-            let i = records.len() as u64 + 1;
-            records.push(support::domain_record(
-                i,
-                "plan.created",
-                &format!("plan-{i}"),
-                json!({"n": i}),
-            ));
-        }
-        drop(records);
-        self.added.notify_waiters();
-    }
-
-    fn requests(&self) -> Vec<String> {
-        self.requests.lock().unwrap().clone()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
