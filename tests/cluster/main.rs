@@ -19,7 +19,7 @@ use support::{gateway, text_message, SseEvent};
 
 use live_feed::LiveFeed;
 use replicas::{
-    advertised, advertised_from, ids, replicas, spec_message, wait_until, with_context,
+    advertised, advertised_from, context_on, ids, replicas, spec_message, wait_until, with_context,
     ProcessReplica, WAIT,
 };
 
@@ -29,13 +29,7 @@ async fn a_turn_run_on_a_streams_live_on_b_and_resumes_exactly_on_c() {
     let [a, b, c] = replicas(&redis, "cluster-live").await;
 
     // A context on A (its first turn done).
-    let first = a.call("message/send", text_message("hello")).await;
-    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
-    let before = a
-        .sse_get(&format!("/contexts/{ctx}/events"), None)
-        .await
-        .until_final(WAIT)
-        .await;
+    let (ctx, before) = context_on(&a).await;
     let resume_from = before.last().unwrap().id.clone();
 
     // B subscribes to the context, then a slow turn runs on A: B sees it as it happens.
@@ -335,13 +329,7 @@ async fn streaming_calls_for_another_replica_s_context_are_carried_to_it_and_str
         })
         .await;
     }
-    let first = a.call("message/send", text_message("hello")).await;
-    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
-    let history = a
-        .sse_get(&format!("/contexts/{ctx}/events"), None)
-        .await
-        .until_final(WAIT)
-        .await;
+    let (ctx, history) = context_on(&a).await;
 
     // B follows the context as it runs on A.
     let mut on_b = b
@@ -426,13 +414,7 @@ async fn redis_restarted_mid_stream_the_replicas_resume_by_themselves_and_no_id_
         })
         .await;
     }
-    let first = a.call("message/send", text_message("hello")).await;
-    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
-    let history = a
-        .sse_get(&format!("/contexts/{ctx}/events"), None)
-        .await
-        .until_final(WAIT)
-        .await;
+    let (ctx, history) = context_on(&a).await;
     let mut last_seen = history.last().unwrap().id.clone();
     let path = format!("/contexts/{ctx}/events");
     let mut on_b = b.sse_get(&path, Some(&last_seen)).await;

@@ -39,6 +39,18 @@ pub(crate) async fn wait_until<F: std::future::Future<Output = bool>>(
     }
 }
 
+/// A context started on `g`, and its first turn's events.
+pub(crate) async fn context_on(g: &TestGateway) -> (String, Vec<SseEvent>) {
+    let first = g.call("message/send", text_message("hello")).await;
+    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
+    let events = g
+        .sse_get(&format!("/contexts/{ctx}/events"), None)
+        .await
+        .until_final(WAIT)
+        .await;
+    (ctx, events)
+}
+
 pub(crate) fn with_context(text: &str, ctx: &str) -> Value {
     let mut m = text_message(text);
     m["message"]["contextId"] = json!(ctx);
