@@ -334,6 +334,8 @@ impl A2a {
         match c.method {
             Method::Send => {
                 let send = params::<SendRequest>(&p)?.into_send(v)?;
+                // A context another replica runs is not started here too (`[cluster]`).
+                self.bridge.here_or_refuse(&send.turn).await?;
                 self.check_turn(&send.turn)?;
                 if let Some(cfg) = &send.push {
                     // Checked before the turn starts; registered as soon as the task exists.
@@ -433,6 +435,8 @@ impl A2a {
         let (mut opened, task) = match c.method {
             Method::Stream => {
                 let send = params::<SendRequest>(&p)?.into_send(v)?;
+                // A context another replica runs is not started here too (`[cluster]`).
+                self.bridge.here_or_refuse(&send.turn).await?;
                 self.check_turn(&send.turn)?;
                 if let Some(cfg) = &send.push {
                     let url = cfg.get("url").and_then(Value::as_str).unwrap_or("");

@@ -278,17 +278,18 @@ impl Bridge {
             .map_err(|e| GatewayError::SidUnavailable(format!("cannot resume sid: {e}")))
     }
 
-    /// For calls not carried to another replica (streams, the A2A dialects): takes a lost
-    /// context over, and refuses, naming the owner, a context another replica runs.
-    pub(super) async fn here_or_refuse(&self, turn: &super::Turn) -> Result<(), GatewayError> {
+    /// For calls not carried to another replica (A2A's in a batch or on its REST binding):
+    /// takes a lost context over, and refuses, naming the owner, a context another replica
+    /// runs.
+    pub async fn here_or_refuse(&self, turn: &super::Turn) -> Result<(), GatewayError> {
         match self
             .place(turn.context_id.as_deref(), turn.task_id.as_deref())
             .await?
         {
             Place::Here => Ok(()),
             Place::There { node, advertise } => Err(GatewayError::SidUnavailable(format!(
-                "this context runs on replica {node} ({advertise}); send this call there, or as \
-                 message/send, which any replica carries to it"
+                "this context runs on replica {node} ({advertise}); send this call there, or \
+                 alone (not in a batch) on a JSON-RPC path, which any replica carries to it"
             ))),
         }
     }

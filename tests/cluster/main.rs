@@ -387,6 +387,19 @@ async fn streaming_calls_for_another_replica_s_context_are_carried_to_it_and_str
         "TASK_STATE_COMPLETED"
     );
 
+    // In a batch nothing is carried: B refuses, naming the owner, and starts no sid of its own.
+    let batch = json!([{"jsonrpc": "2.0", "id": 9, "method": "SendMessage",
+                        "params": spec_message("hello", &ctx)}]);
+    let refused = b.rpc_with(&batch, &[("a2a-version", "1.0")]).await.json();
+    assert_eq!(refused[0]["error"]["code"], -32064, "{refused}");
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("runs on replica a"),
+        "{refused}"
+    );
+
     // Every turn ran on A: only A started sid, and A knows each task as its own.
     assert!(!support::processes_tagged(&format!("{tag}-a")).is_empty());
     assert!(support::processes_tagged(&format!("{tag}-b")).is_empty());
