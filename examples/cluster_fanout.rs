@@ -77,11 +77,11 @@ async fn run(label: &str, owner: u16, readers: &[u16], subs: usize, lines: usize
         0 => format!("flood {lines}"),
         r => format!("flood {lines} {r} ts"),
     };
-    let warm = 3;
     let started = Instant::now();
     let tasks: Vec<_> = conns
         .into_iter()
-        .map(|c| tokio::spawn(read_deltas(c, lines + warm, rate > 0)))
+        // Subscribed after the first turn's last event: only the flood's deltas arrive.
+        .map(|c| tokio::spawn(read_deltas(c, lines, rate > 0)))
         .collect();
     let flood = tokio::spawn(async move { send_text(owner, Some(&ctx), &text).await });
     let mut lat = Vec::new();
