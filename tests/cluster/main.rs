@@ -236,6 +236,12 @@ async fn calls_go_to_the_owner_and_a_lost_owner_s_context_resumes_where_the_next
 
     // A dies mid-turn. Once its lease lapses, the next call for the context, on B, resumes it.
     a.kill();
+    // Its sid child, orphaned mid-turn, is the test's to end.
+    for (pid, _) in support::processes_tagged("cluster-failover-a") {
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
+    }
     let _ = hanging.await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let resumed = b
