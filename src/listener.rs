@@ -88,15 +88,18 @@ impl Conn {
         }
     }
 
-    /// The bytes read ahead and the socket, for a caller that reads on before hyper does.
-    pub fn parts_mut(&mut self) -> (&mut Bytes, &mut TcpStream) {
-        (&mut self.prefix, &mut self.io)
-    }
-
     /// The socket, once nothing was read ahead or what was is no longer needed; the permit goes
     /// with it, held until the returned guard is dropped.
     pub fn into_stream(self) -> (TcpStream, OwnedSemaphorePermit) {
         (self.io, self._permit)
+    }
+}
+
+impl<S> Conn<S> {
+    /// The bytes read ahead and the socket (or TLS session), for a caller that reads on before
+    /// hyper does; what it leaves in the bytes is read again first.
+    pub fn parts_mut(&mut self) -> (&mut Bytes, &mut S) {
+        (&mut self.prefix, &mut self.io)
     }
 }
 

@@ -27,16 +27,19 @@ pub(super) async fn accept_loop(
     mut stopped: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioTimer};
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
+    let mut auto = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    auto.http1()
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout);
-    builder
-        .http2()
+    auto.http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(header_read_timeout))
         .keep_alive_timeout(header_read_timeout);
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let builder = Arc::new(Builders { auto, http1 });
     loop {
         let conn = tokio::select! {
             conn = listener.accept() => conn,
@@ -76,7 +79,15 @@ pub(super) async fn accept_loop(
     Ok(())
 }
 
-type Builder = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
+/// hyper's connection builders: HTTP/1 alone for a connection that did not open with HTTP/2's
+/// preface (the sniff already told), the auto builder for the rest (it reads the preface again
+/// through a rewinding wrapper, which an HTTP/1 connection need not pay for on every read).
+struct Builders {
+    auto: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    http1: hyper::server::conn::http1::Builder,
+}
+
+type Builder = Arc<Builders>;
 
 /// Serves one plain connection: its first bytes within `timeout`; an HTTP/1 event-stream GET
 /// off hyper ([`sse_conn`]), anything else as [`serve_http`] does.
@@ -199,10 +210,58 @@ async fn serve_http<S>(
     };
     let activity = (proto == Protocol::Http2).then(|| Arc::new(Activity::new()));
     let front = front.tracking(activity.clone(), peer, tls);
-    let conn = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), front);
-    let mut conn = std::pin::pin!(conn);
+    if proto == Protocol::Http1 {
+        let mut conn = conn;
+        let (prefix, io) = conn.parts_mut();
+        // `POST` to the RPC paths and the pass-through: our own loop, hyper for the rest.
+        if super::h1::may_be_post(prefix) {
+            let served = super::h1::serve(io, prefix, &front, timeout, &mut stopped).await;
+            if let super::h1::Served::Closed = served {
+                return;
+            }
+        }
+        let conn = builder
+            .http1
+            .serve_connection(hyper_util::rt::TokioIo::new(conn), front)
+            .with_upgrades();
+        drive(
+            std::pin::pin!(conn),
+            |c| c.graceful_shutdown(),
+            None,
+            timeout,
+            stopped,
+        )
+        .await;
+    } else {
+        let conn = builder
+            .auto
+            .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), front);
+        let activity = activity.as_deref();
+        drive(
+            std::pin::pin!(conn),
+            |c| c.graceful_shutdown(),
+            activity,
+            timeout,
+            stopped,
+        )
+        .await;
+    }
+}
+
+/// Drives a hyper connection until it ends, it idles (`activity` given: no call in flight for
+/// `timeout`) or the gateway stops; the last two close it gracefully (calls in flight finish).
+async fn drive<C, E>(
+    mut conn: std::pin::Pin<&mut C>,
+    graceful_shutdown: impl Fn(std::pin::Pin<&mut C>),
+    activity: Option<&Activity>,
+    timeout: Duration,
+    mut stopped: watch::Receiver<bool>,
+) where
+    C: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
     let idle = async {
-        match &activity {
+        match activity {
             Some(a) => a.idle_for(timeout).await,
             None => std::future::pending().await,
         }
@@ -219,11 +278,11 @@ async fn serve_http<S>(
             }
             _ = &mut idle, if !closing => {
                 closing = true;
-                conn.as_mut().graceful_shutdown();
+                graceful_shutdown(conn.as_mut());
             }
             _ = stopped.wait_for(|s| *s), if !closing => {
                 closing = true;
-                conn.as_mut().graceful_shutdown();
+                graceful_shutdown(conn.as_mut());
             }
         }
     }

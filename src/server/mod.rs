@@ -37,6 +37,7 @@ use crate::wire::legacy::LegacyResponse;
 
 mod conn;
 mod cors;
+mod h1;
 pub mod reload;
 mod streams;
 
@@ -297,16 +298,56 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
 
     fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> FrontFuture {
         let live = self.live.load_full();
-        let mut req = req.map(Body::new);
+        let req = req.map(Body::new);
+        let lane = live.lane(req.method(), req.uri().path());
+        self.respond(live, req, lane, None)
+    }
+}
+
+/// Which way a request goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lane {
+    /// `POST` to an RPC path, no CORS configured: straight to [`rpc_call`].
+    Rpc,
+    /// A path the gateway never answers itself, under a pass-through prefix, no CORS configured:
+    /// straight to the pass-through.
+    Passthrough,
+    /// Everything else: the router.
+    Router,
+}
+
+impl Live {
+    /// The lane of a request with `method` to `path` under this configuration.
+    fn lane(&self, method: &axum::http::Method, path: &str) -> Lane {
+        if self.cors.is_some() {
+            Lane::Router
+        } else if method == axum::http::Method::POST && self.rpc_paths.matches(path) {
+            Lane::Rpc
+        } else if !is_own_path(&self.rpc_paths, path) && self.state.passthrough.takes(path) {
+            Lane::Passthrough
+        } else {
+            Lane::Router
+        }
+    }
+}
+
+impl Front {
+    /// Answers `req` by its `lane` under `live`, the configuration it was read under: its trace
+    /// context and scope, its access line, its call counted on an HTTP/2 connection. hyper's
+    /// connections call it through [`Service`](hyper::service::Service), the HTTP/1 loop of
+    /// [`h1`] directly.
+    /// `read` is the body when the caller has already read it (or failed to, within the
+    /// limit and the body read timeout); the request's own body is then empty and unused.
+    fn respond(
+        &self,
+        live: Arc<Live>,
+        mut req: axum::extract::Request,
+        lane: Lane,
+        read: Option<Result<bytes::Bytes, GatewayError>>,
+    ) -> FrontFuture {
         let trace = TraceContext::for_call(req.headers());
-        let fast = live.cors.is_none()
-            && req.method() == axum::http::Method::POST
-            && live.rpc_paths.matches(req.uri().path());
-        // A path the gateway never answers itself, under a pass-through prefix: straight there.
-        let passed = !fast
-            && live.cors.is_none()
-            && !is_own_path(&live.rpc_paths, req.uri().path())
-            && live.state.passthrough.takes(req.uri().path());
+        let fast = lane == Lane::Rpc;
+        let passed = lane == Lane::Passthrough;
         // What the routes may ask of the connection (the admin rule, the forwarding headers);
         // `POST /rpc` asks nothing, and skips building the extensions map.
         if !fast && !passed {
@@ -336,6 +377,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
             Box::pin(rpc_call(
                 live.state.clone(),
                 req,
+                read,
                 self.peer,
                 Binding::Gateway,
             ))
@@ -504,20 +546,22 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
 
 async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
     let peer = req.extensions().get::<crate::admin::Peer>().copied();
-    rpc_call(state, req, peer, Binding::Gateway).await
+    rpc_call(state, req, None, peer, Binding::Gateway).await
 }
 
 /// A call on A2A's JSON-RPC binding (`a2a.jsonrpc_path`).
 async fn a2a_rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
     let peer = req.extensions().get::<crate::admin::Peer>().copied();
-    rpc_call(state, req, peer, Binding::A2a).await
+    rpc_call(state, req, None, peer, Binding::A2a).await
 }
 
 /// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
-/// builds no extensions map), for splits sticky by `ip` and the caller report.
+/// builds no extensions map), for splits sticky by `ip` and the caller report. `read` is the
+/// body when it was read before (see [`Front::respond`]).
 async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
+    read: Option<Result<bytes::Bytes, GatewayError>>,
     peer: Option<crate::admin::Peer>,
     binding: Binding,
 ) -> Response {
@@ -525,19 +569,24 @@ async fn rpc_call(
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     let request_id = request_id(headers);
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    let reply = if declared.is_some_and(|n| n > state.max_body) {
-        reject(
-            None,
-            GatewayError::PayloadTooLarge {
-                limit: state.max_body,
-            },
-        )
-    } else {
-        match read_body(body, state.max_body, state.body_timeout).await {
+    let read = match read {
+        Some(read) => read,
+        None => {
+            let declared = headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<usize>().ok());
+            if declared.is_some_and(|n| n > state.max_body) {
+                Err(GatewayError::PayloadTooLarge {
+                    limit: state.max_body,
+                })
+            } else {
+                read_body(body, state.max_body, state.body_timeout).await
+            }
+        }
+    };
+    let reply = {
+        match read {
             Err(e) => reject(None, e),
             Ok(bytes) if !is_json(headers) => {
                 let ct = headers
@@ -578,9 +627,16 @@ async fn read_body(
     limit: usize,
     timeout: Duration,
 ) -> Result<bytes::Bytes, GatewayError> {
+    use futures_util::FutureExt;
     use http_body_util::BodyExt;
     let limited = http_body_util::Limited::new(body, limit);
-    match tokio::time::timeout(timeout, limited.collect()).await {
+    let mut collect = std::pin::pin!(limited.collect());
+    // A body that came with its head is read without a timer set and cancelled.
+    let collected = match collect.as_mut().now_or_never() {
+        Some(c) => Ok(c),
+        None => tokio::time::timeout(timeout, collect).await,
+    };
+    match collected {
         Err(_) => Err(GatewayError::BodyTimeout {
             timeout_ms: timeout.as_millis() as u64,
         }),

@@ -1,0 +1,516 @@
+//! HTTP/1 `POST`s to the RPC paths and to the pass-through, served on a connection loop of our
+//! own instead of hyper's.
+//!
+//! Nearly every request a gateway sees is one of these, and hyper's HTTP/1 server spent about as
+//! much on one as the gateway's own work does: its dispatcher, a request with a streaming body
+//! and the channel behind it, a timer set per request, the answer encoded through its own buffers
+//! (README, Performance). This loop reads the head with httparse (as the upstream side,
+//! [`crate::proxy::h1`], reads answers), the body with it, answers through the same
+//! [`Front::respond`] as hyper's connections (trace context, access line, metrics, every header
+//! the handlers set), and writes the answer's head and a known-length body in one write, under
+//! one timer per connection.
+//!
+//! It serves only what it fully understands: an HTTP/1.1 `POST` to a path of the RPC or the
+//! pass-through lane, framed by a `Content-Length` (or without a body), without `Expect`,
+//! `Upgrade`, `Transfer-Encoding` or a `Connection` other than keep-alive, its body within
+//! `server.max_body_bytes` (for the pass-through, one that has already arrived whole). Anything
+//! else, from the first request on or after some, is handed to hyper with every byte read so far
+//! (the head included), and hyper serves the connection from there on: HTTP/1.0, chunked bodies,
+//! `100-continue`, upgrades, other methods and routes, malformed heads and their `400`s, CORS.
+
+use std::ops::Range;
+use std::pin::Pin;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
+use http_body_util::BodyExt;
+use hyper::body::Body as _;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{Front, Lane};
+use crate::error::GatewayError;
+
+/// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
+const MAX_HEAD: usize = 16 * 1024;
+/// Most header lines read here; more go to hyper.
+const MAX_HEADERS: usize = 48;
+/// Bytes a client may send ahead (pipelined requests) while its call runs; beyond that the
+/// socket is not read until the answer is written.
+const MAX_AHEAD: usize = 64 * 1024;
+/// Answers up to this size are written with their head in one write.
+const GATHER: usize = 64 * 1024;
+
+/// How [`serve`] left the connection.
+pub(super) enum Served {
+    /// Closed, or to be: the client left, broke its framing, timed out, or the gateway stops.
+    Closed,
+    /// For hyper: a request this loop does not serve is next, its bytes put back on the
+    /// connection.
+    HandOver,
+}
+
+/// Whether a connection's first bytes may start a `POST` (the one method served here).
+pub(super) fn may_be_post(first: &[u8]) -> bool {
+    b"POST /".starts_with(&first[..first.len().min(6)])
+}
+
+/// A request head this loop serves, parsed: where its parts lie in the head's bytes.
+struct Head {
+    /// The head's length, through its blank line.
+    len: usize,
+    /// The request target.
+    path: Range<usize>,
+    /// Each header's name and value.
+    headers: Vec<(HeaderName, Range<usize>)>,
+    /// The body's length (`Content-Length`, 0 without one).
+    body: usize,
+}
+
+/// What the bytes read so far hold.
+enum Parsed {
+    /// Not a whole head yet.
+    Partial,
+    /// A head this loop serves.
+    Head(Head),
+    /// Something for hyper.
+    Other,
+}
+
+/// Parses the head at the start of `buf`, when it is whole.
+fn parse(buf: &[u8]) -> Parsed {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Parsed::Partial,
+        _ => return Parsed::Other,
+    };
+    let (Some("POST"), Some(1), Some(path)) = (req.method, req.version, req.path) else {
+        return Parsed::Other;
+    };
+    if !path.starts_with('/') {
+        return Parsed::Other;
+    }
+    let at = |s: &[u8]| {
+        let start = s.as_ptr() as usize - buf.as_ptr() as usize;
+        start..start + s.len()
+    };
+    let mut body = None;
+    let mut headers = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
+            return Parsed::Other;
+        };
+        match name.as_str() {
+            "content-length" => {
+                let n = std::str::from_utf8(h.value)
+                    .ok()
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<usize>().ok());
+                match (n, body) {
+                    (Some(n), None) => body = Some(n),
+                    // Malformed, or said twice: hyper's to answer.
+                    _ => return Parsed::Other,
+                }
+            }
+            "transfer-encoding" | "expect" | "upgrade" => return Parsed::Other,
+            "connection" if !h.value.eq_ignore_ascii_case(b"keep-alive") => return Parsed::Other,
+            _ => {}
+        }
+        headers.push((name, at(h.value)));
+    }
+    Parsed::Head(Head {
+        len,
+        path: at(path.as_bytes()),
+        headers,
+        body: body.unwrap_or(0),
+    })
+}
+
+/// The answer's `Date`, formatted once a second per thread.
+fn date() -> HeaderValue {
+    use std::cell::RefCell;
+    thread_local! {
+        static NOW: RefCell<(u64, Option<HeaderValue>)> = const { RefCell::new((u64::MAX, None)) };
+    }
+    let now = std::time::SystemTime::now();
+    let secs = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    NOW.with(|cell| {
+        let mut c = cell.borrow_mut();
+        if c.0 != secs || c.1.is_none() {
+            let v = HeaderValue::from_str(&httpdate::fmt_http_date(now))
+                .expect("an HTTP date is a header value");
+            *c = (secs, Some(v));
+        }
+        c.1.clone().expect("set above")
+    })
+}
+
+/// Serves the HTTP/1 requests of `io` this loop takes, from the bytes in `prefix` on, until the
+/// connection ends or a request for hyper comes; then `prefix` holds every byte not yet served.
+/// `timeout` bounds the wait for each head (idle time between requests included), as hyper's
+/// header read timeout does; the body's wait is `server.body_read_timeout_ms`. Once `stopped`,
+/// the call in flight is answered (with `connection: close`) and the connection closed.
+pub(super) async fn serve<S>(
+    io: &mut S,
+    prefix: &mut Bytes,
+    front: &Front,
+    timeout: Duration,
+    stopped: &mut watch::Receiver<bool>,
+) -> Served
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut buf = BytesMut::with_capacity(4096);
+    buf.extend_from_slice(prefix);
+    let mut out = Vec::with_capacity(1024);
+    // One timer for the connection's life, moved on for each wait.
+    let mut deadline = std::pin::pin!(tokio::time::sleep(timeout));
+    let mut stop = std::pin::pin!(stopped.wait_for(|s| *s));
+    let mut stopping = false;
+    loop {
+        // The head.
+        deadline.as_mut().reset(Instant::now() + timeout);
+        let head = loop {
+            if !buf.is_empty() {
+                match parse(&buf) {
+                    Parsed::Head(h) => break h,
+                    Parsed::Other => {
+                        *prefix = buf.freeze();
+                        return Served::HandOver;
+                    }
+                    Parsed::Partial => {}
+                }
+            }
+            if stopping && buf.is_empty() {
+                return Served::Closed;
+            }
+            buf.reserve(4096);
+            tokio::select! {
+                biased;
+                n = io.read_buf(&mut buf) => match n {
+                    Ok(n) if n > 0 => {}
+                    _ => return Served::Closed,
+                },
+                _ = &mut deadline => return Served::Closed,
+                _ = &mut stop, if !stopping => stopping = true,
+            }
+        };
+        let live = front.live.load_full();
+        let Ok(uri) = std::str::from_utf8(&buf[head.path.clone()]) else {
+            *prefix = buf.freeze();
+            return Served::HandOver;
+        };
+        let lane = live.lane(&Method::POST, uri_path(uri));
+        let whole = buf.len() >= head.len + head.body;
+        let ours = match lane {
+            Lane::Rpc => head.body <= live.state.max_body,
+            // The pass-through streams bodies still arriving: hyper's body does that.
+            Lane::Passthrough => whole,
+            Lane::Router => false,
+        };
+        if !ours {
+            *prefix = buf.freeze();
+            return Served::HandOver;
+        }
+        let bytes = buf.split_to(head.len).freeze();
+        let Ok(uri) = Uri::from_maybe_shared(bytes.slice(head.path.clone())) else {
+            let mut back = BytesMut::from(&bytes[..]);
+            back.extend_from_slice(&buf);
+            *prefix = back.freeze();
+            return Served::HandOver;
+        };
+        let mut headers = HeaderMap::with_capacity(head.headers.len());
+        for (name, value) in head.headers {
+            match HeaderValue::from_maybe_shared(bytes.slice(value)) {
+                Ok(v) => {
+                    headers.append(name, v);
+                }
+                Err(_) => {
+                    let mut back = BytesMut::from(&bytes[..]);
+                    back.extend_from_slice(&buf);
+                    *prefix = back.freeze();
+                    return Served::HandOver;
+                }
+            }
+        }
+        drop(bytes);
+        // The body.
+        let mut complete = true;
+        let read = if lane == Lane::Rpc {
+            if buf.len() < head.body {
+                deadline
+                    .as_mut()
+                    .reset(Instant::now() + live.state.body_timeout);
+                buf.reserve(head.body - buf.len());
+            }
+            let mut timed_out = false;
+            while buf.len() < head.body {
+                tokio::select! {
+                    biased;
+                    n = io.read_buf(&mut buf) => match n {
+                        Ok(n) if n > 0 => {}
+                        _ => return Served::Closed,
+                    },
+                    _ = &mut deadline => {
+                        timed_out = true;
+                        break;
+                    }
+                    _ = &mut stop, if !stopping => stopping = true,
+                }
+            }
+            Some(if timed_out {
+                complete = false;
+                Err(GatewayError::BodyTimeout {
+                    timeout_ms: live.state.body_timeout.as_millis() as u64,
+                })
+            } else {
+                Ok(buf.split_to(head.body).freeze())
+            })
+        } else {
+            None
+        };
+        let body = match read {
+            Some(_) => Body::empty(),
+            None => Body::from(buf.split_to(head.body).freeze()),
+        };
+        let mut req = Request::new(body);
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = uri;
+        *req.version_mut() = Version::HTTP_11;
+        *req.headers_mut() = headers;
+        let mut call = front.respond(live, req, lane, read);
+        // The call, while the client is watched: its leaving cancels the call (as hyper does);
+        // what it sends meanwhile is kept for the next request.
+        let resp = loop {
+            if buf.len() < MAX_AHEAD {
+                buf.reserve(1024);
+            }
+            tokio::select! {
+                biased;
+                r = &mut call => break r,
+                _ = &mut stop, if !stopping => stopping = true,
+                n = io.read_buf(&mut buf), if complete && buf.len() < MAX_AHEAD => match n {
+                    Ok(n) if n > 0 => {}
+                    _ => return Served::Closed,
+                },
+            }
+        };
+        let resp = match resp {
+            Ok(r) => r,
+            Err(never) => match never {},
+        };
+        let close = stopping || !complete;
+        if write(io, &mut out, &mut buf, resp, close).await.is_err() || close {
+            return Served::Closed;
+        }
+    }
+}
+
+/// The path of a request target (before its query).
+fn uri_path(target: &str) -> &str {
+    target.split_once('?').map_or(target, |(p, _)| p)
+}
+
+/// Why an answer could not be written whole.
+struct Broken;
+
+/// Writes `resp` on `io` (its head and a known-length body gathered in `out`), watching the
+/// client meanwhile when the body has to be waited for (its leaving ends the answer); bytes it
+/// sends are kept in `ahead`. `close` says `connection: close`.
+async fn write<S>(
+    io: &mut S,
+    out: &mut Vec<u8>,
+    ahead: &mut BytesMut,
+    resp: axum::response::Response,
+    close: bool,
+) -> Result<(), Broken>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (parts, mut body) = resp.into_parts();
+    let status = parts.status;
+    let bodiless = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let declared = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let length = body.size_hint().exact().or(declared);
+    let chunked = !bodiless && length.is_none();
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        // Framing and the connection's fate are this writer's to say.
+        if matches!(
+            name.as_str(),
+            "content-length" | "transfer-encoding" | "connection"
+        ) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !bodiless {
+        match length {
+            Some(n) => {
+                out.extend_from_slice(b"content-length: ");
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            None => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        }
+    }
+    if !parts.headers.contains_key(axum::http::header::DATE) {
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(date().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !bodiless {
+        let mut body = Pin::new(&mut body);
+        loop {
+            let frame = match body.frame().now_or_never() {
+                Some(f) => f,
+                None => {
+                    // The body must be waited for: what is gathered goes out first, and the
+                    // client is watched meanwhile.
+                    if !out.is_empty() {
+                        io.write_all(out).await.map_err(|_| Broken)?;
+                        io.flush().await.map_err(|_| Broken)?;
+                        out.clear();
+                    }
+                    tokio::select! {
+                        biased;
+                        f = body.frame() => f,
+                        r = read_ahead(io, ahead) => {
+                            r?;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let data = match frame {
+                None => break,
+                Some(Err(_)) => return Err(Broken),
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => d,
+                    // Trailers: not sent.
+                    Err(_) => continue,
+                },
+            };
+            if data.is_empty() {
+                continue;
+            }
+            if chunked {
+                out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            }
+            if out.len() + data.len() <= GATHER {
+                out.extend_from_slice(&data);
+            } else {
+                io.write_all(out).await.map_err(|_| Broken)?;
+                out.clear();
+                io.write_all(&data).await.map_err(|_| Broken)?;
+            }
+            if chunked {
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        if chunked {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+    }
+    io.write_all(out).await.map_err(|_| Broken)?;
+    io.flush().await.map_err(|_| Broken)?;
+    out.clear();
+    Ok(())
+}
+
+/// While an answer's body is awaited: reads what the client sends (kept in `ahead`, up to
+/// [`MAX_AHEAD`], then no more is read); `Err` when it leaves. Cancel-safe.
+async fn read_ahead<S>(io: &mut S, ahead: &mut BytesMut) -> Result<(), Broken>
+where
+    S: AsyncRead + Unpin,
+{
+    if ahead.len() >= MAX_AHEAD {
+        return std::future::pending().await;
+    }
+    ahead.reserve(1024);
+    match io.read_buf(ahead).await {
+        Ok(n) if n > 0 => Ok(()),
+        _ => Err(Broken),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(text: &str) -> Option<Head> {
+        match parse(text.as_bytes()) {
+            Parsed::Head(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn takes_a_keep_alive_post_with_a_length() {
+        let text = "POST /rpc?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\nConnection: keep-alive\r\n\r\n{\"a\":1}";
+        let h = head(text).expect("served here");
+        assert_eq!(&text[h.path.clone()], "/rpc?x=1");
+        assert_eq!(h.body, 12);
+        assert_eq!(h.len, text.find("\r\n\r\n").unwrap() + 4);
+        assert_eq!(h.headers.len(), 3);
+        assert_eq!(h.headers[0].0, "host");
+        assert_eq!(&text[h.headers[1].1.clone()], "12");
+    }
+
+    #[test]
+    fn leaves_what_it_does_not_serve_to_hyper() {
+        for text in [
+            "GET /rpc HTTP/1.1\r\n\r\n",
+            "POST /rpc HTTP/1.0\r\nContent-Length: 2\r\n\r\n",
+            "POST /rpc HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /rpc HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+            "POST /rpc HTTP/1.1\r\nConnection: close\r\nContent-Length: 2\r\n\r\n",
+            "POST /rpc HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n",
+            "POST /rpc HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+            "POST /rpc HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
+            "POST http://a/rpc HTTP/1.1\r\n\r\n",
+            "POST /rpc HTTP/1.1\r\nbad header\r\n\r\n",
+        ] {
+            assert!(matches!(parse(text.as_bytes()), Parsed::Other), "{text}");
+        }
+    }
+
+    #[test]
+    fn waits_for_a_whole_head_but_not_beyond_the_limit() {
+        assert!(matches!(
+            parse(b"POST /rpc HTTP/1.1\r\nHost: a\r\n"),
+            Parsed::Partial
+        ));
+        let long = format!("POST /rpc HTTP/1.1\r\nx: {}", "a".repeat(MAX_HEAD));
+        assert!(matches!(parse(long.as_bytes()), Parsed::Other));
+        assert!(may_be_post(b"PO"));
+        assert!(may_be_post(b"POST /rpc"));
+        assert!(!may_be_post(b"GET /"));
+    }
+}
