@@ -22,7 +22,7 @@ use crate::forwarded::{self, Hop, Trusted};
 use crate::proxy::{stream::Stream, UpstreamClient};
 use crate::trace::{self, TraceContext};
 
-mod exchange;
+pub(crate) mod exchange;
 
 /// Pass-through traffic, by upstream and answer status class.
 pub const REQUESTS: &str = "wiregate_passthrough_requests_total";

@@ -108,6 +108,9 @@ pub struct Gateway {
     feed: Option<Arc<Feed>>,
     migration: Migration,
     cluster: Option<Arc<crate::cluster::Link>>,
+    /// Where a call carried to another replica goes there: the first of `server.rpc_paths`,
+    /// and `a2a.jsonrpc_path` for one that came on A2A's binding.
+    carry_paths: (String, Option<String>),
 }
 
 impl Gateway {
@@ -196,6 +199,15 @@ impl Gateway {
             feed,
             cluster,
             upstreams,
+            carry_paths: (
+                config
+                    .server
+                    .rpc_paths
+                    .first()
+                    .map_or("/rpc", |p| p.as_str())
+                    .to_owned(),
+                config.a2a.jsonrpc_path().map(str::to_owned),
+            ),
         }
     }
 
@@ -271,6 +283,9 @@ impl Gateway {
             Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) => {
                 let spec = self.classify(&req.method, meta);
                 if req.id.is_some() {
+                    if let Some(reply) = self.carried(&req, &spec, body, meta).await {
+                        return reply;
+                    }
                     match spec {
                         Ok(Some(c)) if c.method.is_streaming() => {
                             return self.open_stream(req, Some(c), meta).await
@@ -303,6 +318,44 @@ impl Gateway {
                     false => json_reply(StatusCode::OK, &answers),
                 }
             }
+        }
+    }
+
+    /// With `[cluster]`: a call that must run where its context's sid runs, carried whole to
+    /// that replica when it is another (`bridge::carry`); `None` to answer it here.
+    async fn carried(
+        &self,
+        req: &Request,
+        spec: &Result<Option<SpecCall>, GatewayError>,
+        body: &[u8],
+        meta: &Meta<'_>,
+    ) -> Option<Reply> {
+        let bridge = self.bridge.as_ref().filter(|b| b.is_clustered())?;
+        let spec = *spec.as_ref().ok()?;
+        let params = req.params.as_deref();
+        let (ctx, task) = match spec {
+            Some(c) => a2a::runs_beside(c, params)?,
+            None => bridge.runs_beside(&req.method, params)?,
+        };
+        let path = match meta.binding {
+            Binding::Gateway => self.carry_paths.0.as_str(),
+            Binding::A2a => self.carry_paths.1.as_deref()?,
+        };
+        let carried = async {
+            bridge.authorize(meta.authorization)?;
+            bridge
+                .carry_if_elsewhere(ctx.as_deref(), task.as_deref(), path, body, meta.headers)
+                .await
+        };
+        match carried.await {
+            Ok(reply) => reply,
+            Err(e) => Some(json_reply(
+                error_status(&e, spec.is_some()),
+                &Response::error(
+                    req.id.clone().unwrap_or(Id::Null),
+                    a2a::wire_error(&e, spec.map(|c| c.version)),
+                ),
+            )),
         }
     }
 

@@ -206,6 +206,25 @@ pub fn classify_binding(method: &str, header: Option<&str>) -> Result<SpecCall, 
     }
 }
 
+/// The context and task a spec call must run beside (where their sid runs, with `[cluster]`):
+/// a message's, or a cancel's task. `None` for the calls any replica answers, and for params
+/// that do not parse (the call then fails here, with its own error).
+pub fn runs_beside(c: SpecCall, p: Option<&RawValue>) -> Option<(Option<String>, Option<String>)> {
+    let p = spec_params(p).ok()?;
+    match c.method {
+        Method::Send | Method::Stream => {
+            let turn = params::<SendRequest>(&p)
+                .ok()?
+                .into_send(c.version)
+                .ok()?
+                .turn;
+            Some((turn.context_id, turn.task_id))
+        }
+        Method::Cancel => Some((None, Some(params::<IdParams>(&p).ok()?.id))),
+        _ => None,
+    }
+}
+
 /// A spec call's params as JSON, with ProtoJSON's original field names (`task_id`) read as
 /// their JSON names (`taskId`), as protobuf JSON parsers accept both. `metadata` and `data`
 /// hold the client's own keys and are left as they are. Absent params read as `{}`.
@@ -315,6 +334,8 @@ impl A2a {
         match c.method {
             Method::Send => {
                 let send = params::<SendRequest>(&p)?.into_send(v)?;
+                // A context another replica runs is not started here too (`[cluster]`).
+                self.bridge.here_or_refuse(&send.turn).await?;
                 self.check_turn(&send.turn)?;
                 if let Some(cfg) = &send.push {
                     // Checked before the turn starts; registered as soon as the task exists.
@@ -414,6 +435,8 @@ impl A2a {
         let (mut opened, task) = match c.method {
             Method::Stream => {
                 let send = params::<SendRequest>(&p)?.into_send(v)?;
+                // A context another replica runs is not started here too (`[cluster]`).
+                self.bridge.here_or_refuse(&send.turn).await?;
                 self.check_turn(&send.turn)?;
                 if let Some(cfg) = &send.push {
                     let url = cfg.get("url").and_then(Value::as_str).unwrap_or("");

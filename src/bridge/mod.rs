@@ -4,6 +4,7 @@
 //! the index from task ids to contexts. The task model lives in each context's
 //! [`mapping::Tracker`], so a task started in one dialect can be read in another.
 
+mod carry;
 pub mod context;
 pub mod listing;
 pub mod mapping;

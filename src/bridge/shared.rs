@@ -26,10 +26,11 @@ const REMOTE_LIST_MAX: usize = 1_000;
 /// Redis, and the local copies of other replicas' logs.
 #[derive(Debug)]
 pub(super) struct Shared {
-    link: Arc<Link>,
+    pub(super) link: Arc<Link>,
     mirrors: Arc<Mirrors>,
     /// Clients of the other replicas, by `advertise` URL.
-    owners: std::sync::Mutex<std::collections::HashMap<String, crate::proxy::UpstreamClient>>,
+    pub(super) owners:
+        std::sync::Mutex<std::collections::HashMap<String, crate::proxy::UpstreamClient>>,
 }
 
 impl Shared {
@@ -167,7 +168,7 @@ impl Bridge {
 }
 
 /// How long a call carried to a context's owner may take (a turn runs to its end).
-const FORWARD_TIMEOUT_MS: u64 = 600_000;
+pub(super) const FORWARD_TIMEOUT_MS: u64 = 600_000;
 
 /// Where a call for a context runs.
 #[derive(Debug)]
@@ -277,19 +278,50 @@ impl Bridge {
             .map_err(|e| GatewayError::SidUnavailable(format!("cannot resume sid: {e}")))
     }
 
-    /// For calls not carried to another replica (streams, the A2A dialects): takes a lost
-    /// context over, and refuses, naming the owner, a context another replica runs.
-    pub(super) async fn here_or_refuse(&self, turn: &super::Turn) -> Result<(), GatewayError> {
+    /// For calls not carried to another replica (A2A's in a batch or on its REST binding):
+    /// takes a lost context over, and refuses, naming the owner, a context another replica
+    /// runs.
+    pub async fn here_or_refuse(&self, turn: &super::Turn) -> Result<(), GatewayError> {
         match self
             .place(turn.context_id.as_deref(), turn.task_id.as_deref())
             .await?
         {
             Place::Here => Ok(()),
             Place::There { node, advertise } => Err(GatewayError::SidUnavailable(format!(
-                "this context runs on replica {node} ({advertise}); send this call there, or as \
-                 message/send, which any replica carries to it"
+                "this context runs on replica {node} ({advertise}); send this call there, or \
+                 alone (not in a batch) on a JSON-RPC path, which any replica carries to it"
             ))),
         }
+    }
+
+    /// The pooled client of the replica `node` at `advertise` (one per replica, kept).
+    pub(super) fn owner_client(
+        &self,
+        node: &str,
+        advertise: &str,
+    ) -> Result<crate::proxy::UpstreamClient, GatewayError> {
+        if advertise.is_empty() {
+            return Err(GatewayError::SidUnavailable(format!(
+                "this context runs on replica {node}, which has no cluster.advertise URL"
+            )));
+        }
+        let Some(sh) = &self.cluster else {
+            return Err(GatewayError::SidUnavailable("no cluster".into()));
+        };
+        let mut clients = sh.owners.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(clients
+            .entry(advertise.to_owned())
+            .or_insert_with(|| {
+                let url = format!("{}/rpc", advertise.trim_end_matches('/'));
+                let up = crate::config::Upstream::new(
+                    &format!("replica {node}"),
+                    &url,
+                    crate::config::Dialect::Jsonrpc,
+                    FORWARD_TIMEOUT_MS,
+                );
+                crate::proxy::UpstreamClient::new(up, 64 << 20)
+            })
+            .clone())
     }
 
     /// Carries a non-streaming call to the replica running its context and returns its answer
@@ -305,30 +337,7 @@ impl Bridge {
                 "no replica to forward to".into(),
             ));
         };
-        if advertise.is_empty() {
-            return Err(GatewayError::SidUnavailable(format!(
-                "this context runs on replica {node}, which has no cluster.advertise URL"
-            )));
-        }
-        let client = {
-            let Some(sh) = &self.cluster else {
-                return Err(GatewayError::SidUnavailable("no cluster".into()));
-            };
-            let mut clients = sh.owners.lock().unwrap_or_else(|e| e.into_inner());
-            clients
-                .entry(advertise.clone())
-                .or_insert_with(|| {
-                    let url = format!("{}/rpc", advertise.trim_end_matches('/'));
-                    let up = crate::config::Upstream::new(
-                        &format!("replica {node}"),
-                        &url,
-                        crate::config::Dialect::Jsonrpc,
-                        FORWARD_TIMEOUT_MS,
-                    );
-                    crate::proxy::UpstreamClient::new(up, 64 << 20)
-                })
-                .clone()
-        };
+        let client = self.owner_client(&node, &advertise)?;
         let body = serde_json::json!({
             "jsonrpc": "2.0", "id": 1, "method": method,
             "params": p.map(|r| serde_json::from_str::<serde_json::Value>(r.get()).unwrap_or_default()),

@@ -84,7 +84,13 @@ async fn lead(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>) {
         if f.queue().is_closed() {
             break;
         }
-        let held = lease::hold(&link, FEED_LEASE).await.unwrap_or(false);
+        // While Redis does not answer, a reader keeps reading (its exporter writes what it
+        // read once Redis returns) and a follower keeps waiting: nobody else can take over.
+        let Ok(held) = lease::hold(&link, FEED_LEASE).await else {
+            drop(f);
+            tokio::time::sleep(RETRY).await;
+            continue;
+        };
         match (held, &reading) {
             (true, None) => match end_of_log(&link).await {
                 Ok((last_seq, last_id)) => {

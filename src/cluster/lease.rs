@@ -9,6 +9,9 @@ use redis::AsyncCommands;
 use super::{keys, Link};
 use crate::error::GatewayError;
 
+/// How soon a renewal that failed (Redis did not answer) is tried again.
+const RETRY_SOON: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Renews only a lease this replica still holds.
 const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
@@ -132,13 +135,19 @@ pub fn keep<T: Send + Sync + 'static>(
                         .arg(link.lease.as_millis() as u64)
                         .query_async(&mut conn)
                         .await;
-                    if !matches!(took, Ok(Some(_))) {
-                        tracing::error!(context = %context_id,
-                            "another replica took over this context's lease");
+                    match took {
+                        // A Redis that came back empty lost the session too: record it again.
+                        Ok(Some(_)) => recorded = None,
+                        _ => tracing::error!(context = %context_id,
+                            "another replica took over this context's lease"),
                     }
                 }
                 Err(e) => {
                     link.failed(&e);
+                    // Retried soon, so that when Redis returns this replica holds its
+                    // contexts again before another replica's call could claim them.
+                    tokio::time::sleep(RETRY_SOON).await;
+                    continue;
                 }
             }
             if now_session.is_some() && now_session != recorded {

@@ -28,7 +28,7 @@ const WHOLE: usize = 64 * 1024;
 
 /// How the request's body goes upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Sending {
+pub(crate) enum Sending {
     /// No body.
     Nothing,
     /// As it came, under the `Content-Length` the head carries.
@@ -38,7 +38,7 @@ pub(super) enum Sending {
 }
 
 /// What the upstream answered.
-pub(super) struct Answer {
+pub(crate) struct Answer {
     /// Its status.
     pub status: StatusCode,
     /// Its headers, hop-by-hop ones included (the caller strips them).
@@ -48,7 +48,7 @@ pub(super) struct Answer {
 }
 
 /// An answer's body.
-pub(super) enum Delivered {
+pub(crate) enum Delivered {
     /// To be passed on.
     Body(Body),
     /// The connection, switched to another protocol, with the bytes already read from it.
@@ -57,7 +57,7 @@ pub(super) enum Delivered {
 
 /// How an exchange failed.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum Failed {
+pub(crate) enum Failed {
     /// The upstream could not be reached, or broke the exchange.
     #[error(transparent)]
     Upstream(#[from] h1::Error),
@@ -70,7 +70,7 @@ pub(super) enum Failed {
 /// `sending`) and `body` to the upstream, and reads the answer's head. `no_body` marks an answer
 /// that has none whatever its headers say (the answer to `HEAD`); `upgrade` lets a `101`
 /// through.
-pub(super) async fn exchange(
+pub(crate) async fn exchange(
     client: &UpstreamClient,
     mut head: Vec<u8>,
     mut body: Body,

@@ -1,52 +1,27 @@
 //! Replicas sharing the sid bridge through a real `redis-server` (`[cluster]`): three gateways
 //! on ephemeral ports, each its own sid children, one Redis each test starts for itself, and a
 //! real SSE client.
+//!
+//! `replicas` starts them (in-process, or the binary as a process of its own to SIGKILL);
+//! `live_feed` is an event feed the test writes to as it goes.
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod live_feed;
+mod replicas;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use support::redis_server::RedisServer;
-use support::{gateway, text_message, SseEvent, TestGateway};
+use support::{gateway, text_message, SseEvent};
 
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Three replicas of one cluster, named a, b and c.
-async fn replicas(redis: &RedisServer, tag: &str) -> [TestGateway; 3] {
-    let start = |node: &'static str| {
-        gateway()
-            .sid(&format!("{tag}-{node}"))
-            .cluster(&redis.url(), node)
-            .start()
-    };
-    let (a, b, c) = tokio::join!(start("a"), start("b"), start("c"));
-    for g in [&a, &b, &c] {
-        wait_until("the replica sees Redis", || async {
-            g.get("/readyz").await.status == 200
-        })
-        .await;
-    }
-    [a, b, c]
-}
-
-async fn wait_until<F: std::future::Future<Output = bool>>(what: &str, f: impl Fn() -> F) {
-    let deadline = Instant::now() + WAIT;
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-fn with_context(text: &str, ctx: &str) -> Value {
-    let mut m = text_message(text);
-    m["message"]["contextId"] = json!(ctx);
-    m
-}
-
-fn ids(events: &[SseEvent]) -> Vec<u64> {
-    events.iter().map(|e| e.id.parse().unwrap()).collect()
-}
+use live_feed::LiveFeed;
+use replicas::{
+    advertised, advertised_from, context_on, ids, replicas, spec_message, wait_until, with_context,
+    ProcessReplica, WAIT,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_turn_run_on_a_streams_live_on_b_and_resumes_exactly_on_c() {
@@ -54,13 +29,7 @@ async fn a_turn_run_on_a_streams_live_on_b_and_resumes_exactly_on_c() {
     let [a, b, c] = replicas(&redis, "cluster-live").await;
 
     // A context on A (its first turn done).
-    let first = a.call("message/send", text_message("hello")).await;
-    let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
-    let before = a
-        .sse_get(&format!("/contexts/{ctx}/events"), None)
-        .await
-        .until_final(WAIT)
-        .await;
+    let (ctx, before) = context_on(&a).await;
     let resume_from = before.last().unwrap().id.clone();
 
     // B subscribes to the context, then a slow turn runs on A: B sees it as it happens.
@@ -210,93 +179,6 @@ async fn without_redis_the_proxy_serves_readyz_says_so_sid_calls_fail_clearly_an
     assert_eq!(ok["result"]["status"]["state"], "completed", "{ok}");
 }
 
-/// A free loopback port (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// An in-process replica on a port chosen first, so it can advertise its URL.
-async fn advertised(redis: &RedisServer, tag: &str, node: &str) -> TestGateway {
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    gateway()
-        .sid(tag)
-        .cluster(&redis.url(), node)
-        .with(move |c| {
-            c.server.listen = format!("127.0.0.1:{port}").parse().unwrap();
-            c.cluster.advertise = url;
-        })
-        .start()
-        .await
-}
-
-/// The gateway binary as a replica of its own, killed (SIGKILL) when dropped.
-struct ProcessReplica {
-    child: std::process::Child,
-    base: String,
-    http: reqwest::Client,
-    _dir: tempfile::TempDir,
-}
-
-impl ProcessReplica {
-    fn start(redis: &RedisServer, tag: &str, node: &str) -> Self {
-        let port = free_port();
-        let base = format!("http://127.0.0.1:{port}");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gateway.toml");
-        let config = format!(
-            "[sid]\nenabled = true\ncommand = [{:?}, \"--raw\", \"--tag\", {tag:?}]\n\n\
-             [cluster]\nredis = {:?}\nnode_id = {node:?}\nadvertise = {base:?}\nlease_ms = 1000\n",
-            support::fake_sid(),
-            redis.url(),
-        );
-        std::fs::write(&path, config).unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_wiregate"))
-            .arg("--config")
-            .arg(&path)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env_clear()
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        ProcessReplica {
-            child,
-            base,
-            http: reqwest::Client::new(),
-            _dir: dir,
-        }
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Value {
-        self.http
-            .post(format!("{}/rpc", self.base))
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ProcessReplica {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn calls_go_to_the_owner_and_a_lost_owner_s_context_resumes_where_the_next_call_lands() {
     let redis = RedisServer::start().await;
@@ -354,6 +236,12 @@ async fn calls_go_to_the_owner_and_a_lost_owner_s_context_resumes_where_the_next
 
     // A dies mid-turn. Once its lease lapses, the next call for the context, on B, resumes it.
     a.kill();
+    // Its sid child, orphaned mid-turn, is the test's to end.
+    for (pid, _) in support::processes_tagged("cluster-failover-a") {
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
+    }
     let _ = hanging.await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let resumed = b
@@ -429,4 +317,270 @@ async fn domain_events_are_read_once_and_served_with_resume_by_every_replica() {
         rest.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
         ["4", "5"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn streaming_calls_for_another_replica_s_context_are_carried_to_it_and_streamed_back() {
+    let redis = RedisServer::start().await;
+    let tag = "cluster-carry";
+    let tags = ["a", "b", "c"].map(|n| format!("{tag}-{n}"));
+    let (a, b, c) = tokio::join!(
+        advertised(&redis, &tags[0], "a"),
+        advertised(&redis, &tags[1], "b"),
+        advertised(&redis, &tags[2], "c"),
+    );
+    for g in [&a, &b, &c] {
+        wait_until("the replica sees Redis", || async {
+            g.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+    let (ctx, history) = context_on(&a).await;
+
+    // B follows the context as it runs on A.
+    let mut on_b = b
+        .sse_get(
+            &format!("/contexts/{ctx}/events"),
+            Some(&history.last().unwrap().id),
+        )
+        .await;
+
+    // message/stream on C for A's context: the turn runs on A, its stream comes back via C.
+    let via_c = c
+        .stream_message(with_context("slow please", &ctx))
+        .await
+        .until_final(WAIT)
+        .await;
+    assert!(via_c.len() > 5, "a slow turn streams several deltas");
+    let task = via_c[0].data["params"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(via_c[0].data["params"]["contextId"], ctx.as_str());
+    assert_eq!(via_c.last().unwrap().data["params"]["state"], "completed");
+    let from_b = on_b.take(via_c.len(), WAIT).await;
+    assert_eq!(ids(&from_b), ids(&via_c), "the owner's ids, unchanged");
+    let data = |v: &[SseEvent]| v.iter().map(|e| e.data.clone()).collect::<Vec<_>>();
+    assert_eq!(data(&from_b), data(&via_c));
+    let first_id: u64 = history.last().unwrap().id.parse().unwrap();
+    assert_eq!(ids(&via_c)[0], first_id + 1, "ids go on from the context's");
+    let on_a = a.call("tasks/get", json!({"id": task})).await;
+    assert_eq!(on_a["result"]["status"]["state"], "completed", "{on_a}");
+
+    // A2A SendStreamingMessage on B for A's context: carried too, answered in A2A's shapes.
+    let id = json!("carried-1");
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "SendStreamingMessage",
+                      "params": spec_message("slow", &ctx)});
+    let spec = b.a2a_stream(&body, Some("1.0")).await.collect(WAIT).await;
+    assert!(spec.len() > 2, "{spec:?}");
+    assert!(spec.iter().all(|e| e.data["id"] == id), "{spec:?}");
+    let opened = &spec[0].data["result"]["task"];
+    assert_eq!(opened["contextId"], ctx.as_str(), "{opened}");
+    assert_eq!(
+        spec.last().unwrap().data["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let spec_task = opened["id"].as_str().unwrap().to_owned();
+
+    // A2A SendMessage on C: carried, the owner's answer unchanged.
+    let (status, sent) = c
+        .a2a_call("SendMessage", spec_message("hello", &ctx), Some("1.0"))
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["result"]["task"]["contextId"], ctx.as_str(), "{sent}");
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+
+    // In a batch nothing is carried: B refuses, naming the owner, and starts no sid of its own.
+    let batch = json!([{"jsonrpc": "2.0", "id": 9, "method": "SendMessage",
+                        "params": spec_message("hello", &ctx)}]);
+    let refused = b.rpc_with(&batch, &[("a2a-version", "1.0")]).await.json();
+    assert_eq!(refused[0]["error"]["code"], -32064, "{refused}");
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("runs on replica a"),
+        "{refused}"
+    );
+
+    // Every turn ran on A: only A started sid, and A knows each task as its own.
+    assert!(!support::processes_tagged(&format!("{tag}-a")).is_empty());
+    assert!(support::processes_tagged(&format!("{tag}-b")).is_empty());
+    assert!(support::processes_tagged(&format!("{tag}-c")).is_empty());
+    let (_, got) = a
+        .a2a_call("GetTask", json!({"id": spec_task}), Some("1.0"))
+        .await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_restarted_mid_stream_the_replicas_resume_by_themselves_and_no_id_repeats() {
+    let mut redis = RedisServer::start().await;
+    let up = support::legacy_echo().run().await;
+    let start = |node: &'static str| {
+        let builder = support::routing_all_to(&up.url(), wiregate::config::Dialect::Legacy);
+        let tag = format!("cluster-restart-{node}");
+        let redis = &redis;
+        async move { advertised_from(builder, redis, &tag, node).await }
+    };
+    let (a, b) = tokio::join!(start("a"), start("b"));
+    for g in [&a, &b] {
+        wait_until("the replica sees Redis", || async {
+            g.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+    let (ctx, history) = context_on(&a).await;
+    let mut last_seen = history.last().unwrap().id.clone();
+    let path = format!("/contexts/{ctx}/events");
+    let mut on_b = b.sse_get(&path, Some(&last_seen)).await;
+
+    // A turn of 200 deltas over four seconds runs on A; B follows it through Redis.
+    let mut on_a = a.stream_message(with_context("flood 200 50", &ctx)).await;
+    let mut from_b = on_b.take(3, WAIT).await;
+    last_seen = from_b.last().unwrap().id.clone();
+    let task = from_b[0].data["params"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Redis goes away mid-turn.
+    redis.kill();
+    for g in [&a, &b] {
+        wait_until("Redis is missed", || async {
+            g.get("/readyz").await.status == 503
+        })
+        .await;
+        assert_eq!(
+            g.get("/readyz").await.json()["cluster"]["redis"],
+            "unreachable"
+        );
+    }
+    // The proxy path serves; sid calls get the cluster error; the turn goes on on A.
+    let proxied = b.call("plan.get", json!({"id": 1})).await;
+    assert!(proxied.get("result").is_some(), "{proxied}");
+    let refused = b
+        .rpc(&json!({"jsonrpc": "2.0", "id": 7, "method": "message/send",
+                     "params": with_context("hello", &ctx)}))
+        .await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.json()["error"]["code"], -32066);
+    assert_eq!(
+        refused.json()["error"]["data"]["kind"],
+        "cluster_unavailable"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Redis returns (empty): every replica finds it by itself.
+    redis.restart().await;
+    for g in [&a, &b] {
+        wait_until("Redis is back", || async {
+            g.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+    let from_a = on_a.until_final(Duration::from_secs(20)).await;
+    assert_eq!(from_a.last().unwrap().data["params"]["state"], "completed");
+
+    // B's subscriber: every event of the turn, or (when Redis lost some) the gap frame on
+    // resuming; never an id twice or going back.
+    let mut gaps = 0;
+    loop {
+        match on_b.next(Duration::from_secs(20)).await {
+            Some(e) if e.event == "gap" => gaps += 1,
+            Some(e) => {
+                let done = e.data["params"]["taskId"] == task.as_str()
+                    && e.data["params"]["final"] == true;
+                last_seen = e.id.clone();
+                from_b.push(e);
+                if done {
+                    break;
+                }
+            }
+            // Cut off (it lagged behind a hole): it resumes as a browser does.
+            None => on_b = b.sse_get(&path, Some(&last_seen)).await,
+        }
+    }
+    let got = ids(&from_b);
+    assert!(got.windows(2).all(|w| w[1] > w[0]), "no id twice: {got:?}");
+    if gaps == 0 {
+        assert_eq!(got, ids(&from_a), "without a gap frame, every event");
+    }
+
+    // The next turn, run on A, reaches B's subscriber through the new Redis.
+    let next = a.call("message/send", with_context("hello", &ctx)).await;
+    assert_eq!(next["result"]["status"]["state"], "completed", "{next}");
+    let next_task = next["result"]["id"].as_str().unwrap();
+    loop {
+        let e = on_b.next(WAIT).await.expect("B's stream stays open");
+        assert!(e.id.parse::<u64>().unwrap() > got[got.len() - 1]);
+        if e.data["params"]["taskId"] == next_task && e.data["params"]["final"] == true {
+            break;
+        }
+    }
+    // And B serves sid calls again (this one carried to A, which runs the context).
+    let again = b.call("message/send", with_context("hello", &ctx)).await;
+    assert_eq!(again["result"]["status"]["state"], "completed", "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn when_the_feed_reader_dies_another_replica_resumes_the_feed_after_its_last_event() {
+    let redis = RedisServer::start().await;
+    let feed = LiveFeed::start().await;
+    feed.add_up_to(3);
+
+    // A (a process of its own) starts first and takes the feed lease.
+    let a = ProcessReplica::with(
+        &redis,
+        "a",
+        &format!("[events]\nsource = {:?}\n", feed.url()),
+    );
+    wait_until("A reads the feed", || async { feed.requests().len() == 1 }).await;
+    let start = |node: &'static str| {
+        let url = feed.url();
+        gateway()
+            .cluster(&redis.url(), node)
+            .with(move |c| c.events.source = url)
+            .start()
+    };
+    let (b, c) = tokio::join!(start("b"), start("c"));
+    let mut on_b = b.sse_get("/events", None).await;
+    let mut on_c = c.sse_get("/events", None).await;
+    let event_ids = |v: &[SseEvent]| v.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+    let mut seen_b = on_b.take(3, WAIT).await;
+    let mut seen_c = on_c.take(3, WAIT).await;
+    feed.add_up_to(5);
+    seen_b.extend(on_b.take(2, WAIT).await);
+    seen_c.extend(on_c.take(2, WAIT).await);
+    assert_eq!(event_ids(&seen_b), ["1", "2", "3", "4", "5"]);
+    assert_eq!(feed.requests().len(), 1, "one reader for all three");
+
+    // A dies (SIGKILL); the source goes on meanwhile.
+    let mut a = a;
+    a.kill();
+    feed.add_up_to(7);
+
+    // Once A's lease lapses, B or C reads the feed again, after the last event A wrote.
+    wait_until("another replica reads the feed", || async {
+        feed.requests().len() == 2
+    })
+    .await;
+    assert_eq!(feed.requests()[1], "after=5");
+    seen_b.extend(on_b.take(2, WAIT).await);
+    seen_c.extend(on_c.take(2, WAIT).await);
+    feed.add_up_to(8);
+    seen_b.extend(on_b.take(1, WAIT).await);
+    seen_c.extend(on_c.take(1, WAIT).await);
+    let all: Vec<String> = (1..=8).map(|i| i.to_string()).collect();
+    assert_eq!(event_ids(&seen_b), all, "none lost, none twice on B");
+    assert_eq!(event_ids(&seen_c), all, "none lost, none twice on C");
+    assert_eq!(seen_c[5].data["params"]["taskId"], "plan-6");
+    // Nothing more arrives on either (no event written twice).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(feed.requests().len(), 2);
+    let late = tokio::time::timeout(Duration::from_millis(300), on_b.next(WAIT)).await;
+    assert!(late.is_err(), "nothing after 8: {late:?}");
 }

@@ -1,0 +1,207 @@
+//! Calls carried whole to the replica that runs their context (`[cluster]`): a streaming call
+//! (`message/stream`, A2A's `SendStreamingMessage`) or an A2A call that must run where sid runs
+//! (`SendMessage`, `CancelTask`) goes, as the client sent it, to the owner's `advertise` URL, and
+//! the owner's answer comes back unchanged: its SSE bytes as they arrive, or its JSON document.
+//!
+//! Over HTTP rather than through Redis: the owner already answers exactly this request, with
+//! its own stream writer, keep-alives and errors; relaying its bytes keeps one implementation of
+//! each call, adds no Redis round trip per event, and a replica that cannot reach the owner
+//! says so at once (the client can resume on any replica with `Last-Event-ID`).
+//!
+//! The exchange is the pass-through's ([`crate::passthrough::exchange`]) on the pooled client
+//! [`Bridge::forward`] uses, so there is one HTTP/1.1 client in the crate.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+
+use super::shared::{Place, FORWARD_TIMEOUT_MS};
+use super::Bridge;
+use crate::error::GatewayError;
+use crate::passthrough::exchange::{self, Delivered, Sending};
+use crate::proxy::h1;
+use crate::reply::{Reply, ReplyBody};
+
+/// Marks a request already carried once: the replica receiving it runs it or refuses it, and
+/// never carries it on (two replicas that disagree on a lease cannot bounce a call).
+pub const CARRIED: &str = "x-wiregate-carried";
+
+/// The request headers a carried call keeps (the owner checks the same token and dialect).
+const KEPT: [&str; 6] = [
+    "authorization",
+    "a2a-version",
+    "last-event-id",
+    "accept",
+    "traceparent",
+    "x-request-id",
+];
+
+/// Most bytes of a JSON answer read back from the owner.
+const MAX_ANSWER: usize = 64 << 20;
+
+impl Bridge {
+    /// The context and task a seed call must run beside, for
+    /// [`carry_if_elsewhere`](Self::carry_if_elsewhere): `message/stream`'s. (`message/send`,
+    /// `tasks/cancel` and `_sid/` ops are carried by [`call`](Self::call), in batches too.)
+    pub fn runs_beside(
+        &self,
+        method: &str,
+        p: Option<&serde_json::value::RawValue>,
+    ) -> Option<(Option<String>, Option<String>)> {
+        (method == super::STREAM)
+            .then(|| super::params::<super::SendParams>(p).ok()?.into_turn().ok())
+            .flatten()
+            .map(|t| (t.context_id, t.task_id))
+    }
+
+    /// When the call naming `context_id` or `task_id` runs on another replica, carries the
+    /// request (`body` as sent to `path`) there and returns its answer unchanged; `None` when
+    /// it runs here (this replica runs the context, took a lost one over, or nobody runs it).
+    pub async fn carry_if_elsewhere(
+        &self,
+        context_id: Option<&str>,
+        task_id: Option<&str>,
+        path: &str,
+        body: &[u8],
+        headers: Option<&HeaderMap>,
+    ) -> Result<Option<Reply>, GatewayError> {
+        if self.cluster.is_none() || (context_id.is_none() && task_id.is_none()) {
+            return Ok(None);
+        }
+        if headers.is_some_and(|h| h.contains_key(CARRIED)) {
+            return Ok(None);
+        }
+        match self.place(context_id, task_id).await? {
+            Place::Here => Ok(None),
+            there => self.carry(there, path, body, headers).await.map(Some),
+        }
+    }
+
+    /// Sends the request to the owner and relays its answer.
+    async fn carry(
+        &self,
+        to: Place,
+        path: &str,
+        body: &[u8],
+        headers: Option<&HeaderMap>,
+    ) -> Result<Reply, GatewayError> {
+        let Place::There { node, advertise } = to else {
+            return Err(GatewayError::SidUnavailable(
+                "no replica to carry to".into(),
+            ));
+        };
+        let client = self.owner_client(&node, &advertise)?;
+        let me = self
+            .cluster
+            .as_ref()
+            .map_or("", |sh| sh.link.node_id.as_str());
+        let head = request_head(&advertise, path, body.len(), headers, me)?;
+        let lost = |e: &dyn std::fmt::Display| {
+            GatewayError::SidUnavailable(format!(
+                "this context runs on replica {node}, which did not answer: {e}"
+            ))
+        };
+        metrics::counter!("wiregate_cluster_forwarded_total").increment(1);
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_millis(FORWARD_TIMEOUT_MS),
+            exchange::exchange(
+                &client,
+                head,
+                Body::from(Bytes::copy_from_slice(body)),
+                Sending::Length,
+                false,
+                false,
+            ),
+        )
+        .await
+        .map_err(|_| lost(&"no answer in time"))?
+        .map_err(|e| lost(&e))?;
+        let Delivered::Body(answer_body) = answer.body else {
+            return Err(lost(&"it switched protocols"));
+        };
+        let is_sse = answer
+            .headers
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        let body = match is_sse {
+            // Relayed as it arrives; a break on the owner's side ends the client's stream,
+            // which resumes anywhere with Last-Event-ID.
+            true => ReplyBody::Stream(Box::pin(
+                answer_body
+                    .into_data_stream()
+                    .take_while(|r| std::future::ready(r.is_ok()))
+                    .filter_map(|r| std::future::ready(r.ok().map(Ok::<_, Infallible>))),
+            )),
+            false => {
+                let limited = http_body_util::Limited::new(answer_body, MAX_ANSWER);
+                let bytes = limited.collect().await.map_err(|e| lost(&e))?.to_bytes();
+                ReplyBody::Json(bytes)
+            }
+        };
+        Ok(Reply {
+            status: match is_sse {
+                true => StatusCode::OK,
+                false => answer.status,
+            },
+            headers: HeaderMap::new(),
+            body,
+        })
+    }
+}
+
+/// The request line and headers of a carried call (pure): the client's headers that matter to
+/// the owner, the owner's `Host`, and the [`CARRIED`] mark naming this replica.
+fn request_head(
+    advertise: &str,
+    path: &str,
+    len: usize,
+    headers: Option<&HeaderMap>,
+    me: &str,
+) -> Result<Vec<u8>, GatewayError> {
+    let uri: Uri = advertise.parse().map_err(|e| {
+        GatewayError::SidUnavailable(format!("cluster.advertise {advertise:?}: {e}"))
+    })?;
+    let host = uri.authority().map_or("", |a| a.as_str());
+    let base = uri.path().trim_end_matches('/');
+    let mut head = format!(
+        "POST {base}{path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+         content-length: {len}\r\n"
+    );
+    for name in KEPT {
+        for v in headers.into_iter().flat_map(|h| h.get_all(name)) {
+            if let Some(v) = v.to_str().ok().filter(|v| h1::is_header_value(v)) {
+                head.push_str(&format!("{name}: {v}\r\n"));
+            }
+        }
+    }
+    if h1::is_header_value(me) {
+        head.push_str(&format!("{CARRIED}: {me}\r\n"));
+    }
+    head.push_str("\r\n");
+    Ok(head.into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_carried_head_keeps_the_client_s_token_and_dialect_and_marks_the_hop() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer t".parse().unwrap());
+        h.insert("a2a-version", "1.0".parse().unwrap());
+        h.insert("cookie", "secret=1".parse().unwrap());
+        let head = request_head("http://10.0.0.2:8080/", "/rpc", 12, Some(&h), "b").unwrap();
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "POST /rpc HTTP/1.1\r\nhost: 10.0.0.2:8080\r\ncontent-type: application/json\r\n\
+             content-length: 12\r\nauthorization: Bearer t\r\na2a-version: 1.0\r\n\
+             x-wiregate-carried: b\r\n\r\n"
+        );
+    }
+}
