@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use wiregate::config::Dialect;
 
-use support::{fronting, legacy_echo};
+use support::{fronting, legacy_echo, TestGateway};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -162,6 +162,18 @@ async fn requests_it_does_not_serve_go_to_hyper_with_the_bytes_already_read() {
     assert_result(&answer(&mut r).await, 4);
 }
 
+/// Sends `req` on a new connection and reads until the gateway closes it.
+async fn answered_then_closed(gw: &TestGateway, req: &str) -> String {
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut all = Vec::new();
+    tokio::time::timeout(T, s.read_to_end(&mut all))
+        .await
+        .expect("closed after the answer")
+        .unwrap();
+    String::from_utf8_lossy(&all).into_owned()
+}
+
 #[tokio::test]
 async fn http_1_0_and_connection_close_calls_are_answered_then_closed() {
     let up = legacy_echo().run().await;
@@ -172,26 +184,12 @@ async fn http_1_0_and_connection_close_calls_are_answered_then_closed() {
         "POST /rpc HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
-    let mut s = TcpStream::connect(gw.addr).await.unwrap();
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut all = Vec::new();
-    tokio::time::timeout(T, s.read_to_end(&mut all))
-        .await
-        .expect("closed after the answer")
-        .unwrap();
-    let text = String::from_utf8_lossy(&all);
+    let text = answered_then_closed(&gw, &req).await;
     assert!(text.starts_with("HTTP/1.0 200"), "{text}");
     assert!(text.contains(r#""id":7"#), "{text}");
     // `Connection: close` on HTTP/1.1: answered, then closed.
     let req = call(8).replace("host: x\r\n", "host: x\r\nconnection: close\r\n");
-    let mut s = TcpStream::connect(gw.addr).await.unwrap();
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut all = Vec::new();
-    tokio::time::timeout(T, s.read_to_end(&mut all))
-        .await
-        .expect("closed after the answer")
-        .unwrap();
-    let text = String::from_utf8_lossy(&all);
+    let text = answered_then_closed(&gw, &req).await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains(r#""id":8"#), "{text}");
 }
