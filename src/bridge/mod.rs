@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 
 use crate::config::Sid as SidConfig;
 use crate::error::GatewayError;
-use crate::events::Subscription;
+use crate::events::{EventQueue, Subscription};
 use crate::stream::{Filter, Timing};
 use crate::wire::raw::{Op, ResultLine, ServerError};
 use context::{Context, SendError, Transport};
@@ -66,6 +66,35 @@ pub struct Opened {
     pub filter: Filter,
     /// The context the events come from.
     pub context_id: String,
+}
+
+impl Opened {
+    /// One task's events in its context's `queue` after `last_event_id` (all retained ones
+    /// when `None`); with `live_if_running`, a task still `running` without a resume point
+    /// streams from now on. The same for a local context and a replica's mirror of one.
+    fn task(
+        queue: &Arc<EventQueue>,
+        task_id: &str,
+        context_id: String,
+        running: bool,
+        last_event_id: Option<&str>,
+        live_if_running: bool,
+    ) -> Result<Opened, GatewayError> {
+        let subscription = if last_event_id.is_none() && live_if_running && running {
+            queue.subscribe_live()?
+        } else {
+            queue.subscribe(last_event_id)?
+        };
+        Ok(Opened {
+            subscription,
+            filter: Filter {
+                task: Some(task_id.to_owned()),
+                until_final: true,
+                until_input_required: false,
+            },
+            context_id,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -410,20 +439,14 @@ impl Bridge {
         let state = ctx
             .task_state(task_id)
             .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))?;
-        let subscription = if last_event_id.is_none() && live_if_running && !state.is_terminal() {
-            ctx.queue.subscribe_live()?
-        } else {
-            ctx.queue.subscribe(last_event_id)?
-        };
-        Ok(Opened {
-            subscription,
-            filter: Filter {
-                task: Some(task_id.to_owned()),
-                until_final: true,
-                until_input_required: false,
-            },
-            context_id: ctx.id.clone(),
-        })
+        Opened::task(
+            &ctx.queue,
+            task_id,
+            ctx.id.clone(),
+            !state.is_terminal(),
+            last_event_id,
+            live_if_running,
+        )
     }
 
     /// Every event of one context after `last_event_id`.

@@ -126,21 +126,14 @@ impl Bridge {
             .await?
             .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))?;
         let queue = sh.mirrors.open(&context_id).await?;
-        let subscription =
-            if last_event_id.is_none() && live_if_running && !task.state.is_terminal() {
-                queue.subscribe_live()?
-            } else {
-                queue.subscribe(last_event_id)?
-            };
-        Ok(Opened {
-            subscription,
-            filter: Filter {
-                task: Some(task_id.to_owned()),
-                until_final: true,
-                until_input_required: false,
-            },
+        Opened::task(
+            &queue,
+            task_id,
             context_id,
-        })
+            !task.state.is_terminal(),
+            last_event_id,
+            live_if_running,
+        )
     }
 
     /// [`context_stream`](Self::context_stream), for a context of any replica.

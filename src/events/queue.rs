@@ -363,19 +363,29 @@ impl EventQueue {
                 event,
                 frame: OnceLock::new(),
             });
-            if inner.ring.len() == self.replay {
-                inner.ring.pop_front();
-            }
-            inner.ring.push_back(stored.clone());
+            self.keep(&mut inner, stored.clone());
             stored
         };
+        self.announce(stored.seq);
+        Ok(stored)
+    }
+
+    /// Puts `stored` at the log's end, the oldest event leaving a full log.
+    fn keep(&self, inner: &mut Inner, stored: Arc<Stored>) {
+        if inner.ring.len() == self.replay {
+            inner.ring.pop_front();
+        }
+        inner.ring.push_back(stored);
+    }
+
+    /// Publishes `seq` as the last event and wakes the cursors waiting for it.
+    fn announce(&self, seq: u64) {
         // Dekker with `Cursor::changed`: it counts itself waiting, then reads `last_seq`; this
         // stores `last_seq`, then reads the count. One of the two sees the other.
-        self.last_seq.store(stored.seq, Ordering::SeqCst);
+        self.last_seq.store(seq, Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) > 0 {
             self.pushed.notify_waiters();
         }
-        Ok(stored)
     }
 
     /// A queue whose first event gets sequence `last + 1`: a context's log continued where
@@ -411,15 +421,9 @@ impl EventQueue {
                 event,
                 frame: OnceLock::new(),
             });
-            if inner.ring.len() == self.replay {
-                inner.ring.pop_front();
-            }
-            inner.ring.push_back(stored);
+            self.keep(&mut inner, stored);
         }
-        self.last_seq.store(seq, Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) > 0 {
-            self.pushed.notify_waiters();
-        }
+        self.announce(seq);
         Ok(())
     }
 

@@ -222,9 +222,7 @@ where
         }
         let bytes = buf.split_to(head.len).freeze();
         let Ok(uri) = Uri::from_maybe_shared(bytes.slice(head.path.clone())) else {
-            let mut back = BytesMut::from(&bytes[..]);
-            back.extend_from_slice(&buf);
-            *prefix = back.freeze();
+            *prefix = rejoin(&bytes, &buf);
             return Served::HandOver;
         };
         let mut headers = HeaderMap::with_capacity(head.headers.len());
@@ -234,9 +232,7 @@ where
                     headers.append(name, v);
                 }
                 Err(_) => {
-                    let mut back = BytesMut::from(&bytes[..]);
-                    back.extend_from_slice(&buf);
-                    *prefix = back.freeze();
+                    *prefix = rejoin(&bytes, &buf);
                     return Served::HandOver;
                 }
             }
@@ -312,6 +308,14 @@ where
             return Served::Closed;
         }
     }
+}
+
+/// A head already split off, put back before the bytes that followed it: all of it for hyper.
+fn rejoin(head: &Bytes, rest: &BytesMut) -> Bytes {
+    let mut back = BytesMut::with_capacity(head.len() + rest.len());
+    back.extend_from_slice(head);
+    back.extend_from_slice(rest);
+    back.freeze()
 }
 
 /// The path of a request target (before its query).
