@@ -36,7 +36,12 @@ pub(super) struct Shared {
 impl Shared {
     pub(super) fn new(link: Arc<Link>, cfg: &SidConfig) -> Self {
         Shared {
-            mirrors: Mirrors::new(link.clone(), cfg.replay_events, cfg.max_subscribers),
+            mirrors: Mirrors::new(
+                link.clone(),
+                cfg.replay_events,
+                cfg.max_subscribers,
+                Duration::from_millis(cfg.lag_grace_ms),
+            ),
             owners: Default::default(),
             link,
         }
