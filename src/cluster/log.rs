@@ -345,7 +345,7 @@ impl Mirrors {
             context_id.to_owned(),
             Arc::downgrade(&queue),
             last_id,
-            Some(self.lag_grace),
+            Some((self.lag_grace, self.replay)),
         ));
         Ok(queue)
     }
@@ -354,14 +354,15 @@ impl Mirrors {
 /// Keeps one mirror of the stream `key` up to date until it is closed, forgotten, or idle
 /// (only a mirror `mirrors` holds idles out).
 ///
-/// With `pace`, each update first waits for [`room`](EventQueue::room) in the mirror, as sid's
-/// output does in the owner's log: a subscriber of this replica that reads slower than the
-/// owner writes (a burst) is waited for, up to `pace` at a time, instead of being cut off as
-/// soon as the mirror's log is a full `replay` ahead of it. Meanwhile the reader reads nothing
-/// from Redis, where the shared log keeps the last `replay` updates: so a subscriber here may
-/// lag up to twice `replay` (this log and the shared one) before it is cut off, and one that
-/// stops reading holds the others here up once, for `pace`. The domain feed's copies are not
-/// paced, as its source is not.
+/// With `pace` (`lag_grace`, `ahead`), the mirror's slowest subscriber paces its pushes, as
+/// sid's output is paced in the owner's log: a subscriber of this replica that reads slower
+/// than the owner writes (a burst) is waited for, up to `lag_grace` at a time, instead of being
+/// cut off as soon as it lags a full log. The reader goes on reading Redis meanwhile, holding up
+/// to `ahead` updates not yet pushed (so the owner trimming the shared log cannot leave a hole
+/// for the subscribers keeping up); with that many held, it overruns the slow subscriber. So a
+/// subscriber here is cut off once it lags this log and `ahead` updates more, or stops reading
+/// for `lag_grace`, and never holds the owner back. The domain feed's copies are not paced, as
+/// its source is not.
 pub(super) async fn read_on(
     mirrors: Weak<Mirrors>,
     link: Arc<Link>,
@@ -369,7 +370,7 @@ pub(super) async fn read_on(
     context_id: String,
     queue: Weak<EventQueue>,
     mut last_id: String,
-    pace: Option<Duration>,
+    pace: Option<(Duration, usize)>,
 ) {
     let opts = StreamReadOptions::default()
         .count(READ_ENTRIES)
@@ -377,10 +378,27 @@ pub(super) async fn read_on(
     let mut conn = None;
     let mut idle_since = tokio::time::Instant::now();
     let mut delay = RETRY_MIN;
+    // Read from Redis, not yet pushed (waiting for the slowest subscriber), and since when.
+    let mut held: std::collections::VecDeque<(u64, A2aEvent)> = Default::default();
+    let mut held_since: Option<tokio::time::Instant> = None;
     loop {
         let Some(q) = queue.upgrade().filter(|q| !q.is_closed()) else {
             return;
         };
+        while let Some((seq, ev)) = held.pop_front() {
+            let go = match pace {
+                None => true,
+                Some((_, ahead)) => held.len() >= ahead || q.has_room(),
+            };
+            if !go {
+                held.push_front((seq, ev));
+                break;
+            }
+            let _ = q.push_at(seq, ev);
+        }
+        if held.is_empty() {
+            held_since = None;
+        }
         if q.subscriber_count() > 0 {
             idle_since = tokio::time::Instant::now();
         } else if idle_since.elapsed() >= MIRROR_IDLE {
@@ -395,7 +413,6 @@ pub(super) async fn read_on(
                 }
             }
         }
-        drop(q);
         let c = match conn.as_mut() {
             Some(c) => c,
             None => match link.dedicated().await {
@@ -407,20 +424,30 @@ pub(super) async fn read_on(
                 }
             },
         };
-        let read: redis::RedisResult<Option<StreamReadReply>> =
-            c.xread_options(&[&key], &[&last_id], &opts).await;
+        let (streams, ids) = ([&key], [&last_id]);
+        let read = c.xread_options::<_, _, Option<StreamReadReply>>(&streams, &ids, &opts);
+        let read = match (pace, held.is_empty()) {
+            (Some((grace, _)), false) => {
+                // Both are safe to drop: a read not taken is read again from `last_id`.
+                let since = *held_since.get_or_insert_with(tokio::time::Instant::now);
+                let left = grace.saturating_sub(since.elapsed());
+                tokio::select! {
+                    // Room made, or the grace is over and the slow subscriber is overrun.
+                    _ = q.room(left) => continue,
+                    r = read => r,
+                }
+            }
+            _ => {
+                drop(q);
+                read.await
+            }
+        };
         match read {
             Ok(reply) => {
                 delay = RETRY_MIN;
-                let Some(q) = queue.upgrade() else { return };
                 for k in reply.into_iter().flat_map(|r| r.keys) {
                     let (updates, last) = updates(k.ids, &context_id);
-                    for (seq, ev) in updates {
-                        if let Some(grace) = pace {
-                            q.room(grace).await;
-                        }
-                        let _ = q.push_at(seq, ev);
-                    }
+                    held.extend(updates);
                     if let Some(id) = last {
                         last_id = id;
                     }
