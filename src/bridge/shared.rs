@@ -61,6 +61,7 @@ impl Bridge {
             ctx.id.clone(),
             &ctx.queue,
             self.cfg.replay_events,
+            Some(Duration::from_millis(self.cfg.lag_grace_ms)),
             move |task| weak.upgrade().and_then(|c| c.task(task)),
         )?;
         // A mirror of this context (it ran elsewhere) is left to its subscribers: it reads on

@@ -142,6 +142,7 @@ fn start_reader(
         "(domain feed)".to_owned(),
         &staging,
         cfg.replay_events,
+        None,
         |_| None,
     );
     if let Err(e) = exported {

@@ -19,6 +19,12 @@ pub fn context_log(context_id: &str) -> String {
     format!("{PREFIX}ctx:{context_id}")
 }
 
+/// The position a replica's copy of the stream `log` (a key above) has pushed up to while one
+/// of its subscribers holds it back: the owner's writer slows down to it (see `log`).
+pub fn pace(log: &str) -> String {
+    format!("{PREFIX}pace:{log}")
+}
+
 /// One task's snapshot and context (a JSON [`StoredTask`]).
 pub fn task(task_id: &str) -> String {
     format!("{PREFIX}task:{task_id}")

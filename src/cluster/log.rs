@@ -51,17 +51,23 @@ pub struct Exporter;
 impl Exporter {
     /// Starts exporting every event pushed into `queue` from now on to the stream `key`
     /// (subscribe before the context produces anything). `task_of` reads a task's current
-    /// model; `context_id` names the context the tasks belong to.
+    /// model; `context_id` names the context the tasks belong to. With `lag_grace`, a batch
+    /// waits (at most half of it at a time) while another replica's copy of the log is held back
+    /// by a subscriber more than `replay` updates behind it ([`keys::pace`]): the owner's
+    /// producer then waits for this writer as for any lagging reader, so a burst is paced by
+    /// the slowest subscriber of every replica, not only of this one.
     pub fn spawn(
         link: Arc<Link>,
         key: String,
         context_id: String,
         queue: &Arc<EventQueue>,
         replay: usize,
+        lag_grace: Option<Duration>,
         task_of: impl Fn(&str) -> Option<Task> + Send + Sync + 'static,
     ) -> Result<Flushed, GatewayError> {
         let mut cursor = queue.subscribe_live()?.cursor;
         let (tx, rx) = watch::channel(queue.last_seq());
+        let pace_key = keys::pace(&key);
         tokio::spawn(async move {
             let mut batch: Vec<Arc<Stored>> = Vec::with_capacity(BATCH);
             loop {
@@ -80,6 +86,9 @@ impl Exporter {
                     }
                     Read::Closed => return,
                 }
+                if let (Some(grace), Some(last)) = (lag_grace, batch.last()) {
+                    hold_back(&link, &pace_key, last.seq, replay, grace / 2).await;
+                }
                 write(&link, &key, &context_id, &batch, replay, &task_of).await;
                 if let Some(last) = batch.last() {
                     tx.send_replace(last.seq);
@@ -87,6 +96,29 @@ impl Exporter {
             }
         });
         Ok(rx)
+    }
+}
+
+/// How often a writer held back by another replica looks again.
+const HOLD_POLL: Duration = Duration::from_millis(1);
+/// How long a replica's pace mark outlives its last refresh (it refreshes it while held).
+const PACE_TTL_MS: u64 = 200;
+
+/// Waits, for at most `budget`, while a replica's copy of the log has pushed less than
+/// `up_to - replay`: writing `up_to` would then overrun what it holds for a slow subscriber.
+async fn hold_back(link: &Link, pace_key: &str, up_to: u64, replay: usize, budget: Duration) {
+    let started = tokio::time::Instant::now();
+    loop {
+        let mut conn = link.conn_anyway();
+        let at: redis::RedisResult<Option<u64>> = conn.get(pace_key).await;
+        match at {
+            Ok(Some(at)) if up_to.saturating_sub(at) > replay as u64 => {}
+            _ => return,
+        }
+        if started.elapsed() >= budget {
+            return;
+        }
+        tokio::time::sleep(HOLD_POLL).await;
     }
 }
 
@@ -381,6 +413,8 @@ pub(super) async fn read_on(
     // Read from Redis, not yet pushed (waiting for the slowest subscriber), and since when.
     let mut held: std::collections::VecDeque<(u64, A2aEvent)> = Default::default();
     let mut held_since: Option<tokio::time::Instant> = None;
+    let mut marked: Option<tokio::time::Instant> = None;
+    let pace_key = keys::pace(&key);
     loop {
         let Some(q) = queue.upgrade().filter(|q| !q.is_closed()) else {
             return;
@@ -398,6 +432,19 @@ pub(super) async fn read_on(
         }
         if held.is_empty() {
             held_since = None;
+        }
+        // While it holds updates back, say how far it pushed, so the owner's writer slows down
+        // to it (refreshed at most every millisecond; lapses by itself once it stops).
+        if !held.is_empty() && marked.is_none_or(|t| t.elapsed() >= HOLD_POLL) {
+            marked = Some(tokio::time::Instant::now());
+            let mut shared = link.conn_anyway();
+            let _: redis::RedisResult<()> = shared
+                .set_options(
+                    &pace_key,
+                    q.last_seq(),
+                    redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(PACE_TTL_MS)),
+                )
+                .await;
         }
         if q.subscriber_count() > 0 {
             idle_since = tokio::time::Instant::now();

@@ -39,6 +39,7 @@ async fn a_subscriber_of_a_mirror_reading_after_a_burst_larger_than_the_log_gets
         "ctx-paced".into(),
         &owner,
         REPLAY,
+        None,
         |_| None,
     )
     .unwrap();
