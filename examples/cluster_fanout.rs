@@ -4,6 +4,11 @@
 //! cross-replica delivery latency p50/p99 at 1 000 events/s beside in-memory, and 1 000
 //! subscribers spread over three replicas at 1 000 events/s. Starts its own `redis-server`.
 //!
+//! Beside each cluster figure: the CPU each process spent per delivered event (user + system,
+//! from `/proc`), and Redis's own count of commands and µs per command (`INFO commandstats`),
+//! with how many events each `XADD` and each `XREAD` carried: what a change costs moves these
+//! less than events/s on a loaded machine.
+//!
 //! ```sh
 //! benches/cluster_fanout.sh       # builds in release, then runs this; LINES=50000 to change
 //! ```
@@ -11,6 +16,7 @@
 #[path = "support/fanout.rs"]
 mod fanout;
 
+use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -27,6 +33,89 @@ fn redis_server(port: u16) -> Server {
         .expect("redis-server is installed");
     std::thread::sleep(Duration::from_millis(300));
     Server { child, port }
+}
+
+/// CPU time (user + system) of process `pid` so far, in µs.
+fn cpu_us(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // Clock ticks of 10 ms (USER_HZ is 100 on Linux).
+    f.iter().sum::<u64>() * 10_000
+}
+
+/// Redis's calls and µs per command so far (`INFO commandstats`).
+fn command_stats(port: u16) -> BTreeMap<String, (u64, u64)> {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "info", "commandstats"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mut stats = BTreeMap::new();
+    for line in out.lines() {
+        let Some((name, rest)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let Some(cmd) = name.strip_prefix("cmdstat_") else {
+            continue;
+        };
+        let field = |k: &str| {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        stats.insert(cmd.to_owned(), (field("calls"), field("usec")));
+    }
+    stats
+}
+
+/// What the processes watched by a cluster run cost: the gateways' and Redis's pids, and
+/// Redis's port.
+struct Watch<'a> {
+    pids: &'a [(&'a str, u32)],
+    redis: Option<u16>,
+}
+
+impl Watch<'_> {
+    fn take(&self) -> (Vec<u64>, BTreeMap<String, (u64, u64)>) {
+        (
+            self.pids.iter().map(|(_, p)| cpu_us(*p)).collect(),
+            self.redis.map(command_stats).unwrap_or_default(),
+        )
+    }
+
+    /// Prints the costs between `before` and now, per event of `events`.
+    fn report(&self, before: (Vec<u64>, BTreeMap<String, (u64, u64)>), events: usize) {
+        let (cpu, stats) = self.take();
+        let per = |v: u64| v as f64 / events as f64;
+        let cpu: Vec<String> = self
+            .pids
+            .iter()
+            .zip(cpu.iter().zip(&before.0))
+            .map(|((name, _), (now, was))| format!("{name} {:.2}", per(now - was)))
+            .collect();
+        println!("    CPU µs per event: {}", cpu.join(", "));
+        for (cmd, (calls, usec)) in &stats {
+            let (c0, u0) = before.1.get(cmd).copied().unwrap_or((0, 0));
+            let (calls, usec) = (calls - c0, usec - u0);
+            if calls == 0 || cmd == "info" {
+                continue;
+            }
+            println!(
+                "    redis {cmd:<10} {calls:>7} calls  {:>6.2} µs/call  {:>7.1} events/call  {:.2} µs/event",
+                usec as f64 / calls as f64,
+                events as f64 / calls as f64,
+                per(usec),
+            );
+        }
+    }
 }
 
 /// A release gateway on `port`; with `redis`, a replica named `node`.
@@ -66,7 +155,15 @@ async fn last_id(port: u16, ctx: &str) -> u64 {
 
 /// Floods `lines` deltas on `owner` (at `rate`/s, 0 = as fast as possible) to subscribers on
 /// `readers` (round robin, `subs` in all); prints events/s delivered and latency.
-async fn run(label: &str, owner: u16, readers: &[u16], subs: usize, lines: usize, rate: usize) {
+async fn run(
+    label: &str,
+    owner: u16,
+    readers: &[u16],
+    subs: usize,
+    lines: usize,
+    rate: usize,
+    watch: Option<&Watch<'_>>,
+) {
     let ctx = context_of(&send_text(owner, None, "hello").await);
     let after = last_id(owner, &ctx).await;
     let mut conns = Vec::new();
@@ -77,6 +174,7 @@ async fn run(label: &str, owner: u16, readers: &[u16], subs: usize, lines: usize
         0 => format!("flood {lines}"),
         r => format!("flood {lines} {r} ts"),
     };
+    let before = watch.map(Watch::take);
     let started = Instant::now();
     let tasks: Vec<_> = conns
         .into_iter()
@@ -97,57 +195,56 @@ async fn run(label: &str, owner: u16, readers: &[u16], subs: usize, lines: usize
         pct(&mut lat, 0.5),
         pct(&mut lat, 0.99),
     );
+    if let (Some(w), Some(before)) = (watch, before) {
+        w.report(before, lines * subs);
+    }
 }
 
 #[tokio::main]
 async fn main() {
     let lines = env_or("LINES", 50_000);
+    // 0: only the maximum-rate runs.
     let rate_lines = env_or("RATE_LINES", 5_000);
+    // How many times each maximum-rate run is repeated.
+    let rounds = env_or("ROUNDS", 1);
     {
         let port = free_port();
-        let _solo = gateway(port, None);
-        run("in memory, same process", port, &[port], 1, lines, 0).await;
-        run(
-            "in memory, same process",
-            port,
-            &[port],
-            1,
-            rate_lines,
-            1000,
-        )
-        .await;
+        let solo = gateway(port, None);
+        let pids = [("gateway", solo.child.id())];
+        let watch = Watch {
+            pids: &pids,
+            redis: None,
+        };
+        let label = "in memory, same process";
+        for _ in 0..rounds {
+            run(label, port, &[port], 1, lines, 0, Some(&watch)).await;
+        }
+        if rate_lines > 0 {
+            run(label, port, &[port], 1, rate_lines, 1000, None).await;
+        }
     }
     let rp = free_port();
-    let _redis = redis_server(rp);
+    let redis = redis_server(rp);
     let (pa, pb, pc) = (free_port(), free_port(), free_port());
-    let _a = gateway(pa, Some((rp, "a")));
-    let _b = gateway(pb, Some((rp, "b")));
+    let a = gateway(pa, Some((rp, "a")));
+    let b = gateway(pb, Some((rp, "b")));
     let _c = gateway(pc, Some((rp, "c")));
-    run(
-        "cluster, owner A -> subscriber on B",
-        pa,
-        &[pb],
-        1,
-        lines,
-        0,
-    )
-    .await;
-    run(
-        "cluster, owner A -> subscriber on B",
-        pa,
-        &[pb],
-        1,
-        rate_lines,
-        1000,
-    )
-    .await;
-    run(
-        "cluster, 1000 over A, B and C",
-        pa,
-        &[pa, pb, pc],
-        1000,
-        rate_lines,
-        1000,
-    )
-    .await;
+    let pids = [
+        ("owner A", a.child.id()),
+        ("subscriber's B", b.child.id()),
+        ("redis", redis.child.id()),
+    ];
+    let watch = Watch {
+        pids: &pids,
+        redis: Some(rp),
+    };
+    let label = "cluster, owner A -> subscriber on B";
+    for _ in 0..rounds {
+        run(label, pa, &[pb], 1, lines, 0, Some(&watch)).await;
+    }
+    if rate_lines > 0 {
+        run(label, pa, &[pb], 1, rate_lines, 1000, Some(&watch)).await;
+        let label = "cluster, 1000 over A, B and C";
+        run(label, pa, &[pa, pb, pc], 1000, rate_lines, 1000, None).await;
+    }
 }

@@ -36,7 +36,12 @@ pub(super) struct Shared {
 impl Shared {
     pub(super) fn new(link: Arc<Link>, cfg: &SidConfig) -> Self {
         Shared {
-            mirrors: Mirrors::new(link.clone(), cfg.replay_events, cfg.max_subscribers),
+            mirrors: Mirrors::new(
+                link.clone(),
+                cfg.replay_events,
+                cfg.max_subscribers,
+                Duration::from_millis(cfg.lag_grace_ms),
+            ),
             owners: Default::default(),
             link,
         }
@@ -56,6 +61,7 @@ impl Bridge {
             ctx.id.clone(),
             &ctx.queue,
             self.cfg.replay_events,
+            Some(Duration::from_millis(self.cfg.lag_grace_ms)),
             move |task| weak.upgrade().and_then(|c| c.task(task)),
         )?;
         // A mirror of this context (it ran elsewhere) is left to its subscribers: it reads on

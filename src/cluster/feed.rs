@@ -44,6 +44,7 @@ pub fn spawn(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>, served: Arc<E
                 "(domain feed)".to_owned(),
                 served,
                 last,
+                None,
             )
             .await;
         }
@@ -55,9 +56,8 @@ pub fn spawn(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>, served: Arc<E
 /// What the shared stream retains, into `q`; the last entry id.
 async fn backfill(link: &Link, q: &EventQueue, replay: usize) -> redis::RedisResult<String> {
     let mut conn = link.conn_anyway();
-    let mut r: StreamRangeReply = conn.xrevrange_count(FEED_LOG, "+", "-", replay).await?;
-    r.ids.reverse();
-    Ok(log::feed(q, r.ids, "(domain feed)").unwrap_or_else(|| "0-0".into()))
+    let entries = log::retained(&mut conn, FEED_LOG, replay).await?;
+    Ok(log::feed(q, entries, "(domain feed)").unwrap_or_else(|| "0-0".into()))
 }
 
 /// Where the shared stream ends: its last sequence and the last feed id it holds.
@@ -67,12 +67,16 @@ async fn end_of_log(link: &Link) -> redis::RedisResult<(u64, Option<String>)> {
     let Some(entry) = r.ids.into_iter().next() else {
         return Ok((0, None));
     };
-    let seq = keys::seq_of(&entry.id).unwrap_or(0);
-    let id = match entry.map.get(keys::FIELD) {
-        Some(redis::Value::BulkString(b)) => keys::decode_event(seq, b).map(|e| e.event_id),
-        _ => None,
+    let Some(first) = keys::seq_of(&entry.id) else {
+        return Ok((0, None));
     };
-    Ok((seq, id))
+    let (seq, event) = match entry.map.get(keys::FIELD) {
+        Some(redis::Value::BulkString(b)) => {
+            keys::decode_batch(first, b).last().unwrap_or((first, None))
+        }
+        _ => (first, None),
+    };
+    Ok((seq, event.map(|e| e.event_id)))
 }
 
 /// Holds (or waits for) the feed lease; reads the source into the shared stream while held.
@@ -138,6 +142,7 @@ fn start_reader(
         "(domain feed)".to_owned(),
         &staging,
         cfg.replay_events,
+        None,
         |_| None,
     );
     if let Err(e) = exported {

@@ -1,9 +1,10 @@
 //! What the replicas keep in Redis: key names, and how a stream entry holds a task update.
 //! Pure: no I/O.
 //!
-//! A context's log is the stream `wiregate:ctx:{id}`; each entry's id is `{seq}-0`, where `seq`
-//! is the SSE `id:` of the update, so every replica serves the same ids and a client resumes
-//! anywhere with `Last-Event-ID`. The entry has one field, `e`: the update as JSON.
+//! A context's log is the stream `wiregate:ctx:{id}`; each entry holds the run of updates one
+//! write carried (field `e`: one JSON line per update), and its id is `{seq}-0`, where `seq` is
+//! the SSE `id:` of its first update (the next ones follow, one apart), so every replica serves
+//! the same ids and a client resumes anywhere with `Last-Event-ID`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -16,6 +17,12 @@ pub const PREFIX: &str = "wiregate:";
 /// The stream of one context's task updates.
 pub fn context_log(context_id: &str) -> String {
     format!("{PREFIX}ctx:{context_id}")
+}
+
+/// The position a replica's copy of the stream `log` (a key above) has pushed up to while one
+/// of its subscribers holds it back: the owner's writer slows down to it (see `log`).
+pub fn pace(log: &str) -> String {
+    format!("{PREFIX}pace:{log}")
 }
 
 /// One task's snapshot and context (a JSON [`StoredTask`]).
@@ -43,40 +50,84 @@ pub const FEED_LOG: &str = "wiregate:feed";
 /// The lease of the replica reading the legacy server's event feed.
 pub const FEED_LEASE: &str = "wiregate:feed:reader";
 
-/// The stream entry field holding the update.
+/// The stream entry field holding the updates.
 pub const FIELD: &str = "e";
 
-/// A task update as a stream entry holds it (the id is the entry's).
-#[derive(Debug, Serialize, Deserialize)]
+/// A task update as a stream entry holds it, read back (the id comes from the entry's).
+#[derive(Debug, Deserialize)]
 struct Entry<'a> {
     /// `s`tatus or `a`rtifact.
     k: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     p: Option<String>,
     /// The SSE id, when it is not the entry's sequence (a domain event's own id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     i: Option<String>,
     d: Map<String, Value>,
     t: String,
 }
 
-/// The entry field's value for `event`, stored under sequence `seq`.
-pub fn encode_event(seq: u64, event: &A2aEvent) -> String {
-    let own_id = event.event_id != seq.to_string() && !event.event_id.is_empty();
-    let entry = Entry {
-        i: own_id.then(|| event.event_id.clone()),
+/// [`Entry`] as written: borrowing the event, so writing copies none of its fields.
+#[derive(Serialize)]
+struct EntryOut<'a> {
+    k: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    i: Option<&'a str>,
+    d: &'a Map<String, Value>,
+    t: &'a str,
+}
+
+/// Appends the line holding `event`, stored under sequence `seq`, to `out`.
+fn encode_into(out: &mut Vec<u8>, seq: u64, event: &A2aEvent) {
+    let own_id = !event.event_id.is_empty() && event.event_id != seq.to_string();
+    let entry = EntryOut {
+        i: own_id.then_some(event.event_id.as_str()),
         k: match event.event_type {
             EventKind::Status => "s",
             EventKind::Artifact => "a",
         },
-        p: event.plan_id.clone(),
-        d: event.data.clone(),
-        t: event.timestamp.clone(),
+        p: event.plan_id.as_deref(),
+        d: &event.data,
+        t: &event.timestamp,
     };
-    serde_json::to_string(&entry).unwrap_or_default()
+    // Compact JSON holds no raw newline: the lines of a batch split on it.
+    let _ = serde_json::to_writer(out, &entry);
 }
 
-/// The update an entry holds, with its SSE id (`seq`); `None` for an entry that is not one.
+/// The field's value for a run of consecutive updates (`seq`, event), the first stored under
+/// the entry id [`entry_id`]`(first seq)`: one JSON line per update, in order. One entry per
+/// written batch rather than per update: Redis parses, stores and sends one entry, and a
+/// reader one reply element, for up to a batch of updates.
+pub fn encode_batch<'a>(events: impl IntoIterator<Item = (u64, &'a A2aEvent)>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    for (n, (seq, event)) in events.into_iter().enumerate() {
+        if n > 0 {
+            out.push(b'\n');
+        }
+        encode_into(&mut out, seq, event);
+    }
+    out
+}
+
+/// The updates of an entry whose id carries sequence `first`, each with its SSE sequence
+/// (`first`, `first + 1`, …); `None` for a line that is not one.
+pub fn decode_batch(
+    first: u64,
+    value: &[u8],
+) -> impl Iterator<Item = (u64, Option<A2aEvent>)> + '_ {
+    value
+        .split(|b| *b == b'\n')
+        .zip(first..)
+        .map(|(line, seq)| (seq, decode_event(seq, line)))
+}
+
+/// The sequence of the last update in an entry whose id carries `first`.
+pub fn last_in_batch(first: u64, value: &[u8]) -> u64 {
+    first + memchr::memchr_iter(b'\n', value).count() as u64
+}
+
+/// The update one line holds, with its SSE id (`seq`); `None` for a line that is not one.
 pub fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
     let entry: Entry<'_> = serde_json::from_slice(value).ok()?;
     Some(A2aEvent {
@@ -120,6 +171,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn one(seq: u64, ev: &A2aEvent) -> Vec<u8> {
+        encode_batch([(seq, ev)])
+    }
+
     #[test]
     fn an_update_round_trips_through_an_entry_with_its_id() {
         let mut data = Map::new();
@@ -127,25 +182,40 @@ mod tests {
         data.insert("contextId".into(), json!("c1"));
         let mut ev = A2aEvent::new(EventKind::Status, Some("t1".into()), data);
         ev.event_id = "42".into();
-        let text = encode_event(42, &ev);
-        assert!(!text.contains("\"i\""), "{text}");
-        assert_eq!(decode_event(42, text.as_bytes()), Some(ev.clone()));
+        let text = one(42, &ev);
+        assert!(!String::from_utf8_lossy(&text).contains("\"i\""));
+        assert_eq!(decode_event(42, &text), Some(ev.clone()));
         let mut art = ev.clone();
         art.event_type = EventKind::Artifact;
         art.plan_id = None;
-        assert_eq!(
-            decode_event(42, encode_event(42, &art).as_bytes()),
-            Some(art)
-        );
+        assert_eq!(decode_event(42, &one(42, &art)), Some(art));
         // A domain event keeps the feed's own id.
         let mut domain = ev.clone();
         domain.event_id = "evt-9".into();
-        assert_eq!(
-            decode_event(7, encode_event(7, &domain).as_bytes()),
-            Some(domain)
-        );
+        assert_eq!(decode_event(7, &one(7, &domain)), Some(domain));
         assert_eq!(decode_event(1, b"{\"k\":\"x\",\"d\":{},\"t\":\"\"}"), None);
         assert_eq!(decode_event(1, b"not json"), None);
+    }
+
+    #[test]
+    fn a_batch_entry_holds_consecutive_updates_split_back_with_their_ids() {
+        let mut data = Map::new();
+        // A newline inside a value is escaped: it does not split the batch.
+        data.insert("text".into(), json!("two\nlines"));
+        let mut evs = Vec::new();
+        for seq in 10..13 {
+            let mut ev = A2aEvent::new(EventKind::Artifact, Some("t1".into()), data.clone());
+            ev.event_id = seq.to_string();
+            evs.push(ev);
+        }
+        evs[1].event_id = "evt-own".into();
+        let value = encode_batch(evs.iter().enumerate().map(|(i, e)| (10 + i as u64, e)));
+        assert_eq!(last_in_batch(10, &value), 12);
+        let back: Vec<(u64, Option<A2aEvent>)> = decode_batch(10, &value).collect();
+        let want: Vec<(u64, Option<A2aEvent>)> =
+            (10..).zip(evs.iter().cloned().map(Some)).collect();
+        assert_eq!(back, want);
+        assert_eq!(last_in_batch(5, &one(5, &evs[0])), 5);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! every other replica that serves one of its streams.
 //!
 //! Writing: an [`Exporter`] is one more cursor on the context's local
-//! [`EventQueue`]; it appends what it reads to the context's stream in pipelined batches
-//! (`XADD … MAXLEN ~ replay {seq}-0`), with the snapshots of the tasks those events changed.
+//! [`EventQueue`]; it appends what it reads to the context's stream, one entry per batch read
+//! (`XADD … MINID ~ … {first seq}-0`, see [`keys`]), pipelined with the snapshots of the tasks
+//! those events changed.
 //! The producer (sid's stdout) never waits on Redis: it waits for the exporter only as it waits
 //! for any reader that lags, for at most `sid.lag_grace_ms`.
 //!
@@ -23,12 +24,12 @@ use super::keys::{self, StoredTask};
 use super::Link;
 use crate::bridge::mapping::Task;
 use crate::error::GatewayError;
-use crate::events::{EventQueue, Read, Stored};
+use crate::events::{A2aEvent, EventQueue, Read, Stored};
 
 /// Most events written in one pipeline.
 const BATCH: usize = 256;
-/// Most entries one blocking read returns.
-const READ_BATCH: usize = 512;
+/// Most entries one blocking read returns (each holds at most [`BATCH`] updates).
+const READ_ENTRIES: usize = 16;
 /// How long one blocking read waits before the reader looks around (idle, dropped).
 const BLOCK_MS: usize = 1_000;
 /// A mirror nobody subscribed to for this long is closed; the next subscriber opens it again.
@@ -50,17 +51,23 @@ pub struct Exporter;
 impl Exporter {
     /// Starts exporting every event pushed into `queue` from now on to the stream `key`
     /// (subscribe before the context produces anything). `task_of` reads a task's current
-    /// model; `context_id` names the context the tasks belong to.
+    /// model; `context_id` names the context the tasks belong to. With `lag_grace`, a batch
+    /// waits (at most half of it at a time) while another replica's copy of the log is held back
+    /// by a subscriber more than `replay` updates behind it ([`keys::pace`]): the owner's
+    /// producer then waits for this writer as for any lagging reader, so a burst is paced by
+    /// the slowest subscriber of every replica, not only of this one.
     pub fn spawn(
         link: Arc<Link>,
         key: String,
         context_id: String,
         queue: &Arc<EventQueue>,
         replay: usize,
+        lag_grace: Option<Duration>,
         task_of: impl Fn(&str) -> Option<Task> + Send + Sync + 'static,
     ) -> Result<Flushed, GatewayError> {
         let mut cursor = queue.subscribe_live()?.cursor;
         let (tx, rx) = watch::channel(queue.last_seq());
+        let pace_key = keys::pace(&key);
         tokio::spawn(async move {
             let mut batch: Vec<Arc<Stored>> = Vec::with_capacity(BATCH);
             loop {
@@ -79,6 +86,9 @@ impl Exporter {
                     }
                     Read::Closed => return,
                 }
+                if let (Some(grace), Some(last)) = (lag_grace, batch.last()) {
+                    hold_back(&link, &pace_key, last.seq, replay, grace / 2).await;
+                }
                 write(&link, &key, &context_id, &batch, replay, &task_of).await;
                 if let Some(last) = batch.last() {
                     tx.send_replace(last.seq);
@@ -86,6 +96,29 @@ impl Exporter {
             }
         });
         Ok(rx)
+    }
+}
+
+/// How often a writer held back by another replica looks again.
+const HOLD_POLL: Duration = Duration::from_millis(1);
+/// How long a replica's pace mark outlives its last refresh (it refreshes it while held).
+const PACE_TTL_MS: u64 = 200;
+
+/// Waits, for at most `budget`, while a replica's copy of the log has pushed less than
+/// `up_to - replay`: writing `up_to` would then overrun what it holds for a slow subscriber.
+async fn hold_back(link: &Link, pace_key: &str, up_to: u64, replay: usize, budget: Duration) {
+    let started = tokio::time::Instant::now();
+    loop {
+        let mut conn = link.conn_anyway();
+        let at: redis::RedisResult<Option<u64>> = conn.get(pace_key).await;
+        match at {
+            Ok(Some(at)) if up_to.saturating_sub(at) > replay as u64 => {}
+            _ => return,
+        }
+        if started.elapsed() >= budget {
+            return;
+        }
+        tokio::time::sleep(HOLD_POLL).await;
     }
 }
 
@@ -104,21 +137,30 @@ async fn write(
     loop {
         let mut conn = link.conn_anyway();
         let mut pipe = redis::pipe();
+        let rest = batch
+            .iter()
+            .position(|s| s.seq > written_up_to)
+            .map_or(&[][..], |i| &batch[i..]);
+        let (Some(first), Some(last)) = (rest.first(), rest.last()) else {
+            return;
+        };
+        // Entries older than the one that can hold the `replay`th last update go (`~`: whole
+        // nodes of the stream, so somewhat more stays), so the log keeps at least `replay`
+        // updates however many each entry holds.
+        let min_seq = (last.seq + 1).saturating_sub((replay + BATCH) as u64);
+        pipe.cmd("XADD")
+            .arg(key)
+            .arg("MINID")
+            .arg("~")
+            .arg(keys::entry_id(min_seq))
+            .arg(keys::entry_id(first.seq))
+            .arg(keys::FIELD)
+            .arg(keys::encode_batch(rest.iter().map(|s| (s.seq, &s.event))))
+            .ignore();
         let mut touched: Vec<&str> = Vec::new();
-        for s in batch.iter().filter(|s| s.seq > written_up_to) {
-            pipe.cmd("XADD")
-                .arg(key)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(replay)
-                .arg(keys::entry_id(s.seq))
-                .arg(keys::FIELD)
-                .arg(keys::encode_event(s.seq, &s.event))
-                .ignore();
-            if let Some(t) = s.event.plan_id.as_deref() {
-                if !touched.contains(&t) {
-                    touched.push(t);
-                }
+        for t in rest.iter().filter_map(|s| s.event.plan_id.as_deref()) {
+            if !touched.contains(&t) {
+                touched.push(t);
             }
         }
         let now_ms = std::time::SystemTime::now()
@@ -162,7 +204,7 @@ async fn write(
                 let last: redis::RedisResult<StreamRangeReply> =
                     conn.xrevrange_count(key, "+", "-", 1).await;
                 if let Ok(r) = last {
-                    written_up_to = r.ids.first().and_then(|e| keys::seq_of(&e.id)).unwrap_or(0);
+                    written_up_to = r.ids.first().and_then(last_seq_in).unwrap_or(0);
                 }
             }
         }
@@ -177,29 +219,77 @@ pub async fn last_seq(link: &Link, context_id: &str) -> Result<u64, GatewayError
         .xrevrange_count(keys::context_log(context_id), "+", "-", 1)
         .await
         .map_err(|e| link.failed(&e))?;
-    Ok(r.ids.first().and_then(|e| keys::seq_of(&e.id)).unwrap_or(0))
+    Ok(r.ids.first().and_then(last_seq_in).unwrap_or(0))
 }
 
-/// Pushes stream entries into a mirror queue; returns the last entry id seen.
-pub(super) fn feed(queue: &EventQueue, entries: Vec<StreamId>, context_id: &str) -> Option<String> {
+/// The sequence of the last update an entry holds.
+pub(super) fn last_seq_in(entry: &StreamId) -> Option<u64> {
+    let first = keys::seq_of(&entry.id)?;
+    match entry.map.get(keys::FIELD) {
+        Some(redis::Value::BulkString(b)) => Some(keys::last_in_batch(first, b)),
+        _ => Some(first),
+    }
+}
+
+/// The entries of the stream `key` holding its last `replay` updates (and a few more), oldest
+/// first.
+pub(super) async fn retained(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+    replay: usize,
+) -> redis::RedisResult<Vec<StreamId>> {
+    let last: StreamRangeReply = redis::cmd("XREVRANGE")
+        .arg(key)
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(conn)
+        .await?;
+    let Some(end) = last.ids.first().and_then(last_seq_in) else {
+        return Ok(Vec::new());
+    };
+    // The entry holding update `end + 1 - replay` starts at most a batch before it.
+    let from = (end + 1).saturating_sub((replay + BATCH) as u64);
+    let r: StreamRangeReply = redis::cmd("XRANGE")
+        .arg(key)
+        .arg(keys::entry_id(from))
+        .arg("+")
+        .query_async(conn)
+        .await?;
+    Ok(r.ids)
+}
+
+/// The updates stream entries hold, with their sequences, and the last entry id seen.
+fn updates(entries: Vec<StreamId>, context_id: &str) -> (Vec<(u64, A2aEvent)>, Option<String>) {
+    let mut out = Vec::with_capacity(entries.len());
     let mut last = None;
     for entry in entries {
-        let Some(seq) = keys::seq_of(&entry.id) else {
+        let Some(first) = keys::seq_of(&entry.id) else {
             continue;
         };
-        let event = match entry.map.get(keys::FIELD) {
-            Some(redis::Value::BulkString(b)) => keys::decode_event(seq, b),
-            _ => None,
+        let Some(redis::Value::BulkString(value)) = entry.map.get(keys::FIELD) else {
+            tracing::warn!(context = %context_id, id = %entry.id, "an unreadable entry in a context's log");
+            continue;
         };
-        match event {
-            Some(ev) => {
-                let _ = queue.push_at(seq, ev);
-            }
-            None => {
-                tracing::warn!(context = %context_id, id = %entry.id, "an unreadable entry in a context's log")
+        for (seq, event) in keys::decode_batch(first, value) {
+            match event {
+                Some(ev) => out.push((seq, ev)),
+                None => {
+                    tracing::warn!(context = %context_id, id = %entry.id, seq, "an unreadable update in a context's log")
+                }
             }
         }
         last = Some(entry.id);
+    }
+    (out, last)
+}
+
+/// Pushes the updates of stream entries into a mirror queue; returns the last entry id seen.
+pub(super) fn feed(queue: &EventQueue, entries: Vec<StreamId>, context_id: &str) -> Option<String> {
+    let (updates, last) = updates(entries, context_id);
+    for (seq, ev) in updates {
+        let _ = queue.push_at(seq, ev);
     }
     last
 }
@@ -209,6 +299,8 @@ pub struct Mirrors {
     link: Arc<Link>,
     replay: usize,
     max_subscribers: usize,
+    /// `sid.lag_grace_ms`: how long a mirror's reader waits for its slowest subscriber.
+    lag_grace: Duration,
     open: Mutex<HashMap<String, Arc<EventQueue>>>,
 }
 
@@ -222,11 +314,17 @@ impl std::fmt::Debug for Mirrors {
 
 impl Mirrors {
     /// No mirror open yet.
-    pub fn new(link: Arc<Link>, replay: usize, max_subscribers: usize) -> Arc<Self> {
+    pub fn new(
+        link: Arc<Link>,
+        replay: usize,
+        max_subscribers: usize,
+        lag_grace: Duration,
+    ) -> Arc<Self> {
         Arc::new(Mirrors {
             link,
             replay,
             max_subscribers,
+            lag_grace,
             open: Mutex::new(HashMap::new()),
         })
     }
@@ -250,12 +348,10 @@ impl Mirrors {
         }
         let key = keys::context_log(context_id);
         let mut conn = self.link.conn()?;
-        let mut retained: StreamRangeReply = conn
-            .xrevrange_count(&key, "+", "-", self.replay)
+        let retained = retained(&mut conn, &key, self.replay)
             .await
             .map_err(|e| self.link.failed(&e))?;
-        retained.ids.reverse();
-        let Some(first) = retained.ids.first().and_then(|e| keys::seq_of(&e.id)) else {
+        let Some(first) = retained.first().and_then(|e| keys::seq_of(&e.id)) else {
             return Err(GatewayError::ContextNotFound(context_id.to_owned()));
         };
         let queue = Arc::new(
@@ -263,7 +359,7 @@ impl Mirrors {
                 .with_max_subscribers(self.max_subscribers)
                 .starting_after(first - 1),
         );
-        let last_id = feed(&queue, retained.ids, context_id).unwrap_or_else(|| "0-0".into());
+        let last_id = feed(&queue, retained, context_id).unwrap_or_else(|| "0-0".into());
         let queue = {
             let mut open = self.lock();
             match open.get(context_id).filter(|q| !q.is_closed()) {
@@ -281,6 +377,7 @@ impl Mirrors {
             context_id.to_owned(),
             Arc::downgrade(&queue),
             last_id,
+            Some((self.lag_grace, self.replay)),
         ));
         Ok(queue)
     }
@@ -288,6 +385,16 @@ impl Mirrors {
 
 /// Keeps one mirror of the stream `key` up to date until it is closed, forgotten, or idle
 /// (only a mirror `mirrors` holds idles out).
+///
+/// With `pace` (`lag_grace`, `ahead`), the mirror's slowest subscriber paces its pushes, as
+/// sid's output is paced in the owner's log: a subscriber of this replica that reads slower
+/// than the owner writes (a burst) is waited for, up to `lag_grace` at a time, instead of being
+/// cut off as soon as it lags a full log. The reader goes on reading Redis meanwhile, holding up
+/// to `ahead` updates not yet pushed (so the owner trimming the shared log cannot leave a hole
+/// for the subscribers keeping up); with that many held, it overruns the slow subscriber. So a
+/// subscriber here is cut off once it lags this log and `ahead` updates more, or stops reading
+/// for `lag_grace`, and never holds the owner back. The domain feed's copies are not paced, as
+/// its source is not.
 pub(super) async fn read_on(
     mirrors: Weak<Mirrors>,
     link: Arc<Link>,
@@ -295,17 +402,50 @@ pub(super) async fn read_on(
     context_id: String,
     queue: Weak<EventQueue>,
     mut last_id: String,
+    pace: Option<(Duration, usize)>,
 ) {
     let opts = StreamReadOptions::default()
-        .count(READ_BATCH)
+        .count(READ_ENTRIES)
         .block(BLOCK_MS);
     let mut conn = None;
     let mut idle_since = tokio::time::Instant::now();
     let mut delay = RETRY_MIN;
+    // Read from Redis, not yet pushed (waiting for the slowest subscriber), and since when.
+    let mut held: std::collections::VecDeque<(u64, A2aEvent)> = Default::default();
+    let mut held_since: Option<tokio::time::Instant> = None;
+    let mut marked: Option<tokio::time::Instant> = None;
+    let pace_key = keys::pace(&key);
     loop {
         let Some(q) = queue.upgrade().filter(|q| !q.is_closed()) else {
             return;
         };
+        while let Some((seq, ev)) = held.pop_front() {
+            let go = match pace {
+                None => true,
+                Some((_, ahead)) => held.len() >= ahead || q.has_room(),
+            };
+            if !go {
+                held.push_front((seq, ev));
+                break;
+            }
+            let _ = q.push_at(seq, ev);
+        }
+        if held.is_empty() {
+            held_since = None;
+        }
+        // While it holds updates back, say how far it pushed, so the owner's writer slows down
+        // to it (refreshed at most every millisecond; lapses by itself once it stops).
+        if !held.is_empty() && marked.is_none_or(|t| t.elapsed() >= HOLD_POLL) {
+            marked = Some(tokio::time::Instant::now());
+            let mut shared = link.conn_anyway();
+            let _: redis::RedisResult<()> = shared
+                .set_options(
+                    &pace_key,
+                    q.last_seq(),
+                    redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(PACE_TTL_MS)),
+                )
+                .await;
+        }
         if q.subscriber_count() > 0 {
             idle_since = tokio::time::Instant::now();
         } else if idle_since.elapsed() >= MIRROR_IDLE {
@@ -320,7 +460,6 @@ pub(super) async fn read_on(
                 }
             }
         }
-        drop(q);
         let c = match conn.as_mut() {
             Some(c) => c,
             None => match link.dedicated().await {
@@ -332,14 +471,31 @@ pub(super) async fn read_on(
                 }
             },
         };
-        let read: redis::RedisResult<Option<StreamReadReply>> =
-            c.xread_options(&[&key], &[&last_id], &opts).await;
+        let (streams, ids) = ([&key], [&last_id]);
+        let read = c.xread_options::<_, _, Option<StreamReadReply>>(&streams, &ids, &opts);
+        let read = match (pace, held.is_empty()) {
+            (Some((grace, _)), false) => {
+                // Both are safe to drop: a read not taken is read again from `last_id`.
+                let since = *held_since.get_or_insert_with(tokio::time::Instant::now);
+                let left = grace.saturating_sub(since.elapsed());
+                tokio::select! {
+                    // Room made, or the grace is over and the slow subscriber is overrun.
+                    _ = q.room(left) => continue,
+                    r = read => r,
+                }
+            }
+            _ => {
+                drop(q);
+                read.await
+            }
+        };
         match read {
             Ok(reply) => {
                 delay = RETRY_MIN;
-                let Some(q) = queue.upgrade() else { return };
                 for k in reply.into_iter().flat_map(|r| r.keys) {
-                    if let Some(id) = feed(&q, k.ids, &context_id) {
+                    let (updates, last) = updates(k.ids, &context_id);
+                    held.extend(updates);
+                    if let Some(id) = last {
                         last_id = id;
                     }
                 }

@@ -242,6 +242,12 @@ impl EventQueue {
     /// Most events one pushed line may bring: room is made for this many at once.
     const HEADROOM: u64 = 8;
 
+    /// Whether the next few pushes overrun no live reader: what [`room`](Self::room) waits for,
+    /// for a producer that has something else to do meanwhile (a replica's copy of a log).
+    pub fn has_room(&self) -> bool {
+        self.fits()
+    }
+
     /// Waits until the next few pushes overrun no live reader, or for at most `lag_grace`:
     /// see the module docs. Returns at once while the log has room or nobody lags.
     pub async fn room(&self, lag_grace: Duration) {
