@@ -24,7 +24,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use fanout::{
-    context_of, cpu_s, env_or, frames, pct, read_deltas, rss_mb, send_text, subscribe, Server,
+    context_of, cpu_s, env_or, frames, pct, read_deltas, rss_mb, send_text, subscribe, write_calls,
+    Server,
 };
 
 fn start_gateway(port: u16) -> Server {
@@ -51,6 +52,7 @@ async fn run(port: u16, pid: u32, subs: usize, lines: usize, rate: usize) {
     };
     let started = Instant::now();
     let cpu_before = cpu_s(pid);
+    let writes_before = write_calls(pid);
     let tasks: Vec<_> = readers
         .into_iter()
         .map(|r| tokio::spawn(read_deltas(r, lines + warm, stamped)))
@@ -64,9 +66,10 @@ async fn run(port: u16, pid: u32, subs: usize, lines: usize, rate: usize) {
     let elapsed = started.elapsed();
     flood.await.unwrap();
     let cpu = cpu_s(pid) - cpu_before;
+    let writes = write_calls(pid) - writes_before;
     let delivered = (lines * subs) as f64;
     println!(
-        "{subs:>6} subscribers  {lines:>7} lines  rate {:>8}  {:>12.0} events/s delivered  {:>9.0} lines/s  p50 {:>7.2} ms  p99 {:>7.2} ms  rss {:>6.1} MB  gateway cpu {:>5.2} us/event",
+        "{subs:>6} subscribers  {lines:>7} lines  rate {:>8}  {:>12.0} events/s delivered  {:>9.0} lines/s  p50 {:>7.2} ms  p99 {:>7.2} ms  rss {:>6.1} MB  gateway cpu {:>5.2} us/event  {:>5.1} events/write",
         if rate == 0 { "max".to_owned() } else { format!("{rate}/s") },
         delivered / elapsed.as_secs_f64(),
         lines as f64 / elapsed.as_secs_f64(),
@@ -74,6 +77,7 @@ async fn run(port: u16, pid: u32, subs: usize, lines: usize, rate: usize) {
         pct(&mut lat, 0.99),
         rss_mb(pid),
         cpu * 1e6 / delivered,
+        delivered / writes.max(1) as f64,
     );
 }
 

@@ -20,13 +20,6 @@ use futures_util::Stream;
 /// Most bytes coalesced into one chunk of the response body.
 const BATCH_BYTES: usize = 64 * 1024;
 
-/// How long a caught-up subscriber lets a trickle of events gather before writing: at 1,000
-/// events/s two events share a wakeup and a write instead of one each, which is what 1,000
-/// subscribers on two cores need. A burst meanwhile waits in the replay log, which costs the
-/// subscriber nothing; sid at its fastest here (~570 k lines/s, ≈ 1 140 events in 2 ms) cannot
-/// overrun the shipped log of 4 096 events in that time.
-pub const LINGER: Duration = Duration::from_millis(2);
-
 use crate::bridge::mapping::TaskState;
 use crate::events::{Read, Stored, Subscription};
 use crate::wire::sse;
@@ -110,8 +103,6 @@ pub struct Timing {
     pub keepalive: Duration,
     /// The `retry:` advice in milliseconds.
     pub retry_ms: u64,
-    /// [`LINGER`], or zero to write every event at once.
-    pub linger: Duration,
 }
 
 /// Most events taken from the log at once (under its read lock), so a burst is written in
@@ -149,7 +140,9 @@ pub fn frames<E: Encode>(
             let cut = match cursor.read(&mut batch, READ_EVENTS) {
                 Read::Events(_) => None,
                 Read::Empty => {
-                    // Written what there was; wait for more, or say we are alive.
+                    // Written what there was; wait for more, or say we are alive. The log
+                    // wakes its waiters at most once a tick, so a trickle arrives here a few
+                    // events at a time and shares one write (`events::tick`).
                     if !out.is_empty() {
                         yield Ok(std::mem::take(&mut out).freeze());
                     }
@@ -159,11 +152,6 @@ pub fn frames<E: Encode>(
                             yield Ok(sse::keepalive());
                             continue;
                         }
-                    }
-                    // Woken by a trickle (one event): let more gather so one write carries
-                    // them. A burst is read at once.
-                    if !timing.linger.is_zero() && cursor.behind() <= 1 {
-                        tokio::time::sleep(timing.linger).await;
                     }
                     // Free what a burst grew, once idle: 10 000 idle subscribers add up.
                     if batch.capacity() > 64 {

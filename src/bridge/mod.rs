@@ -273,7 +273,6 @@ impl Bridge {
         Timing {
             keepalive: Duration::from_millis(self.cfg.keepalive_ms),
             retry_ms: 2000,
-            linger: crate::stream::LINGER,
         }
     }
 

@@ -5,6 +5,7 @@
 
 pub mod domain;
 pub mod queue;
+pub mod tick;
 
 pub use queue::{Closed, Cursor, EventQueue, Read, Stored, Subscription, TooManySubscribers};
 

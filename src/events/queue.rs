@@ -21,6 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use super::tick::Wake;
 use super::A2aEvent;
 
 /// One queued event and its SSE frame.
@@ -133,20 +134,23 @@ impl Cursor {
         }
     }
 
-    /// Resolves once the log holds an event past the cursor, or the queue is closed.
+    /// Resolves once the log holds an event past the cursor, or the queue is closed: at once
+    /// for the first event after a quiet spell, else at the end of the log's tick, so a trickle
+    /// is read (and written) a few events at a time (see [`Wake`]).
     pub async fn changed(&mut self) {
         self.release();
         let q = &self.queue;
-        let woken = q.pushed.notified();
+        let woken = q.wake.notified();
         let mut woken = std::pin::pin!(woken);
-        // Registered before looking: a push after the look wakes it (see `EventQueue::push`).
+        // Registered before looking: a push after the look wakes it, at the latest at the end
+        // of the log's tick (see `EventQueue::announce`).
         woken.as_mut().enable();
-        q.waiting.fetch_add(1, Ordering::SeqCst);
+        q.wake.enter();
         let ready = q.last_seq.load(Ordering::SeqCst) >= self.next || q.read().closed;
         if !ready {
             woken.await;
         }
-        q.waiting.fetch_sub(1, Ordering::SeqCst);
+        q.wake.leave();
     }
 
     /// How many events are in the log past the cursor.
@@ -193,10 +197,8 @@ pub struct EventQueue {
     inner: RwLock<Inner>,
     /// The last pushed sequence, read by cursors about to wait without taking the lock.
     last_seq: AtomicU64,
-    /// Cursors waiting in [`Cursor::changed`], and what wakes them: a push into a log nobody
-    /// waits on costs two atomics, not a notification.
-    waiting: AtomicUsize,
-    pushed: Notify,
+    /// What wakes the cursors waiting in [`Cursor::changed`]: at most once a tick.
+    wake: Wake,
     replay: usize,
     /// Put before the sequence number an id-less event is stamped with.
     id_prefix: &'static str,
@@ -225,8 +227,7 @@ impl EventQueue {
                 closed: false,
             }),
             last_seq: AtomicU64::new(0),
-            waiting: AtomicUsize::new(0),
-            pushed: Notify::new(),
+            wake: Wake::default(),
             replay: replay.max(1),
             id_prefix: "",
             max_subscribers: usize::MAX,
@@ -384,14 +385,13 @@ impl EventQueue {
         inner.ring.push_back(stored);
     }
 
-    /// Publishes `seq` as the last event and wakes the cursors waiting for it.
+    /// Publishes `seq` as the last event and wakes the cursors waiting for it, now or at the
+    /// end of the log's tick (see [`Wake`]).
     fn announce(&self, seq: u64) {
         // Dekker with `Cursor::changed`: it counts itself waiting, then reads `last_seq`; this
         // stores `last_seq`, then reads the count. One of the two sees the other.
         self.last_seq.store(seq, Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) > 0 {
-            self.pushed.notify_waiters();
-        }
+        self.wake.pushed(self.subscribers.load(Ordering::Acquire));
     }
 
     /// A queue whose first event gets sequence `last + 1`: a context's log continued where
@@ -483,7 +483,7 @@ impl EventQueue {
     /// retained.
     pub fn close(&self) {
         self.write().closed = true;
-        self.pushed.notify_waiters();
+        self.wake.now();
     }
 
     /// Whether [`close`](Self::close) was called.

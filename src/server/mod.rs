@@ -90,7 +90,6 @@ impl AppState {
             events_timing: sse_stream::Timing {
                 keepalive: Duration::from_millis(config.events.keepalive_ms),
                 retry_ms: config.events.reconnect_ms.max(1000),
-                linger: sse_stream::LINGER,
             },
             passthrough: Passthrough::new(config),
             admin_tokens: config.server.admin_tokens.clone().into(),
