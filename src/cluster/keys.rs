@@ -70,7 +70,7 @@ pub fn encode_event(seq: u64, event: &A2aEvent) -> String {
             EventKind::Artifact => "a",
         },
         p: event.plan_id.clone(),
-        d: event.data.clone(),
+        d: event.data.fields().into_owned(),
         t: event.timestamp.clone(),
     };
     serde_json::to_string(&entry).unwrap_or_default()
@@ -87,7 +87,7 @@ pub fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
             _ => return None,
         },
         plan_id: entry.p,
-        data: entry.d,
+        data: entry.d.into(),
         timestamp: entry.t,
     })
 }
