@@ -16,7 +16,7 @@ use wiregate::events::A2aEvent;
 use wiregate::wire::dialect::{self, Inbound, Message};
 use wiregate::wire::jsonrpc::Id;
 use wiregate::wire::legacy::LegacyResponse;
-use wiregate::wire::raw::ServerMessage;
+use wiregate::wire::raw::ServerLine;
 use wiregate::wire::translate::{self, ErrorTable};
 
 fn payload(bytes: usize) -> Value {
@@ -57,8 +57,10 @@ fn raw_to_frame(turn: &mut (Tracker, u32), line: &str) -> bytes::Bytes {
         *lines = 0;
     }
     *lines += 1;
-    let msg = ServerMessage::parse(line).unwrap();
-    let u = tracker.observe(&msg).unwrap();
+    let ServerLine::Delta(d) = ServerLine::parse(line).unwrap() else {
+        panic!("a delta line")
+    };
+    let u = tracker.observe_delta(&d, std::time::UNIX_EPOCH).unwrap();
     let mut ev = A2aEvent::new(u.kind, Some(u.task_id), u.data);
     ev.event_id = "42".into();
     ev.to_sse()

@@ -46,11 +46,7 @@ impl Filter {
     fn ends_with(&self, s: &Stored) -> bool {
         (self.until_final && s.event.is_final())
             || (self.until_input_required
-                && s.event
-                    .data
-                    .get("state")
-                    .and_then(serde_json::Value::as_str)
-                    == Some(TaskState::InputRequired.as_str()))
+                && s.event.data.state() == Some(TaskState::InputRequired.as_str()))
     }
 }
 

@@ -5,6 +5,7 @@
 //! and the test harness subtracted.
 
 use std::hint::black_box;
+use std::time::UNIX_EPOCH;
 
 use serde_json::{json, Value};
 use wiregate::bridge::mapping::Tracker;
@@ -12,7 +13,7 @@ use wiregate::events::A2aEvent;
 use wiregate::wire::dialect::{self, Inbound, Message};
 use wiregate::wire::jsonrpc::Id;
 use wiregate::wire::legacy::LegacyResponse;
-use wiregate::wire::raw::ServerMessage;
+use wiregate::wire::raw::ServerLine;
 use wiregate::wire::translate::{self, ErrorTable};
 
 fn iters() -> u64 {
@@ -106,8 +107,10 @@ fn raw_line_to_frame() {
             tracker = Tracker::default();
             tracker.begin("t1");
         }
-        let msg = ServerMessage::parse(black_box(line)).unwrap();
-        let u = tracker.observe(&msg).unwrap();
+        let ServerLine::Delta(d) = ServerLine::parse(black_box(line)).unwrap() else {
+            panic!("a delta line")
+        };
+        let u = tracker.observe_delta(&d, UNIX_EPOCH).unwrap();
         let mut ev = A2aEvent::new(u.kind, Some(u.task_id), u.data);
         ev.event_id = "42".into();
         frame = ev.to_sse();

@@ -290,7 +290,8 @@ impl UpdateWriter {
 
     /// The `result` for one update.
     pub fn result(&mut self, ev: &A2aEvent) -> Value {
-        let data = &ev.data;
+        let data = ev.data.fields();
+        let data = &*data;
         let task_id = ev.plan_id.as_deref().unwrap_or("");
         let context_id = data.get("contextId").and_then(Value::as_str).unwrap_or("");
         let v = self.version;

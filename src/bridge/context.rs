@@ -7,13 +7,13 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::mapping::{Task, TaskState, Tracker, Update};
 use crate::events::{A2aEvent, EventKind, EventQueue};
-use crate::wire::raw::{ClientLine, Hello, Op, ResultLine, ServerMessage};
+use crate::wire::raw::{ClientLine, DeltaLine, Hello, Op, ResultLine, ServerLine, ServerMessage};
 
 /// How the context reaches sid.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +85,8 @@ struct Inner {
 pub struct Context {
     /// Context id.
     pub id: String,
+    /// The id again, shared by every text delta's `contextId` instead of copied into each.
+    shared_id: Arc<str>,
     /// The transport.
     pub transport: Transport,
     /// Task updates of every task of this context.
@@ -126,6 +128,7 @@ impl Context {
         lag_grace: Duration,
     ) -> Arc<Self> {
         Arc::new(Context {
+            shared_id: id.as_str().into(),
             id,
             transport,
             queue: Arc::new(queue),
@@ -351,7 +354,7 @@ impl Context {
             inner.tracker.touch(task_id, SystemTime::now());
         }
         drop(inner);
-        self.publish(update.into_iter().collect());
+        self.publish(update);
         true
     }
 
@@ -410,17 +413,23 @@ impl Context {
         }
     }
 
-    fn publish(&self, updates: Vec<Update>) {
+    fn publish(&self, updates: impl IntoIterator<Item = Update>) {
+        self.publish_at(updates, SystemTime::now());
+    }
+
+    /// [`publish`](Self::publish), the events stamped with `now`.
+    fn publish_at(&self, updates: impl IntoIterator<Item = Update>, now: SystemTime) {
         // Waiters watch task states and prompts, which only status updates change; a text
         // delta wakes nobody.
-        let status = updates.iter().any(|u| u.kind == EventKind::Status);
+        let mut status = false;
         for u in updates {
-            let mut data: Map<String, Value> = u.data;
-            data.insert("contextId".into(), Value::from(self.id.clone()));
+            status |= u.kind == EventKind::Status;
+            let mut data = u.data;
+            data.set_context(&self.shared_id);
             // A closed queue (context shut down) drops the update quietly.
             let _ = self
                 .queue
-                .push(A2aEvent::new(u.kind, Some(u.task_id), data));
+                .push(A2aEvent::at(u.kind, Some(u.task_id), data, now));
         }
         if status {
             self.changed.send_modify(|n| *n += 1);
@@ -445,8 +454,12 @@ impl Context {
         if line.trim().is_empty() {
             return false;
         }
-        let msg = match ServerMessage::parse(line) {
-            Ok(m) => m,
+        let msg = match ServerLine::parse(line) {
+            Ok(ServerLine::Delta(d)) => {
+                self.on_delta(&d);
+                return false;
+            }
+            Ok(ServerLine::Message(m)) => m,
             Err(e) => {
                 metrics::counter!("wiregate_sid_bad_lines_total").increment(1);
                 tracing::warn!(context = %self.id, error = %e, "sid printed a line that is not protocol 5");
@@ -457,6 +470,25 @@ impl Context {
         // Published outside the lock, in the order they were made.
         self.publish(updates);
         matches!(msg, ServerMessage::ReplayComplete(_))
+    }
+
+    /// A text delta, most lines of a stream: what [`observe`](Self::observe) and
+    /// [`publish`](Self::publish) do with its message, without building the message, a list
+    /// of updates or a map, and with one clock read for the task's change and the event's stamp.
+    fn on_delta(&self, line: &DeltaLine<'_>) {
+        let now = SystemTime::now();
+        let made = {
+            let mut inner = self.lock();
+            inner.last_activity = Instant::now();
+            if line.sequence != 0 {
+                if line.sequence <= inner.last_seq {
+                    return; // replayed history already seen
+                }
+                inner.last_seq = line.sequence;
+            }
+            inner.tracker.observe_delta(line, now)
+        };
+        self.publish_at(made, now);
     }
 
     /// Updates the task model with one message; returns the task updates it makes.

@@ -11,8 +11,8 @@ use std::time::SystemTime;
 
 use serde_json::{json, Map, Value};
 
-use crate::events::EventKind;
-use crate::wire::raw::{Event, ServerMessage};
+use crate::events::{DeltaArtifact, EventKind, Payload, TextDelta};
+use crate::wire::raw::{DeltaLine, Event, ServerMessage};
 
 /// A task's state, spelled as A2A spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -228,13 +228,13 @@ pub struct Update {
     /// Status or artifact.
     pub kind: EventKind,
     /// The update's fields (`taskId` and `contextId` are added by the session).
-    pub data: Map<String, Value>,
+    pub data: Payload,
 }
 
 impl Update {
     /// Whether this update ends its task.
     pub fn is_final(&self) -> bool {
-        self.data.get("final").and_then(Value::as_bool) == Some(true)
+        self.data.is_final()
     }
 }
 
@@ -331,21 +331,17 @@ impl Tracker {
         Some(Update {
             task_id: task_id.to_owned(),
             kind: EventKind::Status,
-            data,
+            data: data.into(),
         })
     }
 
-    /// A text delta's update, `{"artifact", "text", "append": true}`, its map built directly
-    /// (most lines of a stream are deltas).
-    fn delta(task_id: &str, artifact: &str, text: &str) -> Update {
-        let mut data = Map::new();
-        data.insert("artifact".to_owned(), Value::String(artifact.to_owned()));
-        data.insert("text".to_owned(), Value::String(text.to_owned()));
-        data.insert("append".to_owned(), Value::Bool(true));
+    /// A text delta's update, `{"artifact", "text", "append": true}`, without a map (most
+    /// lines of a stream are deltas); `raw` is the text as sid's line wrote it, when known.
+    fn delta(task_id: &str, artifact: DeltaArtifact, text: &str, raw: Option<&str>) -> Update {
         Update {
             task_id: task_id.to_owned(),
             kind: EventKind::Artifact,
-            data,
+            data: Payload::Delta(TextDelta::new(artifact, text, raw)),
         }
     }
 
@@ -353,8 +349,28 @@ impl Tracker {
         Some(Update {
             task_id: task_id.to_owned(),
             kind: EventKind::Artifact,
-            data: obj(data),
+            data: obj(data).into(),
         })
+    }
+
+    /// The update a text delta line makes, as [`observe`](Self::observe) makes it of the same
+    /// line, with the task marked changed at `now` ([`touch`](Self::touch)): one lookup of the
+    /// task, no message built, the text kept as the line escaped it.
+    pub fn observe_delta(&mut self, line: &DeltaLine<'_>, now: SystemTime) -> Option<Update> {
+        let task = self
+            .tasks
+            .get_mut(line.request_id.as_ref())
+            .filter(|t| !t.finished)?;
+        if line.artifact == DeltaArtifact::Response {
+            task.response.push_str(&line.text);
+        }
+        task.updated = now;
+        Some(Self::delta(
+            &line.request_id,
+            line.artifact,
+            &line.text,
+            line.raw_text,
+        ))
     }
 
     /// The update one server message makes, if any; updates the task model. A finished task
@@ -471,9 +487,11 @@ impl Tracker {
             }
             Event::AssistantTextDelta { text, .. } => {
                 task.response.push_str(text);
-                Some(Self::delta(request_id, "response", text))
+                Some(Self::delta(request_id, DeltaArtifact::Response, text, None))
             }
-            Event::ThinkingDelta { text, .. } => Some(Self::delta(request_id, "thinking", text)),
+            Event::ThinkingDelta { text, .. } => {
+                Some(Self::delta(request_id, DeltaArtifact::Thinking, text, None))
+            }
             Event::ToolUseStart {
                 name, tool_use_id, ..
             } => {
@@ -624,20 +642,90 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::raw::ServerLine;
 
-    fn replay(file: &str, task: &str) -> (Tracker, Vec<Update>) {
+    /// An update with its fields as a map, for reading them in assertions.
+    struct Seen {
+        task_id: String,
+        kind: EventKind,
+        data: Map<String, Value>,
+    }
+
+    impl Seen {
+        fn is_final(&self) -> bool {
+            self.data.get("final").and_then(Value::as_bool) == Some(true)
+        }
+    }
+
+    fn seen(u: Update) -> Seen {
+        Seen {
+            task_id: u.task_id,
+            kind: u.kind,
+            data: u.data.into_fields(),
+        }
+    }
+
+    fn recording(file: &str) -> String {
         let path = format!(
             "{}/tests/data/sid-raw-v5/{file}",
             env!("CARGO_MANIFEST_DIR")
         );
-        let text = std::fs::read_to_string(path).unwrap();
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    fn replay(file: &str, task: &str) -> (Tracker, Vec<Seen>) {
+        let text = recording(file);
         let mut t = Tracker::default();
         t.begin(task);
         let updates = text
             .lines()
             .filter_map(|l| t.observe(&serde_json::from_str(l).unwrap()))
+            .map(seen)
             .collect();
         (t, updates)
+    }
+
+    /// A delta line read as a [`DeltaLine`] makes the very update (and task) its message makes.
+    #[test]
+    fn observe_delta_is_observe() {
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(7);
+        let mut deltas = 0;
+        for file in [
+            "out_turn.jsonl",
+            "out_tool.jsonl",
+            "out_basic.jsonl",
+            "out_err.jsonl",
+        ] {
+            let (mut fast, mut slow) = (Tracker::default(), Tracker::default());
+            fast.begin("t1");
+            slow.begin("t1");
+            for line in recording(file).lines() {
+                match ServerLine::parse(line).unwrap() {
+                    ServerLine::Delta(d) => {
+                        deltas += 1;
+                        let made = slow.observe(&d.clone().into_message());
+                        if let Some(u) = &made {
+                            slow.touch(&u.task_id, now);
+                        }
+                        assert_eq!(fast.observe_delta(&d, now), made, "{line}");
+                    }
+                    ServerLine::Message(m) => assert_eq!(fast.observe(&m), slow.observe(&m)),
+                }
+            }
+            let (a, b) = (fast.task("t1").unwrap(), slow.task("t1").unwrap());
+            assert_eq!((&a.response, a.updated), (&b.response, b.updated), "{file}");
+        }
+        assert!(deltas >= 3, "{deltas}");
+        // A finished task takes no more deltas.
+        let mut t = Tracker::default();
+        t.begin("t1");
+        t.cancel_unsent("t1");
+        let line = r#"{"type":"event","protocol_version":5,"sequence":4,"request_id":"t1","event":"assistant_text_delta","label":null,"depth":0,"text":"x"}"#;
+        let ServerLine::Delta(d) = ServerLine::parse(line).unwrap() else {
+            panic!("a delta")
+        };
+        assert_eq!(t.observe_delta(&d, now), None);
+        assert_eq!(t.task("t1").unwrap().response, "");
     }
 
     #[test]
@@ -690,6 +778,7 @@ mod tests {
         let updates: Vec<_> = lines
             .iter()
             .filter_map(|l| t.observe(&serde_json::from_str(l).unwrap()))
+            .map(seen)
             .collect();
         assert_eq!(updates[1].task_id, "task-a");
         assert_eq!(updates[1].data["dataB64"], "/w==");

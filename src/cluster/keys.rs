@@ -81,6 +81,8 @@ struct EntryOut<'a> {
 /// Appends the line holding `event`, stored under sequence `seq`, to `out`.
 fn encode_into(out: &mut Vec<u8>, seq: u64, event: &A2aEvent) {
     let own_id = !event.event_id.is_empty() && event.event_id != seq.to_string();
+    // A text delta's map is made here: a stored entry keeps one shape for every update.
+    let fields = event.data.fields();
     let entry = EntryOut {
         i: own_id.then_some(event.event_id.as_str()),
         k: match event.event_type {
@@ -88,7 +90,7 @@ fn encode_into(out: &mut Vec<u8>, seq: u64, event: &A2aEvent) {
             EventKind::Artifact => "a",
         },
         p: event.plan_id.as_deref(),
-        d: &event.data,
+        d: &fields,
         t: &event.timestamp,
     };
     // Compact JSON holds no raw newline: the lines of a batch split on it.
@@ -138,7 +140,7 @@ pub fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
             _ => return None,
         },
         plan_id: entry.p,
-        data: entry.d,
+        data: entry.d.into(),
         timestamp: entry.t,
     })
 }

@@ -4,13 +4,16 @@
 //! read into [`A2aEvent`]s and push them into an [`EventQueue`]; one SSE writer serves both.
 
 pub mod domain;
+pub mod payload;
 pub mod queue;
 pub mod tick;
 
+pub use payload::{DeltaArtifact, Payload, TextDelta};
 pub use queue::{Closed, Cursor, EventQueue, Read, Stored, Subscription, TooManySubscribers};
 
+use std::time::SystemTime;
+
 use bytes::Bytes;
-use serde_json::{Map, Value};
 
 use crate::wire::sse;
 
@@ -68,32 +71,42 @@ pub struct A2aEvent {
     /// The task (plan) the update belongs to.
     pub plan_id: Option<String>,
     /// The update's fields, copied into `params`.
-    pub data: Map<String, Value>,
+    pub data: Payload,
     /// RFC 3339 time the gateway saw the event.
     pub timestamp: String,
 }
 
 impl A2aEvent {
     /// An update stamped with the current time and no id yet.
-    pub fn new(kind: EventKind, plan_id: Option<String>, data: Map<String, Value>) -> Self {
+    pub fn new(kind: EventKind, plan_id: Option<String>, data: impl Into<Payload>) -> Self {
+        Self::at(kind, plan_id, data, SystemTime::now())
+    }
+
+    /// An update stamped with `now` (a clock the caller read already) and no id yet.
+    pub fn at(
+        kind: EventKind,
+        plan_id: Option<String>,
+        data: impl Into<Payload>,
+        now: SystemTime,
+    ) -> Self {
         A2aEvent {
             event_id: String::new(),
             event_type: kind,
             plan_id,
-            data,
-            timestamp: rfc3339_millis(std::time::SystemTime::now()),
+            data: data.into(),
+            timestamp: rfc3339_millis(now),
         }
     }
 
     /// Whether this update ends its task's stream (`final: true`).
     pub fn is_final(&self) -> bool {
-        self.data.get("final").and_then(Value::as_bool) == Some(true)
+        self.data.is_final()
     }
 
     /// The JSON-RPC notification carried in `data:`: `params` holds `taskId` (only when the event
     /// has a plan id) and the event's own fields, none of the reserved ones.
-    pub fn notification(&self) -> Value {
-        serde_json::to_value(self.notification_ref()).unwrap_or(Value::Null)
+    pub fn notification(&self) -> serde_json::Value {
+        serde_json::to_value(self.notification_ref()).unwrap_or(serde_json::Value::Null)
     }
 
     /// The notification as a borrowing view, serialised straight to text without copying the
@@ -111,18 +124,52 @@ impl A2aEvent {
     /// every event of a stream is encoded once on its hot path.
     pub fn to_sse(&self) -> Bytes {
         let id = (!self.event_id.is_empty()).then_some(self.event_id.as_str());
-        let hint = self.data.len() * 24 + 96;
-        sse::json_frame_with(Some(self.event_type.name()), id, hint, |out| {
-            self.write_notification(out)
-        })
+        let name = Some(self.event_type.name());
+        match &self.data {
+            Payload::Fields(data) => {
+                let hint = data.len() * 24 + 96;
+                sse::json_frame_with(name, id, hint, |out| self.write_notification(data, out))
+            }
+            Payload::Delta(d) => {
+                // Sized exactly, so the frame's buffer becomes its `Bytes` without another
+                // allocation.
+                let task = self
+                    .plan_id
+                    .as_deref()
+                    .map_or(0, |p| 10 + payload::json_str_len(p));
+                let len = 39 + self.event_type.method().len() + d.params_len() + task + 2;
+                sse::json_frame_sized(name, id, len, |out| self.write_delta(d, out))
+            }
+        }
     }
 
-    /// The notification as compact JSON, as `Notification`'s `Serialize` writes it.
-    fn write_notification(&self, out: &mut Vec<u8>) {
-        use crate::wire::write_json_str;
+    /// The beginning of the notification, up to `params`' opening brace.
+    fn write_head(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"");
         out.extend_from_slice(self.event_type.method().as_bytes());
         out.extend_from_slice(b"\",\"params\":{");
+    }
+
+    /// A delta's notification, as `Notification`'s `Serialize` writes the map it stands for.
+    fn write_delta(&self, d: &TextDelta, out: &mut Vec<u8>) {
+        self.write_head(out);
+        d.write_params(out);
+        if let Some(plan) = &self.plan_id {
+            out.extend_from_slice(b",\"taskId\":");
+            crate::wire::write_json_str(out, plan);
+        }
+        out.extend_from_slice(b"}}");
+    }
+
+    /// The notification as compact JSON, as `Notification`'s `Serialize` writes it.
+    fn write_notification(
+        &self,
+        data: &serde_json::Map<String, serde_json::Value>,
+        out: &mut Vec<u8>,
+    ) {
+        use crate::wire::write_json_str;
+        use serde_json::Value;
+        self.write_head(out);
         let mut first = true;
         let mut entry = |out: &mut Vec<u8>, k: &str| {
             if !std::mem::take(&mut first) {
@@ -131,7 +178,7 @@ impl A2aEvent {
             write_json_str(out, k);
             out.push(b':');
         };
-        for (k, v) in &self.data {
+        for (k, v) in data {
             let shadowed = self.plan_id.is_some() && k == "taskId";
             if RESERVED.contains(&k.as_str()) || shadowed {
                 continue;
@@ -170,7 +217,7 @@ impl serde::Serialize for Params<'_> {
         use serde::ser::SerializeMap;
         let ev = self.0;
         let mut map = s.serialize_map(None)?;
-        for (k, v) in &ev.data {
+        for (k, v) in ev.data.fields().iter() {
             let shadowed = ev.plan_id.is_some() && k == "taskId";
             if !RESERVED.contains(&k.as_str()) && !shadowed {
                 map.serialize_entry(k, v)?;
@@ -248,6 +295,7 @@ mod stamp_tests {
 mod frame_tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::Value;
 
     fn any_value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
@@ -281,11 +329,49 @@ mod frame_tests {
             id in "[0-9]{0,3}",
         ) {
             let kind = if artifact { EventKind::Artifact } else { EventKind::Status };
-            let mut ev = A2aEvent::new(kind, plan, data.into_iter().collect());
+            let mut ev = A2aEvent::new(kind, plan, data.into_iter().collect::<serde_json::Map<_, _>>());
             ev.event_id = id;
             let id = (!ev.event_id.is_empty()).then_some(ev.event_id.as_str());
             let by_serde = sse::json_frame(Some(kind.name()), id, &ev.notification_ref());
             prop_assert_eq!(ev.to_sse(), by_serde);
+        }
+
+        /// A text delta's frame, written from its escaped text, is byte for byte the frame of
+        /// the map it stands for, whichever way sid's line escaped the text.
+        #[test]
+        fn a_delta_frame_is_its_maps_frame(
+            text in "\\PC{0,12}|[\"\\\\/\u{0}-\u{1f}\u{7f}é]{0,6}",
+            slash in any::<bool>(),
+            context in prop::option::of("\\PC{0,8}|[\"\\\\\u{1}]{1,3}"),
+            plan in prop::option::of("\\PC{0,8}|[\"\\\\\u{1}]{1,3}"),
+            thinking in any::<bool>(),
+            id in "[0-9]{0,3}",
+        ) {
+            // The line's text as the scanner hands it over: written as serde_json writes it,
+            // or with `/` escaped too; none when it holds a `\u` escape (the scanner leaves
+            // those to serde_json).
+            let mut quoted = serde_json::to_string(&text).unwrap();
+            if slash {
+                quoted = quoted.replace('/', "\\/");
+            }
+            let raw = (!quoted.contains("\\u")).then(|| &quoted[1..quoted.len() - 1]);
+            let artifact = if thinking { DeltaArtifact::Thinking } else { DeltaArtifact::Response };
+            let delta = TextDelta::new(artifact, &text, raw);
+            prop_assert_eq!(delta.text(), text.as_str());
+            let mut data = Payload::Delta(delta);
+            if let Some(c) = &context {
+                data.set_context(&std::sync::Arc::from(c.as_str()));
+            }
+            let mut ev = A2aEvent::new(EventKind::Artifact, plan.clone(), data);
+            ev.event_id = id;
+            let mut by_map = ev.clone();
+            by_map.data = Payload::Fields(ev.data.fields().into_owned());
+            prop_assert_eq!(ev.to_sse(), by_map.to_sse());
+            let id = (!ev.event_id.is_empty()).then_some(ev.event_id.as_str());
+            let by_serde = sse::json_frame(Some(EventKind::Artifact.name()), id, &ev.notification_ref());
+            prop_assert_eq!(ev.to_sse(), by_serde);
+            prop_assert_eq!(&ev, &by_map);
+            prop_assert!(!ev.is_final() && ev.data.state().is_none());
         }
     }
 }

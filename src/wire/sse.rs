@@ -62,7 +62,32 @@ pub fn json_frame_with(
     size_hint: usize,
     write: impl FnOnce(&mut Vec<u8>),
 ) -> Bytes {
-    let mut out = Vec::with_capacity(size_hint + 64);
+    let out = Vec::with_capacity(size_hint + 64);
+    Bytes::from(json_frame_into(out, event, id, write))
+}
+
+/// [`json_frame_with`] for a payload of exactly `len` bytes: the frame's buffer is allocated
+/// at its size, so it becomes the `Bytes` without a second allocation (a buffer with room to
+/// spare needs one for its shared header).
+pub fn json_frame_sized(
+    event: Option<&str>,
+    id: Option<&str>,
+    len: usize,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> Bytes {
+    let head = |name: &str, v: Option<&str>| v.map_or(0, |v| name.len() + 3 + v.len());
+    let size = head("event", event) + head("id", id) + 6 + len + 2;
+    let out = json_frame_into(Vec::with_capacity(size), event, id, write);
+    debug_assert_eq!(out.len(), size, "{:?}", String::from_utf8_lossy(&out));
+    Bytes::from(out)
+}
+
+fn json_frame_into(
+    mut out: Vec<u8>,
+    event: Option<&str>,
+    id: Option<&str>,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
     for (name, value) in [("event", event), ("id", id)] {
         if let Some(value) = value {
             out.extend_from_slice(name.as_bytes());
@@ -77,7 +102,7 @@ pub fn json_frame_with(
     out.extend_from_slice(b"data: ");
     write(&mut out);
     out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
+    out
 }
 
 /// A comment frame that keeps idle connections (and proxies) from timing out.

@@ -118,6 +118,8 @@ impl Op {
 
 mod parse;
 
+pub use parse::{DeltaLine, ServerLine};
+
 /// The 7 server message types.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

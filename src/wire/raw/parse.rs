@@ -5,6 +5,10 @@
 //! the line into an intermediate tree three times. Here an event line is read once into a flat
 //! struct of every event field and checked per event; other lines (a handful per turn) take
 //! the derived path. Both accept and refuse the same lines (tested against every recording).
+//!
+//! A text delta, most lines of a stream, is handed over as [`DeltaLine`], borrowing its strings
+//! from the line (and the text's escaped form as the line wrote it), so reading it allocates
+//! nothing.
 
 use std::borrow::Cow;
 
@@ -12,9 +16,11 @@ use serde::de::Error as _;
 use serde::Deserialize;
 
 use super::{Event, EventLine, ServerMessage, PROTOCOL_VERSION};
+use crate::events::DeltaArtifact;
 use crate::wire::scan;
 
-/// Every field an event line can carry; which are required depends on `event`.
+/// Every field an event line can carry; which are required depends on `event`. Strings are
+/// borrowed from the line where the scanner read them without an escape.
 #[derive(Deserialize, Default)]
 #[cfg_attr(test, derive(Debug, PartialEq))]
 struct Flat<'a> {
@@ -25,20 +31,33 @@ struct Flat<'a> {
     protocol_version: Option<u32>,
     #[serde(default)]
     sequence: u64,
-    request_id: Option<String>,
-    #[serde(default)]
-    label: Option<String>,
+    #[serde(borrow)]
+    request_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    label: Option<Cow<'a, str>>,
     depth: Option<usize>,
-    text: Option<String>,
-    message: Option<String>,
-    name: Option<String>,
-    tool_use_id: Option<String>,
-    partial_json: Option<String>,
-    stop_reason: Option<String>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    tool_use_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    stop_reason: Option<Cow<'a, str>>,
     is_error: Option<bool>,
-    tool_name: Option<String>,
-    stream: Option<String>,
-    data_b64: Option<String>,
+    #[serde(borrow)]
+    tool_name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    stream: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    data_b64: Option<Cow<'a, str>>,
+    /// `text` as the line wrote it between its quotes, when the scanner read the line.
+    #[serde(skip)]
+    text_raw: Option<&'a str>,
 }
 
 impl<'a> Flat<'a> {
@@ -78,7 +97,6 @@ impl<'a> Flat<'a> {
                 true => Some(None),
                 false => scan::string(raw).map(Some),
             };
-            let owned = || text().map(|t| t.map(Cow::into_owned));
             let number = || match null {
                 true => Some(None),
                 false => scan::unsigned(raw).map(Some),
@@ -88,15 +106,18 @@ impl<'a> Flat<'a> {
                 1 => f.event = text()?,
                 2 => f.protocol_version = number()?.map(u32::try_from).transpose().ok()?,
                 3 => f.sequence = scan::unsigned(raw)?,
-                4 => f.request_id = owned()?,
-                5 => f.label = owned()?,
+                4 => f.request_id = text()?,
+                5 => f.label = text()?,
                 6 => f.depth = number()?.map(usize::try_from).transpose().ok()?,
-                7 => f.text = owned()?,
-                8 => f.message = owned()?,
-                9 => f.name = owned()?,
-                10 => f.tool_use_id = owned()?,
-                11 => f.partial_json = owned()?,
-                12 => f.stop_reason = owned()?,
+                7 => {
+                    f.text = text()?;
+                    f.text_raw = (!null).then(|| &raw[1..raw.len() - 1]);
+                }
+                8 => f.message = text()?,
+                9 => f.name = text()?,
+                10 => f.tool_use_id = text()?,
+                11 => f.partial_json = text()?,
+                12 => f.stop_reason = text()?,
                 13 => {
                     f.is_error = match raw {
                         "true" => Some(true),
@@ -105,9 +126,9 @@ impl<'a> Flat<'a> {
                         _ => return None,
                     }
                 }
-                14 => f.tool_name = owned()?,
-                15 => f.stream = owned()?,
-                _ => f.data_b64 = owned()?,
+                14 => f.tool_name = text()?,
+                15 => f.stream = text()?,
+                _ => f.data_b64 = text()?,
             }
             Some(())
         })?;
@@ -119,19 +140,87 @@ fn need<T>(v: Option<T>, field: &'static str) -> Result<T, serde_json::Error> {
     v.ok_or_else(|| serde_json::Error::missing_field(field))
 }
 
-impl ServerMessage {
-    /// Reads one line sid printed; a line of another protocol version is refused.
-    pub fn parse(line: &str) -> Result<ServerMessage, serde_json::Error> {
-        let msg = Self::parse_any_version(line)?;
-        match msg.protocol_version() {
-            PROTOCOL_VERSION => Ok(msg),
+fn own(v: Option<Cow<'_, str>>) -> Option<String> {
+    v.map(Cow::into_owned)
+}
+
+fn need_own(v: Option<Cow<'_, str>>, field: &'static str) -> Result<String, serde_json::Error> {
+    need(v, field).map(Cow::into_owned)
+}
+
+/// A text delta line (`assistant_text_delta`, `thinking_delta`), its strings borrowed from the
+/// line where it wrote them without an escape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeltaLine<'a> {
+    /// The line's `sequence`.
+    pub sequence: u64,
+    /// The turn (task) it belongs to.
+    pub request_id: Cow<'a, str>,
+    /// Which artifact it appends to: the answer or the thinking.
+    pub artifact: DeltaArtifact,
+    /// `label`.
+    pub label: Option<Cow<'a, str>>,
+    /// `depth`.
+    pub depth: usize,
+    /// The text, decoded.
+    pub text: Cow<'a, str>,
+    /// The text as the line wrote it between its quotes, when the scanner read the line (see
+    /// [`crate::events::TextDelta::new`]).
+    pub raw_text: Option<&'a str>,
+}
+
+impl DeltaLine<'_> {
+    /// The same line as a [`ServerMessage`].
+    pub fn into_message(self) -> ServerMessage {
+        let (label, depth, text) = (own(self.label), self.depth, self.text.into_owned());
+        ServerMessage::Event(EventLine {
+            protocol_version: PROTOCOL_VERSION,
+            sequence: self.sequence,
+            request_id: self.request_id.into_owned(),
+            event: match self.artifact {
+                DeltaArtifact::Response => Event::AssistantTextDelta { label, depth, text },
+                DeltaArtifact::Thinking => Event::ThinkingDelta { label, depth, text },
+            },
+        })
+    }
+}
+
+/// One line sid printed, as the bridge reads it: a text delta borrowed from the line, or any
+/// message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ServerLine<'a> {
+    /// A text delta.
+    Delta(DeltaLine<'a>),
+    /// Anything else.
+    Message(ServerMessage),
+}
+
+impl<'a> ServerLine<'a> {
+    /// Reads one line sid printed; a line of another protocol version is refused. Accepts and
+    /// refuses exactly the lines [`ServerMessage::parse`] does, with the same errors.
+    pub fn parse(line: &'a str) -> Result<Self, serde_json::Error> {
+        let read = Self::parse_any_version(line)?;
+        let version = match &read {
+            ServerLine::Delta(_) => PROTOCOL_VERSION,
+            ServerLine::Message(m) => m.protocol_version(),
+        };
+        match version {
+            PROTOCOL_VERSION => Ok(read),
             v => Err(serde_json::Error::custom(format_args!(
                 "protocol_version {v}, not {PROTOCOL_VERSION}"
             ))),
         }
     }
 
-    fn parse_any_version(line: &str) -> Result<ServerMessage, serde_json::Error> {
+    /// The line as a [`ServerMessage`].
+    pub fn into_message(self) -> ServerMessage {
+        match self {
+            ServerLine::Delta(d) => d.into_message(),
+            ServerLine::Message(m) => m,
+        }
+    }
+
+    fn parse_any_version(line: &'a str) -> Result<Self, serde_json::Error> {
         // Anything but a well-formed event line is the derived parser's to judge. The scanner
         // reads the usual line; what it is unsure of goes through serde_json's `Flat`.
         let flat = match Flat::scan(line) {
@@ -140,99 +229,134 @@ impl ServerMessage {
         };
         let f = match flat {
             Ok(f) if f.kind.as_deref() == Some("event") => f,
-            _ => return serde_json::from_str(line),
+            _ => return serde_json::from_str(line).map(ServerLine::Message),
         };
-        let label = f.label;
-        let depth = || need(f.depth, "depth");
-        let event = match need(f.event, "event")?.as_ref() {
-            "agent_start" => Event::AgentStart {
-                label,
-                depth: depth()?,
-            },
-            "agent_finish" => Event::AgentFinish {
-                label,
-                depth: depth()?,
-                stop_reason: f.stop_reason,
-            },
-            "assistant_text_delta" => Event::AssistantTextDelta {
-                label,
-                depth: depth()?,
-                text: need(f.text, "text")?,
-            },
-            "thinking_delta" => Event::ThinkingDelta {
-                label,
-                depth: depth()?,
-                text: need(f.text, "text")?,
-            },
-            "info" => Event::Info {
-                label,
-                depth: depth()?,
-                message: need(f.message, "message")?,
-            },
-            "error" => Event::Error {
-                label,
-                depth: depth()?,
-                message: need(f.message, "message")?,
-            },
-            "tool_use_start" => Event::ToolUseStart {
-                label,
-                depth: depth()?,
-                name: need(f.name, "name")?,
-                tool_use_id: need(f.tool_use_id, "tool_use_id")?,
-            },
-            "tool_input_delta" => Event::ToolInputDelta {
-                label,
-                depth: depth()?,
-                partial_json: need(f.partial_json, "partial_json")?,
-            },
-            "tool_use_end" => Event::ToolUseEnd {
-                label,
-                depth: depth()?,
-            },
-            "tool_result_start" => Event::ToolResultStart {
-                label,
-                depth: depth()?,
-                tool_use_id: need(f.tool_use_id, "tool_use_id")?,
-                is_error: need(f.is_error, "is_error")?,
-            },
-            "tool_result_text_delta" => Event::ToolResultTextDelta {
-                label,
-                depth: depth()?,
-                text: need(f.text, "text")?,
-            },
-            "tool_result_end" => Event::ToolResultEnd {
-                label,
-                depth: depth()?,
-            },
-            "response_finish" => Event::ResponseFinish {
-                label,
-                depth: depth()?,
-            },
-            "interrupted" => Event::Interrupted {
-                label,
-                depth: depth()?,
-            },
-            "tool_output" => Event::ToolOutput {
-                tool_name: need(f.tool_name, "tool_name")?,
-                tool_use_id: need(f.tool_use_id, "tool_use_id")?,
-                stream: need(f.stream, "stream")?,
-                text: f.text,
-                data_b64: f.data_b64,
-            },
-            other => {
-                return Err(serde_json::Error::unknown_variant(
-                    other,
-                    &["agent_start", "assistant_text_delta", "…"],
-                ))
-            }
+        let artifact = match f.event.as_deref() {
+            Some("assistant_text_delta") => DeltaArtifact::Response,
+            Some("thinking_delta") => DeltaArtifact::Thinking,
+            _ => return event_message(f).map(ServerLine::Message),
         };
-        Ok(ServerMessage::Event(EventLine {
-            protocol_version: need(f.protocol_version, "protocol_version")?,
+        // What `event_message` checks of a delta, in its order (so its errors).
+        let depth = need(f.depth, "depth")?;
+        let text = need(f.text, "text")?;
+        let protocol_version = need(f.protocol_version, "protocol_version")?;
+        let request_id = need(f.request_id, "request_id")?;
+        if protocol_version != PROTOCOL_VERSION {
+            return Err(serde_json::Error::custom(format_args!(
+                "protocol_version {protocol_version}, not {PROTOCOL_VERSION}"
+            )));
+        }
+        Ok(ServerLine::Delta(DeltaLine {
             sequence: f.sequence,
-            request_id: need(f.request_id, "request_id")?,
-            event,
+            request_id,
+            artifact,
+            label: f.label,
+            depth,
+            text,
+            raw_text: f.text_raw,
         }))
     }
+}
+
+impl ServerMessage {
+    /// Reads one line sid printed; a line of another protocol version is refused.
+    pub fn parse(line: &str) -> Result<ServerMessage, serde_json::Error> {
+        ServerLine::parse(line).map(ServerLine::into_message)
+    }
+}
+
+/// An event line other than a text delta, from its flat fields.
+fn event_message(f: Flat<'_>) -> Result<ServerMessage, serde_json::Error> {
+    let label = own(f.label);
+    let depth = || need(f.depth, "depth");
+    let event = match need(f.event, "event")?.as_ref() {
+        "agent_start" => Event::AgentStart {
+            label,
+            depth: depth()?,
+        },
+        "agent_finish" => Event::AgentFinish {
+            label,
+            depth: depth()?,
+            stop_reason: own(f.stop_reason),
+        },
+        "assistant_text_delta" => Event::AssistantTextDelta {
+            label,
+            depth: depth()?,
+            text: need_own(f.text, "text")?,
+        },
+        "thinking_delta" => Event::ThinkingDelta {
+            label,
+            depth: depth()?,
+            text: need_own(f.text, "text")?,
+        },
+        "info" => Event::Info {
+            label,
+            depth: depth()?,
+            message: need_own(f.message, "message")?,
+        },
+        "error" => Event::Error {
+            label,
+            depth: depth()?,
+            message: need_own(f.message, "message")?,
+        },
+        "tool_use_start" => Event::ToolUseStart {
+            label,
+            depth: depth()?,
+            name: need_own(f.name, "name")?,
+            tool_use_id: need_own(f.tool_use_id, "tool_use_id")?,
+        },
+        "tool_input_delta" => Event::ToolInputDelta {
+            label,
+            depth: depth()?,
+            partial_json: need_own(f.partial_json, "partial_json")?,
+        },
+        "tool_use_end" => Event::ToolUseEnd {
+            label,
+            depth: depth()?,
+        },
+        "tool_result_start" => Event::ToolResultStart {
+            label,
+            depth: depth()?,
+            tool_use_id: need_own(f.tool_use_id, "tool_use_id")?,
+            is_error: need(f.is_error, "is_error")?,
+        },
+        "tool_result_text_delta" => Event::ToolResultTextDelta {
+            label,
+            depth: depth()?,
+            text: need_own(f.text, "text")?,
+        },
+        "tool_result_end" => Event::ToolResultEnd {
+            label,
+            depth: depth()?,
+        },
+        "response_finish" => Event::ResponseFinish {
+            label,
+            depth: depth()?,
+        },
+        "interrupted" => Event::Interrupted {
+            label,
+            depth: depth()?,
+        },
+        "tool_output" => Event::ToolOutput {
+            tool_name: need_own(f.tool_name, "tool_name")?,
+            tool_use_id: need_own(f.tool_use_id, "tool_use_id")?,
+            stream: need_own(f.stream, "stream")?,
+            text: own(f.text),
+            data_b64: own(f.data_b64),
+        },
+        other => {
+            return Err(serde_json::Error::unknown_variant(
+                other,
+                &["agent_start", "assistant_text_delta", "…"],
+            ))
+        }
+    };
+    Ok(ServerMessage::Event(EventLine {
+        protocol_version: need(f.protocol_version, "protocol_version")?,
+        sequence: f.sequence,
+        request_id: need_own(f.request_id, "request_id")?,
+        event,
+    }))
 }
 
 #[cfg(test)]
@@ -268,7 +392,11 @@ mod tests {
                 let Ok(derived) = serde_json::from_str::<Flat<'_>>(line) else {
                     continue;
                 };
-                if let Some(scanned) = Flat::scan(line) {
+                if let Some(mut scanned) = Flat::scan(line) {
+                    if let Some(raw) = scanned.text_raw.take() {
+                        let decoded: String = serde_json::from_str(&format!("\"{raw}\"")).unwrap();
+                        assert_eq!(Some(decoded.as_str()), scanned.text.as_deref(), "{line}");
+                    }
                     assert_eq!(scanned, derived, "{line}");
                     n += 1;
                 } else {
@@ -300,10 +428,34 @@ mod tests {
                 members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(",")
             );
             let derived = serde_json::from_str::<Flat<'_>>(&line);
-            if let Some(scanned) = Flat::scan(&line) {
+            if let Some(mut scanned) = Flat::scan(&line) {
+                scanned.text_raw = None;
                 proptest::prop_assert_eq!(Some(scanned), derived.ok(), "{}", line);
             }
         }
+    }
+
+    /// A text delta is read without copying: its strings borrowed, its text's raw form kept.
+    #[test]
+    fn a_delta_line_borrows_from_the_line() {
+        let line = r#"{"type":"event","protocol_version":5,"sequence":4,"request_id":"t1","event":"thinking_delta","label":"b","depth":0,"text":"a\"b"}"#;
+        let ServerLine::Delta(d) = ServerLine::parse(line).unwrap() else {
+            panic!("a delta")
+        };
+        assert!(matches!(d.request_id, Cow::Borrowed("t1")));
+        assert_eq!(d.artifact, DeltaArtifact::Thinking);
+        assert_eq!(d.text, "a\"b");
+        assert_eq!(d.raw_text, Some(r#"a\"b"#));
+        assert_eq!(
+            d.into_message(),
+            serde_json::from_str::<ServerMessage>(line).unwrap()
+        );
+        // Through serde_json (a `\u` escape): the same line, no raw text.
+        let line = line.replace(r#"a\"b"#, r"\u0061");
+        let ServerLine::Delta(d) = ServerLine::parse(&line).unwrap() else {
+            panic!("a delta")
+        };
+        assert_eq!((d.text.as_ref(), d.raw_text), ("a", None));
     }
 
     #[test]
