@@ -85,15 +85,49 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(name)
 }
 
-/// The names `Connection` lists: hop-by-hop headers of this connection only.
-pub fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
-    headers
-        .get_all(header::CONNECTION)
+/// The same for a name as it came on the wire, in any case.
+pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
+    HOP_BY_HOP
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .collect()
+        .any(|h| h.as_str().as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// The names `Connection` lists: hop-by-hop headers of this connection only.
+pub fn connection_named(headers: &impl Values) -> Vec<HeaderName> {
+    let mut named = Vec::new();
+    headers.each(&header::CONNECTION, &mut |v| {
+        named.extend(
+            v.split(|b| *b == b',')
+                .filter_map(|t| HeaderName::from_bytes(t.trim_ascii()).ok()),
+        )
+    });
+    named
+}
+
+/// A request's headers as this module reads them: a header map, or the HTTP/1 loop's head kept
+/// as the client's bytes (see [`passthrough::raw`](crate::passthrough::raw)).
+pub trait Values {
+    /// Calls `f` with every value of `name`, in order.
+    fn each(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8]));
+
+    /// Whether there is any value of `name`.
+    fn has(&self, name: &HeaderName) -> bool {
+        let mut any = false;
+        self.each(name, &mut |_| any = true);
+        any
+    }
+}
+
+impl Values for HeaderMap {
+    fn each(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8])) {
+        for v in self.get_all(name) {
+            f(v.as_bytes());
+        }
+    }
+
+    fn has(&self, name: &HeaderName) -> bool {
+        self.contains_key(name)
+    }
 }
 
 /// Whether a request's header goes upstream as the client sent it: not hop-by-hop (the
@@ -119,7 +153,7 @@ pub fn copied(name: &HeaderName, named: &[HeaderName], hop: &Hop<'_>) -> bool {
 /// `headers`: `X-Forwarded-For` and `Forwarded` extended (trusted peer) or replaced (anyone
 /// else), `X-Forwarded-Proto` and `X-Forwarded-Host` written unless a trusted peer set them
 /// (then [`copied`] passes them on), and `Via` extended.
-pub fn write_request_hop(out: &mut Vec<u8>, headers: &HeaderMap, hop: &Hop<'_>) {
+pub fn write_request_hop(out: &mut Vec<u8>, headers: &impl Values, hop: &Hop<'_>) {
     use std::io::Write as _;
     let ip = hop.peer.ip();
     let ip = match ip {
@@ -147,10 +181,10 @@ pub fn write_request_hop(out: &mut Vec<u8>, headers: &HeaderMap, hop: &Hop<'_>) 
         }
     }
     out.extend_from_slice(b"\r\n");
-    if !(hop.trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
+    if !(hop.trusted && headers.has(&X_FORWARDED_PROTO)) {
         let _ = write!(out, "x-forwarded-proto: {}\r\n", hop.proto);
     }
-    if !(hop.trusted && headers.contains_key(&X_FORWARDED_HOST)) {
+    if !(hop.trusted && headers.has(&X_FORWARDED_HOST)) {
         if let Some(h) = hop.host {
             let _ = write!(out, "x-forwarded-host: {h}\r\n");
         }
@@ -164,15 +198,15 @@ pub fn write_request_hop(out: &mut Vec<u8>, headers: &HeaderMap, hop: &Hop<'_>) 
 
 /// Writes every value of `name` joined with `, ` (a list header may arrive split over lines);
 /// whether there was any.
-fn put_joined(out: &mut Vec<u8>, headers: &HeaderMap, name: &HeaderName) -> bool {
+fn put_joined(out: &mut Vec<u8>, headers: &impl Values, name: &HeaderName) -> bool {
     let mut any = false;
-    for v in headers.get_all(name) {
+    headers.each(name, &mut |v| {
         if any {
             out.extend_from_slice(b", ");
         }
-        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(v);
         any = true;
-    }
+    });
     any
 }
 
