@@ -82,14 +82,26 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(name)
+    is_hop_by_hop_name(name.as_str().as_bytes())
 }
 
 /// The same for a name as it came on the wire, in any case.
 pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
-    HOP_BY_HOP
+    // Names, not `HOP_BY_HOP`: a `const` of `HeaderName`s is built and dropped at every use.
+    const NAMES: [&str; 9] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    NAMES
         .iter()
-        .any(|h| h.as_str().as_bytes().eq_ignore_ascii_case(name))
+        .any(|h| h.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// The names `Connection` lists: hop-by-hop headers of this connection only.
@@ -154,7 +166,6 @@ pub fn copied(name: &HeaderName, named: &[HeaderName], hop: &Hop<'_>) -> bool {
 /// else), `X-Forwarded-Proto` and `X-Forwarded-Host` written unless a trusted peer set them
 /// (then [`copied`] passes them on), and `Via` extended.
 pub fn write_request_hop(out: &mut Vec<u8>, headers: &impl Values, hop: &Hop<'_>) {
-    use std::io::Write as _;
     let ip = hop.peer.ip();
     let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
@@ -164,36 +175,72 @@ pub fn write_request_hop(out: &mut Vec<u8>, headers: &impl Values, hop: &Hop<'_>
     if hop.trusted && put_joined(out, headers, &X_FORWARDED_FOR) {
         out.extend_from_slice(b", ");
     }
-    let _ = write!(out, "{ip}\r\nforwarded: ");
+    put_ip(out, ip);
+    out.extend_from_slice(b"\r\nforwarded: ");
     if hop.trusted && put_joined(out, headers, &header::FORWARDED) {
         out.extend_from_slice(b", ");
     }
-    let _ = match ip {
-        IpAddr::V4(v4) => write!(out, "for={v4};proto={}", hop.proto),
-        IpAddr::V6(v6) => write!(out, "for=\"[{v6}]\";proto={}", hop.proto),
-    };
+    match ip {
+        IpAddr::V4(_) => {
+            out.extend_from_slice(b"for=");
+            put_ip(out, ip);
+        }
+        IpAddr::V6(_) => {
+            out.extend_from_slice(b"for=\"[");
+            put_ip(out, ip);
+            out.extend_from_slice(b"]\"");
+        }
+    }
+    out.extend_from_slice(b";proto=");
+    out.extend_from_slice(hop.proto.as_bytes());
     if let Some(h) = hop.host.filter(|h| is_token_or_host(h)) {
         out.extend_from_slice(b";host=");
         if h.contains([':', '[', ']']) {
-            let _ = write!(out, "\"{h}\"");
+            out.push(b'"');
+            out.extend_from_slice(h.as_bytes());
+            out.push(b'"');
         } else {
             out.extend_from_slice(h.as_bytes());
         }
     }
     out.extend_from_slice(b"\r\n");
     if !(hop.trusted && headers.has(&X_FORWARDED_PROTO)) {
-        let _ = write!(out, "x-forwarded-proto: {}\r\n", hop.proto);
+        out.extend_from_slice(b"x-forwarded-proto: ");
+        out.extend_from_slice(hop.proto.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     if !(hop.trusted && headers.has(&X_FORWARDED_HOST)) {
         if let Some(h) = hop.host {
-            let _ = write!(out, "x-forwarded-host: {h}\r\n");
+            out.extend_from_slice(b"x-forwarded-host: ");
+            out.extend_from_slice(h.as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
     }
     out.extend_from_slice(b"via: ");
     if put_joined(out, headers, &header::VIA) {
         out.extend_from_slice(b", ");
     }
-    let _ = write!(out, "{} wiregate\r\n", hop.version);
+    out.extend_from_slice(hop.version.as_bytes());
+    out.extend_from_slice(b" wiregate\r\n");
+}
+
+/// Writes `ip` as text; an IPv4 address digit by digit (`fmt`'s machinery costs about a
+/// thousand instructions per address, on every passed-through call).
+fn put_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    use std::io::Write as _;
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, o) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(itoa::Buffer::new().format(o).as_bytes());
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 /// Writes every value of `name` joined with `, ` (a list header may arrive split over lines);
@@ -359,6 +406,17 @@ mod tests {
         strip_hop_by_hop(&mut h);
         let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(names, ["x-end-to-end"]);
+    }
+
+    #[test]
+    fn hop_by_hop_names_are_the_standard_ones_in_any_case() {
+        for n in HOP_BY_HOP {
+            assert!(is_hop_by_hop_name(
+                n.as_str().to_ascii_uppercase().as_bytes()
+            ));
+        }
+        assert!(!is_hop_by_hop_name(b"content-type"));
+        assert!(!is_hop_by_hop_name(b"t"));
     }
 
     #[test]

@@ -51,9 +51,13 @@ impl Request<'_> {
 /// path, whose URI parser decides.)
 pub(crate) fn plain_target(target: &[u8]) -> bool {
     target.first() == Some(&b'/')
-        && target
-            .iter()
-            .all(|b| b.is_ascii_graphic() && !b"\"<>\\^`{|}".contains(b))
+        && target.iter().all(|&b| {
+            b.is_ascii_graphic()
+                && !matches!(
+                    b,
+                    b'"' | b'<' | b'>' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}'
+                )
+        })
 }
 
 /// Writes the upstream's head for `req`, a `POST` with a body of `length` bytes (`None`: the
