@@ -82,18 +82,64 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(name)
+    is_hop_by_hop_name(name.as_str().as_bytes())
+}
+
+/// The same for a name as it came on the wire, in any case.
+pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
+    // Names, not `HOP_BY_HOP`: a `const` of `HeaderName`s is built and dropped at every use.
+    const NAMES: [&str; 9] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    NAMES
+        .iter()
+        .any(|h| h.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// The names `Connection` lists: hop-by-hop headers of this connection only.
-pub fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .collect()
+pub fn connection_named(headers: &impl Values) -> Vec<HeaderName> {
+    let mut named = Vec::new();
+    headers.each(&header::CONNECTION, &mut |v| {
+        named.extend(
+            v.split(|b| *b == b',')
+                .filter_map(|t| HeaderName::from_bytes(t.trim_ascii()).ok()),
+        )
+    });
+    named
+}
+
+/// A request's headers as this module reads them: a header map, or the HTTP/1 loop's head kept
+/// as the client's bytes (see [`passthrough::raw`](crate::passthrough::raw)).
+pub trait Values {
+    /// Calls `f` with every value of `name`, in order.
+    fn each(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8]));
+
+    /// Whether there is any value of `name`.
+    fn has(&self, name: &HeaderName) -> bool {
+        let mut any = false;
+        self.each(name, &mut |_| any = true);
+        any
+    }
+}
+
+impl Values for HeaderMap {
+    fn each(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8])) {
+        for v in self.get_all(name) {
+            f(v.as_bytes());
+        }
+    }
+
+    fn has(&self, name: &HeaderName) -> bool {
+        self.contains_key(name)
+    }
 }
 
 /// Whether a request's header goes upstream as the client sent it: not hop-by-hop (the
@@ -119,8 +165,7 @@ pub fn copied(name: &HeaderName, named: &[HeaderName], hop: &Hop<'_>) -> bool {
 /// `headers`: `X-Forwarded-For` and `Forwarded` extended (trusted peer) or replaced (anyone
 /// else), `X-Forwarded-Proto` and `X-Forwarded-Host` written unless a trusted peer set them
 /// (then [`copied`] passes them on), and `Via` extended.
-pub fn write_request_hop(out: &mut Vec<u8>, headers: &HeaderMap, hop: &Hop<'_>) {
-    use std::io::Write as _;
+pub fn write_request_hop(out: &mut Vec<u8>, headers: &impl Values, hop: &Hop<'_>) {
     let ip = hop.peer.ip();
     let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
@@ -130,49 +175,85 @@ pub fn write_request_hop(out: &mut Vec<u8>, headers: &HeaderMap, hop: &Hop<'_>) 
     if hop.trusted && put_joined(out, headers, &X_FORWARDED_FOR) {
         out.extend_from_slice(b", ");
     }
-    let _ = write!(out, "{ip}\r\nforwarded: ");
+    put_ip(out, ip);
+    out.extend_from_slice(b"\r\nforwarded: ");
     if hop.trusted && put_joined(out, headers, &header::FORWARDED) {
         out.extend_from_slice(b", ");
     }
-    let _ = match ip {
-        IpAddr::V4(v4) => write!(out, "for={v4};proto={}", hop.proto),
-        IpAddr::V6(v6) => write!(out, "for=\"[{v6}]\";proto={}", hop.proto),
-    };
+    match ip {
+        IpAddr::V4(_) => {
+            out.extend_from_slice(b"for=");
+            put_ip(out, ip);
+        }
+        IpAddr::V6(_) => {
+            out.extend_from_slice(b"for=\"[");
+            put_ip(out, ip);
+            out.extend_from_slice(b"]\"");
+        }
+    }
+    out.extend_from_slice(b";proto=");
+    out.extend_from_slice(hop.proto.as_bytes());
     if let Some(h) = hop.host.filter(|h| is_token_or_host(h)) {
         out.extend_from_slice(b";host=");
         if h.contains([':', '[', ']']) {
-            let _ = write!(out, "\"{h}\"");
+            out.push(b'"');
+            out.extend_from_slice(h.as_bytes());
+            out.push(b'"');
         } else {
             out.extend_from_slice(h.as_bytes());
         }
     }
     out.extend_from_slice(b"\r\n");
-    if !(hop.trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
-        let _ = write!(out, "x-forwarded-proto: {}\r\n", hop.proto);
+    if !(hop.trusted && headers.has(&X_FORWARDED_PROTO)) {
+        out.extend_from_slice(b"x-forwarded-proto: ");
+        out.extend_from_slice(hop.proto.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
-    if !(hop.trusted && headers.contains_key(&X_FORWARDED_HOST)) {
+    if !(hop.trusted && headers.has(&X_FORWARDED_HOST)) {
         if let Some(h) = hop.host {
-            let _ = write!(out, "x-forwarded-host: {h}\r\n");
+            out.extend_from_slice(b"x-forwarded-host: ");
+            out.extend_from_slice(h.as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
     }
     out.extend_from_slice(b"via: ");
     if put_joined(out, headers, &header::VIA) {
         out.extend_from_slice(b", ");
     }
-    let _ = write!(out, "{} wiregate\r\n", hop.version);
+    out.extend_from_slice(hop.version.as_bytes());
+    out.extend_from_slice(b" wiregate\r\n");
+}
+
+/// Writes `ip` as text; an IPv4 address digit by digit (`fmt`'s machinery costs about a
+/// thousand instructions per address, on every passed-through call).
+fn put_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    use std::io::Write as _;
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, o) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(itoa::Buffer::new().format(o).as_bytes());
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 /// Writes every value of `name` joined with `, ` (a list header may arrive split over lines);
 /// whether there was any.
-fn put_joined(out: &mut Vec<u8>, headers: &HeaderMap, name: &HeaderName) -> bool {
+fn put_joined(out: &mut Vec<u8>, headers: &impl Values, name: &HeaderName) -> bool {
     let mut any = false;
-    for v in headers.get_all(name) {
+    headers.each(name, &mut |v| {
         if any {
             out.extend_from_slice(b", ");
         }
-        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(v);
         any = true;
-    }
+    });
     any
 }
 
@@ -325,6 +406,17 @@ mod tests {
         strip_hop_by_hop(&mut h);
         let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(names, ["x-end-to-end"]);
+    }
+
+    #[test]
+    fn hop_by_hop_names_are_the_standard_ones_in_any_case() {
+        for n in HOP_BY_HOP {
+            assert!(is_hop_by_hop_name(
+                n.as_str().to_ascii_uppercase().as_bytes()
+            ));
+        }
+        assert!(!is_hop_by_hop_name(b"content-type"));
+        assert!(!is_hop_by_hop_name(b"t"));
     }
 
     #[test]

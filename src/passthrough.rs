@@ -23,6 +23,7 @@ use crate::proxy::{stream::Stream, UpstreamClient};
 use crate::trace::{self, TraceContext};
 
 pub(crate) mod exchange;
+pub(crate) mod raw;
 
 /// Pass-through traffic, by upstream and answer status class.
 pub const REQUESTS: &str = "wiregate_passthrough_requests_total";
@@ -114,6 +115,76 @@ impl Passthrough {
         };
         let trusted = origin.peer.is_some_and(|p| self.trusted.contains(p.ip()));
         Ok(target.forward(req, origin, trusted).await)
+    }
+}
+
+/// A `POST` the HTTP/1 loop read whole, laid out for its upstream (see [`raw`]).
+pub(crate) struct Ready {
+    target: Arc<Target>,
+    /// Its head and body, as the upstream gets them.
+    request: Vec<u8>,
+}
+
+impl Passthrough {
+    /// The request of `req` (a `POST` with `body`) as its upstream gets it, when a prefix takes
+    /// `path`.
+    pub(crate) fn ready(
+        &self,
+        path: &str,
+        req: &raw::Request<'_>,
+        body: &[u8],
+        origin: Origin,
+    ) -> Option<Ready> {
+        let t = self.target(path)?.clone();
+        let peer = origin
+            .peer
+            .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+        let hop = Hop {
+            peer,
+            proto: if origin.tls { "https" } else { "http" },
+            version: "1.1",
+            trusted: origin.peer.is_some() && self.trusted.contains(peer.ip()),
+            host: req
+                .get(&header::HOST)
+                .and_then(|h| std::str::from_utf8(h).ok()),
+        };
+        let length =
+            (!body.is_empty() || req.get(&header::CONTENT_LENGTH).is_some()).then_some(body.len());
+        let mut request = Vec::with_capacity(req.bytes.len() + body.len() + 256);
+        let told = origin.peer.is_some();
+        raw::request_head(&mut request, req, &t.authority, &hop, told, length);
+        request.extend_from_slice(body);
+        Some(Ready { target: t, request })
+    }
+}
+
+impl Ready {
+    /// Sends the request and writes the answer's head as the client gets it in `out` (without
+    /// its framing); an upstream that failed is a short answer of the gateway's own (502, 504).
+    pub(crate) async fn relay(
+        self,
+        out: &mut Vec<u8>,
+    ) -> Result<exchange::Relayed, Response<Body>> {
+        let t = &self.target;
+        let started = Instant::now();
+        let sent =
+            tokio::time::timeout(t.timeout, exchange::relay(&t.client, &self.request, out)).await;
+        match sent {
+            Ok(Ok(answer)) => {
+                t.record(answer.status, started);
+                Ok(answer)
+            }
+            Ok(Err(e)) => {
+                out.clear();
+                tracing::warn!(upstream = %t.name, error = %e, "pass-through upstream unreachable");
+                Err(t.refuse(StatusCode::BAD_GATEWAY, started, "unreachable"))
+            }
+            Err(_) => {
+                out.clear();
+                tracing::warn!(upstream = %t.name, timeout_ms = t.timeout.as_millis() as u64, "pass-through upstream timed out");
+                Err(t.refuse(StatusCode::GATEWAY_TIMEOUT, started, "timed out"))
+            }
+        }
     }
 }
 

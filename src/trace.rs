@@ -23,17 +23,23 @@ impl TraceContext {
     /// The context for a call that arrived with `headers`: the client's trace continued with a
     /// new span, or a new trace.
     pub fn for_call(headers: &HeaderMap) -> Self {
+        Self::for_parent(headers.get(&TRACEPARENT).map(|v| v.as_bytes())).0
+    }
+
+    /// The same from the client's `traceparent` value, if it sent one; also whether it was a
+    /// valid one (its `tracestate` goes on only then).
+    pub fn for_parent(traceparent: Option<&[u8]>) -> (Self, bool) {
         let random = uuid::Uuid::new_v4().into_bytes();
         let mut span_id = [0u8; 8];
         span_id.copy_from_slice(&random[..8]);
         if span_id == [0; 8] {
             span_id[7] = 1;
         }
-        match headers
-            .get(&TRACEPARENT)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse)
-        {
+        let parent = traceparent
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(parse);
+        let valid = parent.is_some();
+        let ctx = match parent {
             Some((trace_id, flags)) => TraceContext {
                 trace_id,
                 span_id,
@@ -48,7 +54,8 @@ impl TraceContext {
                     flags: 1,
                 }
             }
-        }
+        };
+        (ctx, valid)
     }
 
     /// The trace id as 32 lowercase hex digits (what logs show).

@@ -149,6 +149,95 @@ pub(crate) async fn exchange(
     })
 }
 
+/// The upstream's answer to a request sent whole ([`relay`]), its head already written for
+/// the client.
+pub(crate) struct Relayed {
+    /// Its status.
+    pub status: StatusCode,
+    /// Whether the upstream sent a `Date`.
+    pub dated: bool,
+    /// Its body.
+    pub body: RelayedBody,
+}
+
+/// A relayed answer's body.
+pub(crate) enum RelayedBody {
+    /// Read whole (up to [`WHOLE`] bytes with a length; empty for an answer without a body).
+    Whole(Bytes),
+    /// Passed on as it arrives, with its length when the upstream said it.
+    Stream(Body, Option<u64>),
+}
+
+/// Sends `request` (head and body, whole) upstream, and writes the answer's head as the client
+/// gets it in `out` (see [`raw::answer_head`](super::raw::answer_head)): the head's headers are
+/// relayed from the upstream's bytes, never put in a header map. Interim answers are skipped;
+/// a `101` is refused (the request asked for no upgrade). The body is read whole when it is
+/// short and has a length, streamed otherwise, as [`exchange`]'s.
+pub(crate) async fn relay(
+    client: &UpstreamClient,
+    request: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Relayed, h1::Error> {
+    let mut conn = send(client, request).await?;
+    let mut lines = Vec::with_capacity(16);
+    let parsed = loop {
+        if conn.received().is_empty() {
+            conn.fill().await?;
+            continue;
+        }
+        lines.clear();
+        let buf: &[u8] = conn.received();
+        let base = buf.as_ptr() as usize;
+        let at = |s: &[u8]| {
+            let start = s.as_ptr() as usize - base;
+            start..start + s.len()
+        };
+        let seen = h1::parse_head_with(buf, |name, value| lines.push((at(name), at(value))))?;
+        match seen {
+            Some(p) if p.status == StatusCode::SWITCHING_PROTOCOLS => {
+                return Err(h1::Error::Malformed("101 Switching Protocols"))
+            }
+            Some(p) if p.status.is_informational() => conn.received().advance(p.len),
+            Some(p) => break p,
+            None if buf.len() > h1::MAX_HEAD => {
+                return Err(h1::Error::Malformed("answer head too large"))
+            }
+            None => conn.fill().await?,
+        }
+    };
+    let dated = super::raw::answer_head(out, parsed.status, &conn.received()[..parsed.len], &lines);
+    conn.received().advance(parsed.len);
+    let body = match parsed.framing {
+        Framing::Empty => {
+            done(client, conn, parsed.keep_alive);
+            RelayedBody::Whole(Bytes::new())
+        }
+        Framing::Length(n) if n <= WHOLE => {
+            let buf = conn.received();
+            buf.reserve(n.saturating_sub(buf.len()));
+            while conn.received().len() < n {
+                conn.fill().await?;
+            }
+            let bytes = conn.received().split_to(n).freeze();
+            done(client, conn, parsed.keep_alive);
+            RelayedBody::Whole(bytes)
+        }
+        framing => {
+            let length = match framing {
+                Framing::Length(n) => Some(n as u64),
+                _ => None,
+            };
+            let stream = stream_answer(client.clone(), conn, framing, parsed.keep_alive);
+            RelayedBody::Stream(Body::from_stream(stream), length)
+        }
+    };
+    Ok(Relayed {
+        status: parsed.status,
+        dated,
+        body,
+    })
+}
+
 /// Writes `bytes` on a pooled connection, or on a fresh one when the pooled one turns out dead
 /// (nothing of the request can have reached the upstream then).
 async fn send(client: &UpstreamClient, bytes: &[u8]) -> Result<Conn, h1::Error> {

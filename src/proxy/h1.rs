@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Largest answer head (status line and headers) read.
-const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// Most headers an answer may carry.
 const MAX_HEADERS: usize = 64;
 /// Largest chunk-size line or trailer section of a chunked body.

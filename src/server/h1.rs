@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
-use bytes::{Bytes, BytesMut};
+use axum::response::IntoResponse;
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
@@ -220,6 +221,29 @@ where
             *prefix = buf.freeze();
             return Served::HandOver;
         }
+        if lane == Lane::Passthrough
+            && !live.access
+            && crate::passthrough::raw::plain_target(&buf[head.path.clone()])
+        {
+            let origin = crate::passthrough::Origin {
+                peer: front.peer.map(|p| p.0),
+                tls: front.tls,
+            };
+            let served = pass_through(
+                io,
+                &mut out,
+                &mut buf,
+                head,
+                &live,
+                origin,
+                &mut stop,
+                &mut stopping,
+            );
+            if !served.await || stopping {
+                return Served::Closed;
+            }
+            continue;
+        }
         let bytes = buf.split_to(head.len).freeze();
         let Ok(uri) = Uri::from_maybe_shared(bytes.slice(head.path.clone())) else {
             *prefix = rejoin(&bytes, &buf);
@@ -318,6 +342,102 @@ fn rejoin(head: &Bytes, rest: &BytesMut) -> Bytes {
     back.freeze()
 }
 
+/// A pass-through `POST` whose head and body have arrived (the head at the start of `buf`,
+/// parsed as `head`), relayed with both heads kept as bytes: no header maps, no request or
+/// response objects, no router (see [`crate::passthrough::raw`]). The client is watched while
+/// the upstream answers, as in [`serve`]. `false` when the connection is done.
+#[allow(clippy::too_many_arguments)]
+async fn pass_through<S, F>(
+    io: &mut S,
+    out: &mut Vec<u8>,
+    buf: &mut BytesMut,
+    head: Head,
+    live: &super::Live,
+    origin: crate::passthrough::Origin,
+    stop: &mut Pin<&mut F>,
+    stopping: &mut bool,
+) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    F: std::future::Future,
+{
+    let ready = {
+        let bytes = &buf[..head.len];
+        let req = crate::passthrough::raw::Request {
+            bytes,
+            target: head.path.clone(),
+            headers: &head.headers,
+        };
+        let path = std::str::from_utf8(&bytes[head.path.clone()]).unwrap_or("/");
+        let body = &buf[head.len..head.len + head.body];
+        live.state
+            .passthrough
+            .ready(uri_path(path), &req, body, origin)
+    };
+    buf.advance(head.len + head.body);
+    out.clear();
+    let answer = match ready {
+        Some(ready) => {
+            let call = ready.relay(out);
+            let mut call = std::pin::pin!(call);
+            loop {
+                if buf.len() < MAX_AHEAD {
+                    buf.reserve(1024);
+                }
+                tokio::select! {
+                    biased;
+                    r = &mut call => break r,
+                    _ = stop.as_mut(), if !*stopping => *stopping = true,
+                    n = io.read_buf(buf), if buf.len() < MAX_AHEAD => match n {
+                        Ok(n) if n > 0 => {}
+                        _ => return false,
+                    },
+                }
+            }
+        }
+        None => Err(StatusCode::NOT_FOUND.into_response()),
+    };
+    let close = *stopping;
+    let relayed = match answer {
+        Ok(r) => r,
+        Err(resp) => return write(io, out, buf, resp, close).await.is_ok(),
+    };
+    let status = relayed.status;
+    let bodiless = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    use crate::passthrough::exchange::RelayedBody;
+    let (body, length) = match relayed.body {
+        RelayedBody::Whole(b) => {
+            let n = b.len() as u64;
+            (Body::from(b), Some(n))
+        }
+        RelayedBody::Stream(b, n) => (b, n),
+    };
+    if !bodiless {
+        match length {
+            Some(n) => {
+                out.extend_from_slice(b"content-length: ");
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            None => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        }
+    }
+    if !relayed.dated {
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(date().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    let body = if bodiless { Body::empty() } else { body };
+    let chunked = !bodiless && length.is_none();
+    write_body(io, out, buf, body, chunked).await.is_ok()
+}
+
 /// The path of a request target (before its query).
 fn uri_path(target: &str) -> &str {
     target.split_once('?').map_or(target, |(p, _)| p)
@@ -389,7 +509,26 @@ where
         out.extend_from_slice(b"connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    if !bodiless {
+    if bodiless {
+        body = Body::empty();
+    }
+    write_body(io, out, ahead, body, chunked).await
+}
+
+/// Writes what `out` holds (an answer's head), then `body` (chunk-framed when `chunked`),
+/// gathered in `out` up to [`GATHER`] bytes, and watching the client meanwhile when the body
+/// has to be waited for (see [`write`]).
+async fn write_body<S>(
+    io: &mut S,
+    out: &mut Vec<u8>,
+    ahead: &mut BytesMut,
+    mut body: Body,
+    chunked: bool,
+) -> Result<(), Broken>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    {
         let mut body = Pin::new(&mut body);
         loop {
             let frame = match body.frame().now_or_never() {
