@@ -530,6 +530,9 @@ impl Gateway {
             .bridge
             .as_ref()
             .filter(|b| call.spec.is_some() || b.handles(&call.method));
+        // The clock is read once more when the call is done, for the metrics and the
+        // migration's figures alike.
+        let mut elapsed = None;
         let (upstream, served, result) = if self.facade.handles(&call.method) {
             let req = Request {
                 method: call.method.clone(),
@@ -556,11 +559,11 @@ impl Gateway {
             // of the call for the route's shadow, sent later, off the caller's path.
             let shadow = self.migration.shadow_copy(route, pick, &call);
             let up = &self.upstreams[pick.upstream];
-            let side_started = Instant::now();
             let r = forward(up, &self.table, call).await;
             let request_id = meta.request_id.unwrap_or_default();
+            let took = *elapsed.insert(started.elapsed());
             self.migration
-                .finished(route, pick, &r, side_started.elapsed(), shadow, request_id);
+                .finished(route, pick, &r, took, shadow, request_id);
             if let Err(e) = &r {
                 telemetry::record_upstream_error(up.name(), e.kind());
                 tracing::warn!(upstream = up.name(), method = %method, error = %e, "upstream call failed");
@@ -584,7 +587,7 @@ impl Gateway {
             }) => "error",
             Err(e) => e.kind(),
         };
-        let elapsed = started.elapsed();
+        let elapsed = elapsed.unwrap_or_else(|| started.elapsed());
         telemetry::record_routed_call(
             CallLabels {
                 client_dialect,
