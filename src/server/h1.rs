@@ -286,8 +286,9 @@ where
             read => Err((live, headers, read)),
         };
         let written = match fast {
-            Ok(call) => {
-                let Some((reply, request_id)) =
+            Ok((trace, call)) => {
+                let call = std::pin::pin!(crate::scope::run(trace, false, call));
+                let Some(((reply, request_id), _)) =
                     watch_client(call, io, &mut buf, &mut stop, &mut stopping, complete).await
                 else {
                     return Served::Closed;

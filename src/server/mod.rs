@@ -427,24 +427,25 @@ impl Front {
 type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, HeaderValue)> + Send>>;
 
 impl Front {
-    /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call run
-    /// in its trace context and scope, as [`Front::respond`] runs it, but answered with the
-    /// [`Reply`] for the loop to write (no response object, no answer header map, one box). Only
-    /// without the access log, whose line [`Front::respond`] ties to the answer's body; the
-    /// loop never counts calls in flight (that is HTTP/2's idle rule).
+    /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call
+    /// (boxed on its own, as [`Front::respond`] boxes it: a wrapper holding it by value would
+    /// copy it) and the trace context to run it in (the loop runs it in [`scope::run`] on its
+    /// own stack). It is answered with the [`Reply`] for the loop to write: no response object,
+    /// no answer header map. Only without the access log, whose line [`Front::respond`] ties to
+    /// the answer's body; the loop never counts calls in flight (that is HTTP/2's idle rule).
     fn rpc_reply(
         &self,
         live: Arc<Live>,
         headers: HeaderMap,
         read: Result<bytes::Bytes, GatewayError>,
-    ) -> ReplyFuture {
+    ) -> (TraceContext, ReplyFuture) {
         debug_assert!(!live.access && self.activity.is_none());
         let trace = TraceContext::for_call(&headers);
         let peer = self.peer;
-        Box::pin(async move {
-            let call = rpc_reply(&live.state, &headers, read, peer, Binding::Gateway);
-            scope::run(trace, false, call).await.0
-        })
+        let call = Box::pin(async move {
+            rpc_reply(&live.state, &headers, read, peer, Binding::Gateway).await
+        });
+        (trace, call)
     }
 }
 
