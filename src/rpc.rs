@@ -282,13 +282,19 @@ impl Gateway {
             Ok(Inbound::Legacy(Ok(req))) => self.handle_legacy(req, meta).await,
             Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) => {
                 let spec = self.classify(&req.method, meta);
+                // The rare branches' futures are boxed: held inline, they would make every
+                // call's future as large as the largest of them, and that future is moved (its
+                // bytes copied) into its box and at each await on the way in.
                 if req.id.is_some() {
-                    if let Some(reply) = self.carried(&req, &spec, body, meta).await {
-                        return reply;
+                    let clustered = self.bridge.as_ref().is_some_and(|b| b.is_clustered());
+                    if clustered {
+                        if let Some(reply) = Box::pin(self.carried(&req, &spec, body, meta)).await {
+                            return reply;
+                        }
                     }
                     match spec {
                         Ok(Some(c)) if c.method.is_streaming() => {
-                            return self.open_stream(req, Some(c), meta).await
+                            return Box::pin(self.open_stream(req, Some(c), meta)).await
                         }
                         Ok(None)
                             if self
@@ -296,7 +302,7 @@ impl Gateway {
                                 .as_ref()
                                 .is_some_and(|b| b.is_streaming(&req.method)) =>
                         {
-                            return self.open_stream(req, None, meta).await
+                            return Box::pin(self.open_stream(req, None, meta)).await
                         }
                         _ => {}
                     }
@@ -307,17 +313,22 @@ impl Gateway {
                 json_reply(Self::envelope_status(&resp, meta), &resp)
             }
             Ok(Inbound::JsonRpc(Message::Batch(entries))) => {
-                let answers: Vec<Response> = stream::iter(entries)
-                    .map(|e| self.handle_entry(e, meta))
-                    .buffered(self.batch_concurrency)
-                    .filter_map(|a| async move { a.map(|(_, r, _)| r) })
-                    .collect()
-                    .await;
-                match answers.is_empty() {
-                    true => empty_reply(),
-                    false => json_reply(StatusCode::OK, &answers),
-                }
+                Box::pin(self.handle_batch(entries, meta)).await
             }
+        }
+    }
+
+    /// A batch's entries, `server.max_batch_concurrency` at a time, answered in order.
+    async fn handle_batch(&self, entries: Vec<Entry>, meta: &Meta<'_>) -> Reply {
+        let answers: Vec<Response> = stream::iter(entries)
+            .map(|e| self.handle_entry(e, meta))
+            .buffered(self.batch_concurrency)
+            .filter_map(|a| async move { a.map(|(_, r, _)| r) })
+            .collect()
+            .await;
+        match answers.is_empty() {
+            true => empty_reply(),
+            false => json_reply(StatusCode::OK, &answers),
         }
     }
 
@@ -549,7 +560,7 @@ impl Gateway {
                 }),
             )
         } else if let Some(bridge) = sid {
-            ("sid", None, self.to_sid(bridge, call).await)
+            ("sid", None, Box::pin(self.to_sid(bridge, call)).await)
         } else if let Some((route, pick)) = self
             .router
             .route(&call.method)
