@@ -25,8 +25,7 @@ use crate::feed::Feed;
 use crate::migration::{Migration, Who};
 use crate::proxy::UpstreamClient;
 use crate::reply::{
-    add_server_timing, empty_reply, error_status, json_reply, single_reply, status_of, Reply,
-    ReplyBody,
+    empty_reply, error_status, json_reply, single_reply, status_of, Reply, ReplyBody,
 };
 use crate::router::Router;
 use crate::stream::{self as sse_stream, Shared};
@@ -417,6 +416,7 @@ impl Gateway {
             Ok(body) => Reply {
                 status: StatusCode::OK,
                 headers: HeaderMap::new(),
+                timing_ms: None,
                 body: ReplyBody::Stream(body),
             },
             Err(e) => json_reply(
@@ -637,7 +637,7 @@ impl Gateway {
         timing: Option<f64>,
     ) -> Reply {
         let mut reply = json_reply(status, resp);
-        add_server_timing(&mut reply.headers, timing);
+        reply.timing_ms = timing;
         if self.deprecation {
             reply.headers.insert(
                 HeaderName::from_static("deprecation"),

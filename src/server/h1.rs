@@ -396,6 +396,12 @@ where
     if body.is_some() {
         out.extend_from_slice(b"content-type: application/json\r\n");
     }
+    let at = out.len();
+    out.extend_from_slice(b"server-timing: ");
+    match crate::reply::write_server_timing(out, reply.timing_ms) {
+        true => out.extend_from_slice(b"\r\n"),
+        false => out.truncate(at),
+    }
     for (name, value) in &reply.headers {
         if matches!(
             name.as_str(),

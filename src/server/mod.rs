@@ -707,6 +707,7 @@ fn reject(body: Option<&[u8]>, err: GatewayError) -> Reply {
     Reply {
         status,
         headers: HeaderMap::new(),
+        timing_ms: None,
         body: ReplyBody::Json(bytes.into()),
     }
 }
@@ -729,6 +730,7 @@ fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
         ReplyBody::Stream(s) => sse_stream::response(s),
     };
     let h = resp.headers_mut();
+    crate::reply::add_server_timing(h, reply.timing_ms);
     h.extend(reply.headers);
     h.insert(X_REQUEST_ID, request_id);
     resp
