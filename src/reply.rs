@@ -18,8 +18,12 @@ use crate::wire::jsonrpc::Response;
 pub struct Reply {
     /// Status.
     pub status: StatusCode,
-    /// Extra headers (`Server-Timing`, `Deprecation`, `Sunset`).
+    /// Extra headers (`Deprecation`, `Sunset`).
     pub headers: HeaderMap,
+    /// What the upstream reported of its own time, in milliseconds: sent as `Server-Timing`
+    /// (see [`write_server_timing`]). A field rather than a header: the HTTP/1 loop writes it
+    /// straight into the answer's head, and most calls carry one.
+    pub timing_ms: Option<f64>,
     /// What to send.
     pub body: ReplyBody,
 }
@@ -48,15 +52,12 @@ impl std::fmt::Debug for ReplyBody {
 pub(crate) fn single_reply(answer: Option<(StatusCode, Response, Option<f64>)>) -> Reply {
     match answer {
         None => empty_reply(),
-        Some((status, resp, timing)) => {
-            let mut reply = Reply {
-                status,
-                headers: HeaderMap::new(),
-                body: ReplyBody::Json(Bytes::from(resp.to_vec())),
-            };
-            add_server_timing(&mut reply.headers, timing);
-            reply
-        }
+        Some((status, resp, timing)) => Reply {
+            status,
+            headers: HeaderMap::new(),
+            timing_ms: timing,
+            body: ReplyBody::Json(Bytes::from(resp.to_vec())),
+        },
     }
 }
 
@@ -81,28 +82,38 @@ pub(crate) fn status_of(resp: &Response) -> StatusCode {
     }
 }
 
-/// `Server-Timing: upstream;dur=<timing_ms>`, written with `itoa`/`ryu`: `core::fmt`'s float
-/// formatting cost more than everything else the header takes.
+/// `Server-Timing: upstream;dur=<timing_ms>` in a header map (what a response object carries).
 pub(crate) fn add_server_timing(headers: &mut HeaderMap, timing_ms: Option<f64>) {
-    let Some(t) = timing_ms.filter(|t| t.is_finite() && *t >= 0.0) else {
+    let mut v = Vec::with_capacity(32);
+    if !write_server_timing(&mut v, timing_ms) {
         return;
-    };
-    let mut v = String::with_capacity(32);
-    v.push_str("upstream;dur=");
-    if t.fract() == 0.0 && t < 1e15 {
-        v.push_str(itoa::Buffer::new().format(t as u64));
-    } else {
-        v.push_str(ryu::Buffer::new().format_finite(t));
     }
     if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(v)) {
         headers.insert(HeaderName::from_static("server-timing"), v);
     }
 }
 
+/// Appends the `Server-Timing` value `upstream;dur=<timing_ms>` to `out`, written with
+/// `itoa`/`ryu` (`core::fmt`'s float formatting cost more than everything else the header
+/// takes); `false`, nothing written, when there is no finite, non-negative time.
+pub(crate) fn write_server_timing(out: &mut Vec<u8>, timing_ms: Option<f64>) -> bool {
+    let Some(t) = timing_ms.filter(|t| t.is_finite() && *t >= 0.0) else {
+        return false;
+    };
+    out.extend_from_slice(b"upstream;dur=");
+    if t.fract() == 0.0 && t < 1e15 {
+        out.extend_from_slice(itoa::Buffer::new().format(t as u64).as_bytes());
+    } else {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(t).as_bytes());
+    }
+    true
+}
+
 pub(crate) fn json_reply<T: serde::Serialize>(status: StatusCode, body: &T) -> Reply {
     Reply {
         status,
         headers: HeaderMap::new(),
+        timing_ms: None,
         body: ReplyBody::Json(Bytes::from(
             serde_json::to_vec(body).expect("wire types always serialise"),
         )),
@@ -113,6 +124,7 @@ pub(crate) fn empty_reply() -> Reply {
     Reply {
         status: StatusCode::NO_CONTENT,
         headers: HeaderMap::new(),
+        timing_ms: None,
         body: ReplyBody::Empty,
     }
 }

@@ -25,8 +25,7 @@ use crate::feed::Feed;
 use crate::migration::{Migration, Who};
 use crate::proxy::UpstreamClient;
 use crate::reply::{
-    add_server_timing, empty_reply, error_status, json_reply, single_reply, status_of, Reply,
-    ReplyBody,
+    empty_reply, error_status, json_reply, single_reply, status_of, Reply, ReplyBody,
 };
 use crate::router::Router;
 use crate::stream::{self as sse_stream, Shared};
@@ -282,13 +281,19 @@ impl Gateway {
             Ok(Inbound::Legacy(Ok(req))) => self.handle_legacy(req, meta).await,
             Ok(Inbound::JsonRpc(Message::Single(Ok(req)))) => {
                 let spec = self.classify(&req.method, meta);
+                // The rare branches' futures are boxed: held inline, they would make every
+                // call's future as large as the largest of them, and that future is moved (its
+                // bytes copied) into its box and at each await on the way in.
                 if req.id.is_some() {
-                    if let Some(reply) = self.carried(&req, &spec, body, meta).await {
-                        return reply;
+                    let clustered = self.bridge.as_ref().is_some_and(|b| b.is_clustered());
+                    if clustered {
+                        if let Some(reply) = Box::pin(self.carried(&req, &spec, body, meta)).await {
+                            return reply;
+                        }
                     }
                     match spec {
                         Ok(Some(c)) if c.method.is_streaming() => {
-                            return self.open_stream(req, Some(c), meta).await
+                            return Box::pin(self.open_stream(req, Some(c), meta)).await
                         }
                         Ok(None)
                             if self
@@ -296,7 +301,7 @@ impl Gateway {
                                 .as_ref()
                                 .is_some_and(|b| b.is_streaming(&req.method)) =>
                         {
-                            return self.open_stream(req, None, meta).await
+                            return Box::pin(self.open_stream(req, None, meta)).await
                         }
                         _ => {}
                     }
@@ -307,17 +312,22 @@ impl Gateway {
                 json_reply(Self::envelope_status(&resp, meta), &resp)
             }
             Ok(Inbound::JsonRpc(Message::Batch(entries))) => {
-                let answers: Vec<Response> = stream::iter(entries)
-                    .map(|e| self.handle_entry(e, meta))
-                    .buffered(self.batch_concurrency)
-                    .filter_map(|a| async move { a.map(|(_, r, _)| r) })
-                    .collect()
-                    .await;
-                match answers.is_empty() {
-                    true => empty_reply(),
-                    false => json_reply(StatusCode::OK, &answers),
-                }
+                Box::pin(self.handle_batch(entries, meta)).await
             }
+        }
+    }
+
+    /// A batch's entries, `server.max_batch_concurrency` at a time, answered in order.
+    async fn handle_batch(&self, entries: Vec<Entry>, meta: &Meta<'_>) -> Reply {
+        let answers: Vec<Response> = stream::iter(entries)
+            .map(|e| self.handle_entry(e, meta))
+            .buffered(self.batch_concurrency)
+            .filter_map(|a| async move { a.map(|(_, r, _)| r) })
+            .collect()
+            .await;
+        match answers.is_empty() {
+            true => empty_reply(),
+            false => json_reply(StatusCode::OK, &answers),
         }
     }
 
@@ -406,6 +416,7 @@ impl Gateway {
             Ok(body) => Reply {
                 status: StatusCode::OK,
                 headers: HeaderMap::new(),
+                timing_ms: None,
                 body: ReplyBody::Stream(body),
             },
             Err(e) => json_reply(
@@ -530,6 +541,9 @@ impl Gateway {
             .bridge
             .as_ref()
             .filter(|b| call.spec.is_some() || b.handles(&call.method));
+        // The clock is read once more when the call is done, for the metrics and the
+        // migration's figures alike.
+        let mut elapsed = None;
         let (upstream, served, result) = if self.facade.handles(&call.method) {
             let req = Request {
                 method: call.method.clone(),
@@ -546,7 +560,7 @@ impl Gateway {
                 }),
             )
         } else if let Some(bridge) = sid {
-            ("sid", None, self.to_sid(bridge, call).await)
+            ("sid", None, Box::pin(self.to_sid(bridge, call)).await)
         } else if let Some((route, pick)) = self
             .router
             .route(&call.method)
@@ -556,11 +570,11 @@ impl Gateway {
             // of the call for the route's shadow, sent later, off the caller's path.
             let shadow = self.migration.shadow_copy(route, pick, &call);
             let up = &self.upstreams[pick.upstream];
-            let side_started = Instant::now();
             let r = forward(up, &self.table, call).await;
             let request_id = meta.request_id.unwrap_or_default();
+            let took = *elapsed.insert(started.elapsed());
             self.migration
-                .finished(route, pick, &r, side_started.elapsed(), shadow, request_id);
+                .finished(route, pick, &r, took, shadow, request_id);
             if let Err(e) = &r {
                 telemetry::record_upstream_error(up.name(), e.kind());
                 tracing::warn!(upstream = up.name(), method = %method, error = %e, "upstream call failed");
@@ -584,7 +598,7 @@ impl Gateway {
             }) => "error",
             Err(e) => e.kind(),
         };
-        let elapsed = started.elapsed();
+        let elapsed = elapsed.unwrap_or_else(|| started.elapsed());
         telemetry::record_routed_call(
             CallLabels {
                 client_dialect,
@@ -623,7 +637,7 @@ impl Gateway {
         timing: Option<f64>,
     ) -> Reply {
         let mut reply = json_reply(status, resp);
-        add_server_timing(&mut reply.headers, timing);
+        reply.timing_ms = timing;
         if self.deprecation {
             reply.headers.insert(
                 HeaderName::from_static("deprecation"),

@@ -149,6 +149,7 @@ impl Bridge {
                 false => answer.status,
             },
             headers: HeaderMap::new(),
+            timing_ms: None,
             body,
         })
     }

@@ -142,7 +142,9 @@ impl UpstreamClient {
                     other => return other,
                 }
             }
-            let fresh = self.connect().await?;
+            // Boxed: the connect (a TLS handshake for `https://`) is the rare step, and held
+            // inline it would make every exchange's future, and every one around it, larger.
+            let fresh = Box::pin(self.connect()).await?;
             self.attempt(fresh, &head, &body).await
         };
         let answer = match tokio::time::timeout(self.config.timeout(), exchange).await {

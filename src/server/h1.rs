@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use super::{Front, Lane};
 use crate::error::GatewayError;
+use crate::reply::{Reply, ReplyBody};
 
 /// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
 const MAX_HEAD: usize = 16 * 1024;
@@ -84,9 +85,12 @@ enum Parsed {
 
 /// Parses the head at the start of `buf`, when it is whole.
 fn parse(buf: &[u8]) -> Parsed {
-    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut slots);
-    let len = match req.parse(buf) {
+    // Header slots left uninitialised: httparse fills what it uses (48 zeroed slots cost more
+    // than parsing a short head), as `proxy::h1` reads answers.
+    let mut slots =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, &mut slots) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Parsed::Partial,
         _ => return Parsed::Other,
@@ -297,41 +301,176 @@ where
         } else {
             None
         };
-        let body = match read {
-            Some(_) => Body::empty(),
-            None => Body::from(buf.split_to(head.body).freeze()),
+        let close_after = |stopping: bool| stopping || !complete;
+        // Without the access log, a call to an RPC path is answered from its reply, its head
+        // written here; otherwise (and for the pass-through) through a response, as hyper's
+        // connections answer.
+        let fast = match read {
+            Some(read) if !live.access => Ok(front.rpc_reply(live, headers, read)),
+            read => Err((live, headers, read)),
         };
-        let mut req = Request::new(body);
-        *req.method_mut() = Method::POST;
-        *req.uri_mut() = uri;
-        *req.version_mut() = Version::HTTP_11;
-        *req.headers_mut() = headers;
-        let mut call = front.respond(live, req, lane, read);
-        // The call, while the client is watched: its leaving cancels the call (as hyper does);
-        // what it sends meanwhile is kept for the next request.
-        let resp = loop {
-            if buf.len() < MAX_AHEAD {
-                buf.reserve(1024);
+        let written = match fast {
+            Ok((trace, call)) => {
+                let call = std::pin::pin!(crate::scope::run(trace, false, call));
+                let Some(((reply, request_id), _)) =
+                    watch_client(call, io, &mut buf, &mut stop, &mut stopping, complete).await
+                else {
+                    return Served::Closed;
+                };
+                let close = close_after(stopping);
+                let written = match reply.body {
+                    ReplyBody::Stream(_) => {
+                        let resp = super::into_response(reply, request_id);
+                        write(io, &mut out, &mut buf, resp, close).await
+                    }
+                    _ => write_reply(io, &mut out, reply, &request_id, close).await,
+                };
+                (written, close)
             }
-            tokio::select! {
-                biased;
-                r = &mut call => break r,
-                _ = &mut stop, if !stopping => stopping = true,
-                n = io.read_buf(&mut buf), if complete && buf.len() < MAX_AHEAD => match n {
-                    Ok(n) if n > 0 => {}
-                    _ => return Served::Closed,
-                },
+            Err((live, headers, read)) => {
+                let body = match read {
+                    Some(_) => Body::empty(),
+                    None => Body::from(buf.split_to(head.body).freeze()),
+                };
+                let mut req = Request::new(body);
+                *req.method_mut() = Method::POST;
+                *req.uri_mut() = uri;
+                *req.version_mut() = Version::HTTP_11;
+                *req.headers_mut() = headers;
+                let call = front.respond(live, req, lane, read);
+                let Some(resp) =
+                    watch_client(call, io, &mut buf, &mut stop, &mut stopping, complete).await
+                else {
+                    return Served::Closed;
+                };
+                let resp = match resp {
+                    Ok(r) => r,
+                    Err(never) => match never {},
+                };
+                let close = close_after(stopping);
+                (write(io, &mut out, &mut buf, resp, close).await, close)
             }
         };
-        let resp = match resp {
-            Ok(r) => r,
-            Err(never) => match never {},
-        };
-        let close = stopping || !complete;
-        if write(io, &mut out, &mut buf, resp, close).await.is_err() || close {
+        if written.0.is_err() || written.1 {
             return Served::Closed;
         }
     }
+}
+
+/// Awaits `call` while the client is watched: its leaving cancels the call (as hyper does;
+/// `None`), what it sends meanwhile is kept in `buf` for the next request (unless the body is
+/// not `complete`), and the gateway's stop is noted in `stopping`.
+async fn watch_client<S, F, G>(
+    call: F,
+    io: &mut S,
+    buf: &mut BytesMut,
+    stop: &mut Pin<&mut G>,
+    stopping: &mut bool,
+    complete: bool,
+) -> Option<F::Output>
+where
+    S: AsyncRead + Unpin,
+    F: std::future::Future + Unpin,
+    G: std::future::Future,
+{
+    let mut call = call;
+    loop {
+        if buf.len() < MAX_AHEAD {
+            buf.reserve(1024);
+        }
+        tokio::select! {
+            biased;
+            r = &mut call => return Some(r),
+            _ = stop.as_mut(), if !*stopping => *stopping = true,
+            n = io.read_buf(buf), if complete && buf.len() < MAX_AHEAD => match n {
+                Ok(n) if n > 0 => {}
+                _ => return None,
+            },
+        }
+    }
+}
+
+/// Writes a call's JSON (or empty) `reply` on `io`, its head laid out here as [`write`] lays
+/// out a response's (`content-type`, the reply's headers, `x-request-id`, the length, `date`)
+/// and its body gathered with it when small.
+async fn write_reply<S>(
+    io: &mut S,
+    out: &mut Vec<u8>,
+    reply: Reply,
+    request_id: &HeaderValue,
+    close: bool,
+) -> Result<(), Broken>
+where
+    S: AsyncWrite + Unpin,
+{
+    let status = reply.status;
+    let body = match reply.body {
+        ReplyBody::Json(b) => Some(b),
+        _ => None,
+    };
+    let bodiless = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if body.is_some() {
+        out.extend_from_slice(b"content-type: application/json\r\n");
+    }
+    let at = out.len();
+    out.extend_from_slice(b"server-timing: ");
+    match crate::reply::write_server_timing(out, reply.timing_ms) {
+        true => out.extend_from_slice(b"\r\n"),
+        false => out.truncate(at),
+    }
+    for (name, value) in &reply.headers {
+        if matches!(
+            name.as_str(),
+            "content-length" | "transfer-encoding" | "connection" | "content-type" | "x-request-id"
+        ) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"x-request-id: ");
+    out.extend_from_slice(request_id.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let body = body.filter(|_| !bodiless);
+    if !bodiless {
+        let n = body.as_ref().map_or(0, Bytes::len);
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !reply.headers.contains_key(axum::http::header::DATE) {
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(date().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    match body {
+        Some(b) if out.len() + b.len() > GATHER => {
+            io.write_all(out).await.map_err(|_| Broken)?;
+            io.write_all(&b).await.map_err(|_| Broken)?;
+        }
+        Some(b) => {
+            out.extend_from_slice(&b);
+            io.write_all(out).await.map_err(|_| Broken)?;
+        }
+        None => io.write_all(out).await.map_err(|_| Broken)?,
+    }
+    io.flush().await.map_err(|_| Broken)?;
+    out.clear();
+    Ok(())
 }
 
 /// A head already split off, put back before the bytes that followed it: all of it for hyper.

@@ -422,6 +422,32 @@ impl Front {
     }
 }
 
+/// What the HTTP/1 loop awaits for a call it answers itself: the reply and its request id.
+type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, HeaderValue)> + Send>>;
+
+impl Front {
+    /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call
+    /// (boxed on its own, as [`Front::respond`] boxes it: a wrapper holding it by value would
+    /// copy it) and the trace context to run it in (the loop runs it in [`scope::run`] on its
+    /// own stack). It is answered with the [`Reply`] for the loop to write: no response object,
+    /// no answer header map. Only without the access log, whose line [`Front::respond`] ties to
+    /// the answer's body; the loop never counts calls in flight (that is HTTP/2's idle rule).
+    fn rpc_reply(
+        &self,
+        live: Arc<Live>,
+        headers: HeaderMap,
+        read: Result<bytes::Bytes, GatewayError>,
+    ) -> (TraceContext, ReplyFuture) {
+        debug_assert!(!live.access && self.activity.is_none());
+        let trace = TraceContext::for_call(&headers);
+        let peer = self.peer;
+        let call = Box::pin(async move {
+            rpc_reply(&live.state, &headers, read, peer, Binding::Gateway).await
+        });
+        (trace, call)
+    }
+}
+
 /// A running gateway: its address, the means to reload and to stop it.
 #[derive(Debug)]
 pub struct Running {
@@ -564,10 +590,8 @@ async fn rpc_call(
     peer: Option<crate::admin::Peer>,
     binding: Binding,
 ) -> Response {
-    let started = Instant::now();
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
-    let request_id = request_id(headers);
     let read = match read {
         Some(read) => read,
         None => {
@@ -584,38 +608,56 @@ async fn rpc_call(
             }
         }
     };
-    let reply = {
-        match read {
-            Err(e) => reject(None, e),
-            Ok(bytes) if !is_json(headers) => {
-                let ct = headers
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("(none)")
-                    .to_owned();
-                reject(Some(&bytes), GatewayError::UnsupportedMediaType(ct))
-            }
-            Ok(bytes) => {
-                let meta = Meta {
-                    authorization: header_str(headers, &header::AUTHORIZATION),
-                    last_event_id: header_str(headers, &LAST_EVENT_ID),
-                    a2a_version: header_str(headers, &A2A_VERSION),
-                    headers: Some(headers),
-                    peer: peer.map(|p| p.0.ip()),
-                    request_id: request_id.to_str().ok(),
-                    binding,
-                };
-                state.gateway.handle(&bytes, &meta).await
-            }
+    let (reply, request_id) = rpc_reply(&state, headers, read, peer, binding).await;
+    into_response(reply, request_id)
+}
+
+/// The reply to a call on an RPC path whose body has been read (or failed to be), and the
+/// request id it is answered with: what [`rpc_call`] makes a response of, and what the HTTP/1
+/// loop writes itself ([`h1`], without a response object or a header map for the answer).
+async fn rpc_reply(
+    state: &AppState,
+    headers: &HeaderMap,
+    read: Result<bytes::Bytes, GatewayError>,
+    peer: Option<crate::admin::Peer>,
+    binding: Binding,
+) -> (Reply, HeaderValue) {
+    // Only the debug line reads the clock here (the call's latency is measured where it is
+    // recorded).
+    let started = tracing::enabled!(tracing::Level::DEBUG).then(Instant::now);
+    let request_id = request_id(headers);
+    let reply = match read {
+        Err(e) => reject(None, e),
+        Ok(bytes) if !is_json(headers) => {
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("(none)")
+                .to_owned();
+            reject(Some(&bytes), GatewayError::UnsupportedMediaType(ct))
+        }
+        Ok(bytes) => {
+            let meta = Meta {
+                authorization: header_str(headers, &header::AUTHORIZATION),
+                last_event_id: header_str(headers, &LAST_EVENT_ID),
+                a2a_version: header_str(headers, &A2A_VERSION),
+                headers: Some(headers),
+                peer: peer.map(|p| p.0.ip()),
+                request_id: request_id.to_str().ok(),
+                binding,
+            };
+            state.gateway.handle(&bytes, &meta).await
         }
     };
-    tracing::debug!(
-        request_id = request_id.to_str().unwrap_or_default(),
-        status = reply.status.as_u16(),
-        latency_us = started.elapsed().as_micros() as u64,
-        "rpc"
-    );
-    into_response(reply, request_id)
+    if let Some(started) = started {
+        tracing::debug!(
+            request_id = request_id.to_str().unwrap_or_default(),
+            status = reply.status.as_u16(),
+            latency_us = started.elapsed().as_micros() as u64,
+            "rpc"
+        );
+    }
+    (reply, request_id)
 }
 
 /// The whole request body, within `limit` bytes and `timeout`. Only a body over the limit is
@@ -664,6 +706,7 @@ fn reject(body: Option<&[u8]>, err: GatewayError) -> Reply {
     Reply {
         status,
         headers: HeaderMap::new(),
+        timing_ms: None,
         body: ReplyBody::Json(bytes.into()),
     }
 }
@@ -686,6 +729,7 @@ fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
         ReplyBody::Stream(s) => sse_stream::response(s),
     };
     let h = resp.headers_mut();
+    crate::reply::add_server_timing(h, reply.timing_ms);
     h.extend(reply.headers);
     h.insert(X_REQUEST_ID, request_id);
     resp
