@@ -408,15 +408,8 @@ where
         ReplyBody::Json(b) => Some(b),
         _ => None,
     };
-    let bodiless = status.is_informational()
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED;
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
+    let bodiless = bodiless(status);
+    status_line(out, status);
     if body.is_some() {
         out.extend_from_slice(b"content-type: application/json\r\n");
     }
@@ -442,21 +435,13 @@ where
     out.extend_from_slice(request_id.as_bytes());
     out.extend_from_slice(b"\r\n");
     let body = body.filter(|_| !bodiless);
-    if !bodiless {
-        let n = body.as_ref().map_or(0, Bytes::len);
-        out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if !reply.headers.contains_key(axum::http::header::DATE) {
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(date().as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
+    let length = body.as_ref().map_or(0, Bytes::len) as u64;
+    end_head(
+        out,
+        (!bodiless).then_some(Some(length)),
+        reply.headers.contains_key(axum::http::header::DATE),
+        close,
+    );
     match body {
         Some(b) if out.len() + b.len() > GATHER => {
             io.write_all(out).await.map_err(|_| Broken)?;
@@ -542,9 +527,7 @@ where
         Err(resp) => return write(io, out, buf, resp, close).await.is_ok(),
     };
     let status = relayed.status;
-    let bodiless = status.is_informational()
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED;
+    let bodiless = bodiless(status);
     use crate::passthrough::exchange::RelayedBody;
     let (body, length) = match relayed.body {
         RelayedBody::Whole(b) => {
@@ -553,17 +536,44 @@ where
         }
         RelayedBody::Stream(b, n) => (b, n),
     };
-    if !bodiless {
-        match length {
-            Some(n) => {
-                out.extend_from_slice(b"content-length: ");
-                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-                out.extend_from_slice(b"\r\n");
-            }
-            None => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    end_head(out, (!bodiless).then_some(length), relayed.dated, close);
+    let body = if bodiless { Body::empty() } else { body };
+    let chunked = !bodiless && length.is_none();
+    write_body(io, out, buf, body, chunked).await.is_ok()
+}
+
+/// Whether an answer of `status` carries no body (RFC 9112 §6.3: 1xx, 204, 304).
+fn bodiless(status: StatusCode) -> bool {
+    status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+}
+
+/// Starts an answer's head in `out` (cleared): its status line.
+fn status_line(out: &mut Vec<u8>, status: StatusCode) {
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Ends an answer's head: its framing (`None` for a bodiless answer, `Some(None)` for a chunked
+/// body, `Some(Some(n))` for `n` bytes), `date` unless the answer has one, `connection: close`
+/// when the connection ends with it, and the blank line. One place, so every answer this loop
+/// writes is framed alike.
+fn end_head(out: &mut Vec<u8>, framing: Option<Option<u64>>, has_date: bool, close: bool) {
+    match framing {
+        Some(Some(n)) => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
+        Some(None) => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        None => {}
     }
-    if !relayed.dated {
+    if !has_date {
         out.extend_from_slice(b"date: ");
         out.extend_from_slice(date().as_bytes());
         out.extend_from_slice(b"\r\n");
@@ -572,9 +582,6 @@ where
         out.extend_from_slice(b"connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    let body = if bodiless { Body::empty() } else { body };
-    let chunked = !bodiless && length.is_none();
-    write_body(io, out, buf, body, chunked).await.is_ok()
 }
 
 /// The path of a request target (before its query).
@@ -600,9 +607,7 @@ where
 {
     let (parts, mut body) = resp.into_parts();
     let status = parts.status;
-    let bodiless = status.is_informational()
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED;
+    let bodiless = bodiless(status);
     let declared = parts
         .headers
         .get(axum::http::header::CONTENT_LENGTH)
@@ -610,12 +615,7 @@ where
         .and_then(|v| v.parse::<u64>().ok());
     let length = body.size_hint().exact().or(declared);
     let chunked = !bodiless && length.is_none();
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
+    status_line(out, status);
     for (name, value) in &parts.headers {
         // Framing and the connection's fate are this writer's to say.
         if matches!(
@@ -629,25 +629,12 @@ where
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
-    if !bodiless {
-        match length {
-            Some(n) => {
-                out.extend_from_slice(b"content-length: ");
-                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-                out.extend_from_slice(b"\r\n");
-            }
-            None => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-        }
-    }
-    if !parts.headers.contains_key(axum::http::header::DATE) {
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(date().as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
+    end_head(
+        out,
+        (!bodiless).then_some(length),
+        parts.headers.contains_key(axum::http::header::DATE),
+        close,
+    );
     if bodiless {
         body = Body::empty();
     }
