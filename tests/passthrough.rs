@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tokio::sync::{oneshot, Notify};
 use wiregate::config::{Dialect, Passthrough};
 
-use support::{dead_url, gateway, legacy_echo, TestGateway};
+use support::{black_hole, dead_url, gateway, legacy_echo, TestGateway};
 
 /// Length of `/blob`, a download longer than what the pass-through reads whole.
 const BLOB_LEN: usize = 200_000;
@@ -136,19 +136,6 @@ async fn ws_echo() -> String {
                     }
                 }
             });
-        }
-    });
-    format!("http://{addr}/")
-}
-
-/// An upstream that accepts and never answers.
-async fn black_hole() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((tcp, _)) = listener.accept().await {
-            held.push(tcp);
         }
     });
     format!("http://{addr}/")

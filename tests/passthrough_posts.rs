@@ -21,7 +21,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use wiregate::config::{Dialect, Passthrough};
 
-use support::{dead_url, gateway, TestGateway};
+use support::{black_hole, dead_url, gateway, TestGateway};
 
 const T: Duration = Duration::from_secs(10);
 /// Longer than what the pass-through reads whole before passing it on.
@@ -81,19 +81,6 @@ async fn site() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}/")
-}
-
-/// An upstream that accepts and never answers.
-async fn black_hole() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((tcp, _)) = listener.accept().await {
-            held.push(tcp);
-        }
-    });
     format!("http://{addr}/")
 }
 

@@ -126,13 +126,7 @@ pub(crate) async fn exchange(
             Body::empty()
         }
         Framing::Length(n) if n <= WHOLE => {
-            let buf = conn.received();
-            buf.reserve(n.saturating_sub(buf.len()));
-            while conn.received().len() < n {
-                conn.fill().await?;
-            }
-            let bytes = conn.received().split_to(n).freeze();
-            done(client, conn, parsed.keep_alive);
+            let bytes = whole(client, conn, n, parsed.keep_alive).await?;
             Body::from(bytes)
         }
         framing => Body::from_stream(stream_answer(
@@ -213,13 +207,7 @@ pub(crate) async fn relay(
             RelayedBody::Whole(Bytes::new())
         }
         Framing::Length(n) if n <= WHOLE => {
-            let buf = conn.received();
-            buf.reserve(n.saturating_sub(buf.len()));
-            while conn.received().len() < n {
-                conn.fill().await?;
-            }
-            let bytes = conn.received().split_to(n).freeze();
-            done(client, conn, parsed.keep_alive);
+            let bytes = whole(client, conn, n, parsed.keep_alive).await?;
             RelayedBody::Whole(bytes)
         }
         framing => {
@@ -308,6 +296,24 @@ async fn stream_body(
             conn.send(buf).await?;
         }
     }
+}
+
+/// A body of `n` bytes (at most [`WHOLE`]) read whole, the connection then put back in the pool
+/// by [`done`]: what both the answer to a routed call and a relayed answer do with a short body.
+async fn whole(
+    client: &UpstreamClient,
+    mut conn: Conn,
+    n: usize,
+    keep_alive: bool,
+) -> Result<Bytes, h1::Error> {
+    let buf = conn.received();
+    buf.reserve(n.saturating_sub(buf.len()));
+    while conn.received().len() < n {
+        conn.fill().await?;
+    }
+    let bytes = conn.received().split_to(n).freeze();
+    done(client, conn, keep_alive);
+    Ok(bytes)
 }
 
 /// Puts a connection whose answer is complete back in the pool when it can carry another.

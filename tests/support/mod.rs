@@ -211,6 +211,19 @@ pub async fn dead_url() -> String {
     format!("http://{addr}/rpc")
 }
 
+/// An upstream that accepts connections and never answers (a timeout's other side).
+pub async fn black_hole() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    format!("http://{addr}/")
+}
+
 /// A gateway routing every method to `up`, which speaks `dialect` (2 s timeout).
 pub async fn fronting(up: &Listening, dialect: Dialect) -> TestGateway {
     routing_all_to(&up.url(), dialect).start().await
