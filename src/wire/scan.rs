@@ -10,12 +10,13 @@
 /// Deepest nesting the scanner follows (serde_json's own limit is 128).
 const MAX_DEPTH: u32 = 64;
 
-/// Calls `each(name, raw value)` for every top-level member of the object `text` is, in order,
-/// and returns `Some(())` when the whole text is one valid object. `each` returning `None`
-/// stops the scan (and the answer is `None`).
+/// Calls `each(name, raw value, escaped)` for every top-level member of the object `text` is, in
+/// order, and returns `Some(())` when the whole text is one valid object; `escaped` says the
+/// value is a string holding an escape (what [`string`] needs to know, so it need not look
+/// again). `each` returning `None` stops the scan (and the answer is `None`).
 pub(crate) fn members<'a>(
     text: &'a str,
-    mut each: impl FnMut(&'a str, &'a str) -> Option<()>,
+    mut each: impl FnMut(&'a str, &'a str, bool) -> Option<()>,
 ) -> Option<()> {
     let mut s = Scan {
         b: text.as_bytes(),
@@ -35,8 +36,8 @@ pub(crate) fn members<'a>(
             s.eat(b':')?;
             s.ws();
             let start = s.i;
-            s.value(1)?;
-            each(name, &text[start..s.i])?;
+            let escaped = s.value(1)?;
+            each(name, &text[start..s.i], escaped)?;
             s.ws();
             if s.eat(b',').is_some() {
                 s.ws();
@@ -50,11 +51,12 @@ pub(crate) fn members<'a>(
     (s.i == s.b.len()).then_some(())
 }
 
-/// `raw`, the text of a JSON string the scanner accepted, as the string: borrowed when it holds
-/// no escape, else decoded by serde_json.
-pub(crate) fn string(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+/// `raw`, the text of a JSON string the scanner accepted (`None` for any other value), as the
+/// string: borrowed when it holds no escape (`escaped`, as [`members`] said), else decoded by
+/// serde_json.
+pub(crate) fn string(raw: &str, escaped: bool) -> Option<std::borrow::Cow<'_, str>> {
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    if inner.contains('\\') {
+    if escaped {
         serde_json::from_str::<String>(raw).ok().map(Into::into)
     } else {
         Some(inner.into())
@@ -187,9 +189,10 @@ impl Scan<'_> {
         Some(())
     }
 
-    fn value(&mut self, depth: u32) -> Option<()> {
+    /// A value; `Some(true)` when it is a string holding an escape.
+    fn value(&mut self, depth: u32) -> Option<bool> {
         match *self.b.get(self.i)? {
-            b'"' => self.string().map(drop),
+            b'"' => self.string(),
             b'{' => {
                 if depth >= MAX_DEPTH {
                     return None;
@@ -197,7 +200,7 @@ impl Scan<'_> {
                 self.i += 1;
                 self.ws();
                 if self.eat(b'}').is_some() {
-                    return Some(());
+                    return Some(false);
                 }
                 loop {
                     self.string()?;
@@ -207,7 +210,7 @@ impl Scan<'_> {
                     self.value(depth + 1)?;
                     self.ws();
                     if self.eat(b',').is_none() {
-                        return self.eat(b'}');
+                        return self.eat(b'}').map(|()| false);
                     }
                     self.ws();
                 }
@@ -219,21 +222,21 @@ impl Scan<'_> {
                 self.i += 1;
                 self.ws();
                 if self.eat(b']').is_some() {
-                    return Some(());
+                    return Some(false);
                 }
                 loop {
                     self.value(depth + 1)?;
                     self.ws();
                     if self.eat(b',').is_none() {
-                        return self.eat(b']');
+                        return self.eat(b']').map(|()| false);
                     }
                     self.ws();
                 }
             }
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
+            b't' => self.literal(b"true").map(|()| false),
+            b'f' => self.literal(b"false").map(|()| false),
+            b'n' => self.literal(b"null").map(|()| false),
+            b'-' | b'0'..=b'9' => self.number().map(|()| false),
             _ => None,
         }
     }
@@ -246,7 +249,9 @@ mod tests {
 
     fn scanned(text: &str) -> Option<Vec<(String, String)>> {
         let mut out = Vec::new();
-        members(text, |k, v| {
+        members(text, |k, v, escaped| {
+            // What it says of an escape is what the value's text says.
+            assert_eq!(escaped, v.starts_with('"') && v.contains('\\'), "{v}");
             out.push((k.to_owned(), v.to_owned()));
             Some(())
         })?;
@@ -300,8 +305,9 @@ mod tests {
 
     #[test]
     fn strings_and_numbers() {
-        assert_eq!(string(r#""abc""#).unwrap(), "abc");
-        assert_eq!(string(r#""a\nb\/""#).unwrap(), "a\nb/");
+        assert_eq!(string(r#""abc""#, false).unwrap(), "abc");
+        assert_eq!(string(r#""a\nb\/""#, true).unwrap(), "a\nb/");
+        assert_eq!(string("1", false), None);
         assert_eq!(unsigned("0"), Some(0));
         assert_eq!(unsigned("42"), Some(42));
         for bad in ["01", "-1", "1.0", "1e2", "", "18446744073709551616"] {
@@ -350,7 +356,7 @@ mod tests {
             let found = scanned(&written);
             if !written.contains("\\u") {
                 let found = found.expect("read");
-                prop_assert_eq!(string(&found[0].1).unwrap(), text.as_str());
+                prop_assert_eq!(string(&found[0].1, found[0].1.contains('\\')).unwrap(), text.as_str());
             }
         }
 

@@ -67,7 +67,7 @@ impl<'a> Flat<'a> {
     fn scan(line: &'a str) -> Option<Flat<'a>> {
         let mut f = Flat::default();
         let mut seen = 0u32;
-        scan::members(line, |name, raw| {
+        scan::members(line, |name, raw, escaped| {
             let bit = match name {
                 "type" => 0,
                 "event" => 1,
@@ -95,7 +95,7 @@ impl<'a> Flat<'a> {
             let null = raw == "null";
             let text = || match null {
                 true => Some(None),
-                false => scan::string(raw).map(Some),
+                false => scan::string(raw, escaped).map(Some),
             };
             let number = || match null {
                 true => Some(None),
