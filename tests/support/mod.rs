@@ -4,6 +4,7 @@
 
 pub mod migration;
 pub mod pki;
+pub mod raw_h1;
 pub mod redis_server;
 
 use std::net::SocketAddr;
@@ -17,7 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use serde_json::Value;
-use wiregate::config::{Config, Dialect, Legacy, Route, Upstream};
+use wiregate::config::{Config, Dialect, Legacy, Passthrough, Route, Upstream};
 use wiregate::server::{self, Running};
 
 /// What a programmable upstream does with one request body.
@@ -267,6 +268,19 @@ impl GatewayBuilder {
     /// Sets the `[legacy]` section.
     pub fn legacy(mut self, legacy: Legacy) -> Self {
         self.config.legacy = legacy;
+        self
+    }
+
+    /// Passes the paths under each `(prefix, upstream)` through to that upstream
+    /// (`[[passthrough]]`).
+    pub fn passthrough(mut self, prefixes: &[(&str, &str)]) -> Self {
+        self.config.passthrough = prefixes
+            .iter()
+            .map(|(prefix, upstream)| Passthrough {
+                prefix: (*prefix).into(),
+                upstream: (*upstream).into(),
+            })
+            .collect();
         self
     }
 
