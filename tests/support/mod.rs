@@ -584,6 +584,17 @@ pub fn spawn_post(
 }
 
 impl TestGateway {
+    /// Sends `text` to the fake sid in context `ctx` with `message/send` (a `flood ...` turn,
+    /// say) and returns the call's answer when the turn is over.
+    pub fn send_turn(&self, ctx: &str, text: &str) -> tokio::task::JoinHandle<Value> {
+        let params = serde_json::json!({"message": {"parts": [{"text": text}]}, "contextId": ctx});
+        spawn_post(
+            &self.http,
+            format!("{}/rpc", self.base()),
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}),
+        )
+    }
+
     /// Starts a turn with `message/stream` and returns its SSE stream.
     pub async fn stream_message(&self, params: Value) -> SseReader {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": params});
