@@ -11,6 +11,7 @@
 #   BASE_BIN=/path/to/old/wiregate benches/load.sh   # adds the same translating row (and, with
 #                                                    # the tls rows, a TLS row) for an older
 #                                                    # build, for before/after in one run
+#   NO_BUILD=1 benches/load.sh                       # the release binaries already built
 #   ROWS="nginx passthrough tls" benches/load.sh     # only these rows (default: all). Names:
 #                                                    # direct nginx haproxy wiregate passthrough
 #                                                    # tls (nginx's and wiregate's TLS rows); a
@@ -54,7 +55,7 @@ need wrk wrk
 need nginx nginx-light
 need haproxy haproxy
 
-cargo build --release --quiet --bin wiregate --example legacy_upstream
+[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
