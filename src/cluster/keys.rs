@@ -141,7 +141,7 @@ pub fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
         },
         plan_id: entry.p,
         data: entry.d.into(),
-        timestamp: entry.t,
+        timestamp: entry.t.into(),
     })
 }
 
