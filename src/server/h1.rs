@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+use axum::http::{HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 use axum::response::IntoResponse;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use super::{Front, Lane};
 use crate::error::GatewayError;
+use crate::headers::RawHead;
 use crate::reply::{Reply, ReplyBody};
 
 /// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
@@ -253,19 +254,20 @@ where
             *prefix = rejoin(&bytes, &buf);
             return Served::HandOver;
         };
-        let mut headers = HeaderMap::with_capacity(head.headers.len());
-        for (name, value) in head.headers {
-            match HeaderValue::from_maybe_shared(bytes.slice(value)) {
-                Ok(v) => {
-                    headers.append(name, v);
-                }
+        // The headers stay where they arrived, read by name where the call needs them; a map
+        // is built only for the paths answered through a response (which hyper's requests
+        // carry).
+        let raw = RawHead::new(bytes, head.headers);
+        let map = match lane == Lane::Rpc && !live.access {
+            true => None,
+            false => match raw.to_map() {
+                Ok(map) => Some(map),
                 Err(_) => {
-                    *prefix = rejoin(&bytes, &buf);
+                    *prefix = rejoin(&raw.into_bytes(), &buf);
                     return Served::HandOver;
                 }
-            }
-        }
-        drop(bytes);
+            },
+        };
         // The body.
         let mut complete = true;
         let read = if lane == Lane::Rpc {
@@ -305,9 +307,9 @@ where
         // Without the access log, a call to an RPC path is answered from its reply, its head
         // written here; otherwise (and for the pass-through) through a response, as hyper's
         // connections answer.
-        let fast = match read {
-            Some(read) if !live.access => Ok(front.rpc_reply(live, headers, read)),
-            read => Err((live, headers, read)),
+        let fast = match (read, map) {
+            (Some(read), None) => Ok(front.rpc_reply(live, raw, read)),
+            (read, map) => Err((live, map.unwrap_or_default(), read)),
         };
         let written = match fast {
             Ok((trace, call)) => {

@@ -1,0 +1,175 @@
+//! A request's headers read by name, from a [`HeaderMap`] or straight from the bytes of the
+//! head they arrived in.
+//!
+//! A proxied call reads a handful of headers by name (`content-type`, `x-request-id`,
+//! `traceparent`, `authorization`, and whatever a split's `sticky = "header:NAME"`, the caller
+//! report or the cluster's carry asks for). The HTTP/1 loop ([`crate::server`]'s `h1`) already
+//! has each header's place in the head from httparse; building a map from them (hashing,
+//! appends, `HeaderValue` checks) cost more than the lookups it served (README, Performance), so
+//! its calls read the head's ranges instead, a lookup scanning the few lines. Calls that came
+//! through hyper keep their map.
+
+use std::ops::Range;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+
+/// A request head as received: its bytes and where each header's value lies in them.
+#[derive(Debug)]
+pub struct RawHead {
+    bytes: Bytes,
+    lines: Vec<(HeaderName, Range<usize>)>,
+}
+
+impl RawHead {
+    /// `lines` are the head's headers in order (name, value range in `bytes`); httparse checked
+    /// the values (no control characters but tab), which [`HeaderValue`] asks of them too.
+    pub fn new(bytes: Bytes, lines: Vec<(HeaderName, Range<usize>)>) -> Self {
+        debug_assert!(lines.iter().all(|(_, r)| r.end <= bytes.len()));
+        Self { bytes, lines }
+    }
+
+    /// The head's bytes back.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+
+    /// The same headers as a map (for the paths that need a real one).
+    pub fn to_map(&self) -> Result<HeaderMap, axum::http::header::InvalidHeaderValue> {
+        let mut map = HeaderMap::with_capacity(self.lines.len());
+        for (name, value) in &self.lines {
+            map.append(
+                name.clone(),
+                HeaderValue::from_maybe_shared(self.bytes.slice(value.clone()))?,
+            );
+        }
+        Ok(map)
+    }
+}
+
+/// A request's headers, looked up by (case-insensitive) name.
+#[derive(Clone, Copy, Debug)]
+pub enum Headers<'a> {
+    /// Headers a map holds (a request hyper read).
+    Map(&'a HeaderMap),
+    /// Headers lying in a head's bytes (a request the HTTP/1 loop read).
+    Head(&'a RawHead),
+}
+
+impl<'a> Headers<'a> {
+    /// The first value of `name`, as bytes.
+    pub fn get(self, name: &str) -> Option<&'a [u8]> {
+        match self {
+            Headers::Map(m) => m.get(name).map(HeaderValue::as_bytes),
+            Headers::Head(h) => h
+                .lines
+                .iter()
+                .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
+                .map(|(_, v)| &h.bytes[v.clone()]),
+        }
+    }
+
+    /// Every value of `name`, in order.
+    pub fn get_all(self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let (map, head) = match self {
+            Headers::Map(m) => (
+                Some(m.get_all(name).iter().map(HeaderValue::as_bytes)),
+                None,
+            ),
+            Headers::Head(h) => (
+                None,
+                Some(
+                    h.lines
+                        .iter()
+                        .filter(move |(n, _)| n.as_str().eq_ignore_ascii_case(name))
+                        .map(move |(_, v)| &h.bytes[v.clone()]),
+                ),
+            ),
+        };
+        map.into_iter().flatten().chain(head.into_iter().flatten())
+    }
+
+    /// Whether `name` was sent.
+    pub fn contains(self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// The first value of `name` as text, when it is visible ASCII (tab and space allowed), as
+    /// [`HeaderValue::to_str`] reads it.
+    pub fn str(self, name: &str) -> Option<&'a str> {
+        self.get(name).and_then(visible)
+    }
+
+    /// The first value of `name` as a [`HeaderValue`] (sharing the head's bytes, not copied).
+    pub fn value(self, name: &str) -> Option<HeaderValue> {
+        match self {
+            Headers::Map(m) => m.get(name).cloned(),
+            Headers::Head(h) => h
+                .lines
+                .iter()
+                .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
+                .and_then(|(_, v)| HeaderValue::from_maybe_shared(h.bytes.slice(v.clone())).ok()),
+        }
+    }
+}
+
+/// `bytes` as text when [`HeaderValue::to_str`] would give it: tab or visible ASCII and space.
+pub fn visible(bytes: &[u8]) -> Option<&str> {
+    bytes
+        .iter()
+        .all(|&b| b == b'\t' || (32..127).contains(&b))
+        .then(|| std::str::from_utf8(bytes).expect("ASCII is UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(head: &str) -> RawHead {
+        let bytes = Bytes::copy_from_slice(head.as_bytes());
+        let mut lines = Vec::new();
+        let mut at = 0;
+        for line in head.split("\r\n") {
+            if let Some((n, v)) = line.split_once(": ") {
+                let start = at + n.len() + 2;
+                lines.push((
+                    HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                    start..start + v.len(),
+                ));
+            }
+            at += line.len() + 2;
+        }
+        RawHead::new(bytes, lines)
+    }
+
+    const HEAD: &str = "POST /rpc HTTP/1.1\r\nHost: a\r\nX-Client: billing\r\naccept: a\r\n\
+                        Accept: b\r\nx-bin: caf\u{e9}\r\n\r\n";
+
+    #[test]
+    fn a_head_and_its_map_answer_every_lookup_alike() {
+        let head = raw(HEAD);
+        let map = head.to_map().unwrap();
+        for h in [Headers::Head(&head), Headers::Map(&map)] {
+            assert_eq!(h.get("x-client"), Some(&b"billing"[..]), "{h:?}");
+            assert_eq!(h.get("X-CLIENT"), Some(&b"billing"[..]));
+            assert_eq!(h.str("host"), Some("a"));
+            assert_eq!(h.get("accept"), Some(&b"a"[..]));
+            assert_eq!(
+                h.get_all("accept").collect::<Vec<_>>(),
+                [&b"a"[..], &b"b"[..]]
+            );
+            assert!(h.contains("host") && !h.contains("x-other"));
+            assert_eq!(h.get("x-other"), None);
+            assert_eq!(h.get_all("x-other").count(), 0);
+            // Not visible ASCII: bytes, but no text (as `HeaderValue::to_str`).
+            assert_eq!(h.get("x-bin"), Some("caf\u{e9}".as_bytes()));
+            assert_eq!(h.str("x-bin"), None);
+            assert_eq!(h.value("x-client").unwrap(), "billing");
+            assert_eq!(h.value("x-none"), None);
+        }
+        assert_eq!(
+            map.get("x-bin").unwrap().to_str().is_ok(),
+            visible("caf\u{e9}".as_bytes()).is_some()
+        );
+    }
+}
