@@ -64,7 +64,7 @@ impl<'a> Headers<'a> {
             Headers::Head(h) => h
                 .lines
                 .iter()
-                .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
+                .find(|(n, _)| same(n, name))
                 .map(|(_, v)| &h.bytes[v.clone()]),
         }
     }
@@ -81,7 +81,7 @@ impl<'a> Headers<'a> {
                 Some(
                     h.lines
                         .iter()
-                        .filter(move |(n, _)| n.as_str().eq_ignore_ascii_case(name))
+                        .filter(move |(n, _)| same(n, name))
                         .map(move |(_, v)| &h.bytes[v.clone()]),
                 ),
             ),
@@ -107,10 +107,17 @@ impl<'a> Headers<'a> {
             Headers::Head(h) => h
                 .lines
                 .iter()
-                .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
+                .find(|(n, _)| same(n, name))
                 .and_then(|(_, v)| HeaderValue::from_maybe_shared(h.bytes.slice(v.clone())).ok()),
         }
     }
+}
+
+/// Whether `have` is `name` (a header name is lower case; `name` may not be). Lengths first:
+/// most names a lookup passes differ in length.
+fn same(have: &HeaderName, name: &str) -> bool {
+    let have = have.as_str();
+    have.len() == name.len() && have.eq_ignore_ascii_case(name)
 }
 
 /// `bytes` as text when [`HeaderValue::to_str`] would give it: tab or visible ASCII and space.

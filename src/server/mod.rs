@@ -564,9 +564,8 @@ fn is_json(headers: Headers<'_>) -> bool {
 /// The caller's `X-Request-Id` when it is usable (1–128 visible characters), else a fresh one.
 fn request_id(headers: Headers<'_>) -> HeaderValue {
     headers
-        .str(X_REQUEST_ID.as_str())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .and_then(|_| headers.value(X_REQUEST_ID.as_str()))
+        .value(X_REQUEST_ID.as_str())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.to_str().is_ok())
         .unwrap_or_else(|| {
             let mut buf = uuid::Uuid::encode_buffer();
             let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
