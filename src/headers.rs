@@ -58,13 +58,13 @@ pub enum Headers<'a> {
 
 impl<'a> Headers<'a> {
     /// The first value of `name`, as bytes.
-    pub fn get(self, name: &str) -> Option<&'a [u8]> {
+    pub fn get(self, name: impl Name) -> Option<&'a [u8]> {
         match self {
-            Headers::Map(m) => m.get(name).map(HeaderValue::as_bytes),
+            Headers::Map(m) => name.in_map(m).map(HeaderValue::as_bytes),
             Headers::Head(h) => h
                 .lines
                 .iter()
-                .find(|(n, _)| same(n, name))
+                .find(|(n, _)| name.is(n))
                 .map(|(_, v)| &h.bytes[v.clone()]),
         }
     }
@@ -90,26 +90,53 @@ impl<'a> Headers<'a> {
     }
 
     /// Whether `name` was sent.
-    pub fn contains(self, name: &str) -> bool {
+    pub fn contains(self, name: impl Name) -> bool {
         self.get(name).is_some()
     }
 
     /// The first value of `name` as text, when it is visible ASCII (tab and space allowed), as
     /// [`HeaderValue::to_str`] reads it.
-    pub fn str(self, name: &str) -> Option<&'a str> {
+    pub fn str(self, name: impl Name) -> Option<&'a str> {
         self.get(name).and_then(visible)
     }
 
     /// The first value of `name` as a [`HeaderValue`] (sharing the head's bytes, not copied).
-    pub fn value(self, name: &str) -> Option<HeaderValue> {
+    pub fn value(self, name: impl Name) -> Option<HeaderValue> {
         match self {
-            Headers::Map(m) => m.get(name).cloned(),
-            Headers::Head(h) => h
-                .lines
-                .iter()
-                .find(|(n, _)| same(n, name))
-                .and_then(|(_, v)| HeaderValue::from_maybe_shared(h.bytes.slice(v.clone())).ok()),
+            Headers::Map(m) => name.in_map(m).cloned(),
+            Headers::Head(h) => {
+                h.lines.iter().find(|(n, _)| name.is(n)).and_then(|(_, v)| {
+                    HeaderValue::from_maybe_shared(h.bytes.slice(v.clone())).ok()
+                })
+            }
         }
+    }
+}
+
+/// A header name to look up: a [`HeaderName`] (the gateway's own: compared as one, which for
+/// a standard name is one byte) or text (a configured name, any case).
+pub trait Name: Copy {
+    /// Whether `have` is this name.
+    fn is(self, have: &HeaderName) -> bool;
+    /// The first value of this name in `map`.
+    fn in_map(self, map: &HeaderMap) -> Option<&HeaderValue>;
+}
+
+impl Name for &HeaderName {
+    fn is(self, have: &HeaderName) -> bool {
+        have == self
+    }
+    fn in_map(self, map: &HeaderMap) -> Option<&HeaderValue> {
+        map.get(self)
+    }
+}
+
+impl Name for &str {
+    fn is(self, have: &HeaderName) -> bool {
+        same(have, self)
+    }
+    fn in_map(self, map: &HeaderMap) -> Option<&HeaderValue> {
+        map.get(self)
     }
 }
 
@@ -160,6 +187,13 @@ mod tests {
             assert_eq!(h.get("x-client"), Some(&b"billing"[..]), "{h:?}");
             assert_eq!(h.get("X-CLIENT"), Some(&b"billing"[..]));
             assert_eq!(h.str("host"), Some("a"));
+            assert_eq!(h.str(&axum::http::header::HOST), Some("a"));
+            assert_eq!(
+                h.get(&HeaderName::from_static("x-client")),
+                Some(&b"billing"[..])
+            );
+            assert_eq!(h.get(&axum::http::header::ACCEPT), Some(&b"a"[..]));
+            assert_eq!(h.get(&axum::http::header::AUTHORIZATION), None);
             assert_eq!(h.get("accept"), Some(&b"a"[..]));
             assert_eq!(
                 h.get_all("accept").collect::<Vec<_>>(),

@@ -26,7 +26,7 @@ pub fn caller_id(rule: &Sticky, who: &Who<'_>) -> String {
             Some(h) => format!("auth:{:012x}", h >> 16),
             None => "(no auth)".to_owned(),
         },
-        Sticky::Header(name) => match who.headers.and_then(|h| h.get(name)) {
+        Sticky::Header(name) => match who.headers.and_then(|h| h.get(name.as_str())) {
             Some(v) => match crate::headers::visible(v) {
                 Some(s) => super::compare::cut(s, MAX_NAME_CHARS),
                 None => format!("hash:{:012x}", hash(v) >> 16),

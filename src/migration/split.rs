@@ -36,7 +36,7 @@ pub fn key_hash(rule: &Sticky, who: &Who<'_>) -> Option<u64> {
             };
             Some(h)
         }
-        Sticky::Header(name) => Some(hash(who.headers?.get(name)?)),
+        Sticky::Header(name) => Some(hash(who.headers?.get(name.as_str())?)),
         Sticky::Ip => Some(hash(who.ip?.to_string().as_bytes())),
     }
 }

@@ -440,7 +440,7 @@ impl Front {
         read: Result<bytes::Bytes, GatewayError>,
     ) -> (TraceContext, ReplyFuture) {
         debug_assert!(!live.access && self.activity.is_none());
-        let trace = TraceContext::for_parent(Headers::Head(&head).get(TRACEPARENT.as_str())).0;
+        let trace = TraceContext::for_parent(Headers::Head(&head).get(&TRACEPARENT)).0;
         let peer = self.peer;
         let call = Box::pin(async move {
             rpc_reply(
@@ -549,22 +549,25 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
 
 /// `application/json` or any `application/*+json`, parameters ignored.
 fn is_json(headers: Headers<'_>) -> bool {
-    let Some(ct) = headers.str(header::CONTENT_TYPE.as_str()) else {
+    // Read as bytes (the value must be visible ASCII, as text), without `str` searchers.
+    let Some(ct) = headers.str(&header::CONTENT_TYPE) else {
         return false;
     };
-    let essence = ct.split(';').next().unwrap_or("").trim();
-    let Some((kind, sub)) = essence.split_once('/') else {
+    let ct = ct.as_bytes();
+    let essence = ct[..ct.iter().position(|&b| b == b';').unwrap_or(ct.len())].trim_ascii();
+    let Some(slash) = essence.iter().position(|&b| b == b'/') else {
         return false;
     };
-    kind.eq_ignore_ascii_case("application")
-        && (sub.eq_ignore_ascii_case("json")
-            || (sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case("+json")))
+    let (kind, sub) = (&essence[..slash], &essence[slash + 1..]);
+    kind.eq_ignore_ascii_case(b"application")
+        && (sub.eq_ignore_ascii_case(b"json")
+            || (sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case(b"+json")))
 }
 
 /// The caller's `X-Request-Id` when it is usable (1–128 visible characters), else a fresh one.
 fn request_id(headers: Headers<'_>) -> HeaderValue {
     headers
-        .value(X_REQUEST_ID.as_str())
+        .value(&X_REQUEST_ID)
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.to_str().is_ok())
         .unwrap_or_else(|| {
             let mut buf = uuid::Uuid::encode_buffer();
@@ -634,16 +637,16 @@ async fn rpc_reply(
         Err(e) => reject(None, e),
         Ok(bytes) if !is_json(headers) => {
             let ct = headers
-                .str(header::CONTENT_TYPE.as_str())
+                .str(&header::CONTENT_TYPE)
                 .unwrap_or("(none)")
                 .to_owned();
             reject(Some(&bytes), GatewayError::UnsupportedMediaType(ct))
         }
         Ok(bytes) => {
             let meta = Meta {
-                authorization: headers.str(header::AUTHORIZATION.as_str()),
-                last_event_id: headers.str(LAST_EVENT_ID.as_str()),
-                a2a_version: headers.str(A2A_VERSION.as_str()),
+                authorization: headers.str(&header::AUTHORIZATION),
+                last_event_id: headers.str(&LAST_EVENT_ID),
+                a2a_version: headers.str(&A2A_VERSION),
                 headers: Some(headers),
                 peer: peer.map(|p| p.0.ip()),
                 request_id: request_id.to_str().ok(),
