@@ -177,13 +177,18 @@ where
     let mut buf = BytesMut::with_capacity(4096);
     buf.extend_from_slice(prefix);
     let mut out = Vec::with_capacity(1024);
-    // One timer for the connection's life, moved on for each wait.
+    // One timer for the connection's life. Each wait sets `due`; the timer is moved only when
+    // it must fire sooner than it is set to (a wait shorter than the one before), and when it
+    // fires early (it was set for an earlier wait) it is moved on to `due`: most requests
+    // then leave the timer wheel alone.
     let mut deadline = std::pin::pin!(tokio::time::sleep(timeout));
+    let mut due;
     let mut stop = std::pin::pin!(stopped.wait_for(|s| *s));
     let mut stopping = false;
     loop {
         // The head.
-        deadline.as_mut().reset(Instant::now() + timeout);
+        due = Instant::now() + timeout;
+        arm(deadline.as_mut(), due);
         let head = loop {
             if !buf.is_empty() {
                 match parse(&buf) {
@@ -205,7 +210,9 @@ where
                     Ok(n) if n > 0 => {}
                     _ => return Served::Closed,
                 },
-                _ = &mut deadline => return Served::Closed,
+                _ = &mut deadline => if fired(deadline.as_mut(), due) {
+                    return Served::Closed;
+                },
                 _ = &mut stop, if !stopping => stopping = true,
             }
         };
@@ -272,9 +279,8 @@ where
         let mut complete = true;
         let read = if lane == Lane::Rpc {
             if buf.len() < head.body {
-                deadline
-                    .as_mut()
-                    .reset(Instant::now() + live.state.body_timeout);
+                due = Instant::now() + live.state.body_timeout;
+                arm(deadline.as_mut(), due);
                 buf.reserve(head.body - buf.len());
             }
             let mut timed_out = false;
@@ -285,10 +291,10 @@ where
                         Ok(n) if n > 0 => {}
                         _ => return Served::Closed,
                     },
-                    _ = &mut deadline => {
+                    _ = &mut deadline => if fired(deadline.as_mut(), due) {
                         timed_out = true;
                         break;
-                    }
+                    },
                     _ = &mut stop, if !stopping => stopping = true,
                 }
             }
@@ -357,6 +363,24 @@ where
             return Served::Closed;
         }
     }
+}
+
+/// Makes `timer` fire no later than `due` (see [`serve`]'s `due`): moved only when it is set
+/// for later.
+fn arm(timer: Pin<&mut tokio::time::Sleep>, due: Instant) {
+    if timer.deadline() > due {
+        timer.reset(due);
+    }
+}
+
+/// Whether `timer`, having fired, marks the end of the wait for `due`; if it fired early (set
+/// for an earlier wait), it is moved on to `due` and the wait goes on.
+fn fired(timer: Pin<&mut tokio::time::Sleep>, due: Instant) -> bool {
+    if Instant::now() >= due {
+        return true;
+    }
+    timer.reset(due);
+    false
 }
 
 /// Awaits `call` while the client is watched: its leaving cancels the call (as hyper does;
