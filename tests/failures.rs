@@ -164,6 +164,17 @@ async fn non_json_content_type_is_415_in_the_callers_dialect() {
         )
         .await;
     assert_eq!(charset.status, 200);
+    // Any case, `+json` suffixes; not a longer subtype.
+    let health = br#"{"jsonrpc":"2.0","id":1,"method":"_cleveragents/health/check"}"#;
+    for (ct, status) in [
+        ("Application/JSON", 200),
+        ("application/vnd.api+json ; v=1", 200),
+        ("application/jsonx", 415),
+        ("application/", 415),
+    ] {
+        let a = gw.post(ct, health.to_vec(), &[]).await;
+        assert_eq!(a.status, status, "{ct}");
+    }
 }
 
 #[tokio::test]

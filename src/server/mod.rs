@@ -549,8 +549,15 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
 
 /// `application/json` or any `application/*+json`, parameters ignored.
 fn is_json(headers: Headers<'_>) -> bool {
-    // Read as bytes (the value must be visible ASCII, as text), without `str` searchers.
-    let Some(ct) = headers.str(&header::CONTENT_TYPE) else {
+    // Read as bytes (the value must be visible ASCII, as text), without `str` searchers; the
+    // plain `application/json` nearly every client sends is one comparison.
+    let Some(ct) = headers.get(&header::CONTENT_TYPE) else {
+        return false;
+    };
+    if ct.eq_ignore_ascii_case(b"application/json") {
+        return true;
+    }
+    let Some(ct) = crate::headers::visible(ct) else {
         return false;
     };
     let ct = ct.as_bytes();
