@@ -176,6 +176,53 @@ mod tests {
         RawHead::new(bytes, lines)
     }
 
+    use proptest::prelude::*;
+
+    /// A head of `lines` (name, value), as a client would send it.
+    fn head_of(lines: &[(String, String)]) -> String {
+        let mut head = String::from("POST /rpc HTTP/1.1\r\n");
+        for (n, v) in lines {
+            head.push_str(&format!("{n}: {v}\r\n"));
+        }
+        head + "\r\n"
+    }
+
+    proptest! {
+        /// Whatever the names' case, order and repeats, and values with tabs, spaces and
+        /// bytes past ASCII, a lookup in the head's bytes answers what the map built from the
+        /// same head answers.
+        #[test]
+        fn the_head_answers_as_its_map(
+            lines in proptest::collection::vec(
+                ("(?i)(x-client|accept|content-type|traceparent|x-b)", "[ -~\t\u{e9}]{0,12}")
+                    .prop_map(|(n, v)| (n, v.trim_matches([' ', '\t']).to_owned())),
+                0..8,
+            ),
+            probe in "(?i)(x-client|accept|content-type|traceparent|x-b|x-none)",
+        ) {
+            let head = raw(&head_of(&lines));
+            let map = head.to_map().unwrap();
+            let (h, m) = (Headers::Head(&head), Headers::Map(&map));
+            prop_assert_eq!(h.get(probe.as_str()), m.get(probe.as_str()));
+            prop_assert_eq!(h.str(probe.as_str()), m.str(probe.as_str()));
+            prop_assert_eq!(h.value(probe.as_str()), m.value(probe.as_str()));
+            prop_assert_eq!(
+                h.get_all(probe.as_str()).collect::<Vec<_>>(),
+                m.get_all(probe.as_str()).collect::<Vec<_>>()
+            );
+            let lower = HeaderName::from_bytes(probe.to_ascii_lowercase().as_bytes()).unwrap();
+            prop_assert_eq!(h.get(&lower), m.get(&lower));
+            prop_assert_eq!(
+                m.get(&lower),
+                map.get(&lower).map(HeaderValue::as_bytes)
+            );
+            prop_assert_eq!(
+                m.str(&lower),
+                map.get(&lower).and_then(|v| v.to_str().ok())
+            );
+        }
+    }
+
     const HEAD: &str = "POST /rpc HTTP/1.1\r\nHost: a\r\nX-Client: billing\r\naccept: a\r\n\
                         Accept: b\r\nx-bin: caf\u{e9}\r\n\r\n";
 
