@@ -36,6 +36,7 @@ pub mod events;
 pub mod facade;
 pub mod feed;
 pub mod forwarded;
+pub mod headers;
 pub mod listener;
 pub mod logging;
 pub mod migration;

@@ -58,7 +58,7 @@ pub struct Meta<'a> {
     /// `A2A-Version`.
     pub a2a_version: Option<&'a str>,
     /// All the request's headers (a split's `sticky = "header:NAME"`, the caller report).
-    pub headers: Option<&'a HeaderMap>,
+    pub headers: Option<crate::headers::Headers<'a>>,
     /// The client's address (`sticky = "ip"`).
     pub peer: Option<std::net::IpAddr>,
     /// The request's `X-Request-Id` (named in shadow differences).

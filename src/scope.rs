@@ -15,9 +15,10 @@ use crate::trace::TraceContext;
 pub struct Scope {
     /// The hop's trace context.
     pub trace: TraceContext,
-    /// Whether the calls' notes are wanted (the access log is on); else noting costs nothing.
-    noting: bool,
-    note: RefCell<Note>,
+    /// The calls' notes, when they are wanted (the access log is on); else noting costs
+    /// nothing. Boxed: tokio swaps the scope in and out of its slot on every poll of the
+    /// request, so it is kept small (the trace context and a pointer).
+    note: Option<Box<RefCell<Note>>>,
 }
 
 /// What the request's calls said of themselves.
@@ -38,13 +39,12 @@ tokio::task_local! {
 pub async fn run<F: Future>(trace: TraceContext, noting: bool, f: F) -> (F::Output, Note) {
     let scope = Scope {
         trace,
-        noting,
-        note: RefCell::new(Note::default()),
+        note: noting.then(Box::default),
     };
     SCOPE
         .scope(scope, async move {
             let out = f.await;
-            let note = SCOPE.with(|s| s.note.take());
+            let note = SCOPE.with(|s| s.note.as_ref().map(|n| n.take()).unwrap_or_default());
             (out, note)
         })
         .await
@@ -58,10 +58,10 @@ pub fn trace() -> Option<TraceContext> {
 /// Notes that a call of the current request (if any) spoke `dialect` and went to `upstream`.
 pub fn note_call(dialect: &'static str, upstream: &str) {
     let _ = SCOPE.try_with(|s| {
-        if !s.noting {
+        let Some(note) = &s.note else {
             return;
-        }
-        let mut n = s.note.borrow_mut();
+        };
+        let mut n = note.borrow_mut();
         if n.dialect.is_empty() {
             n.dialect = dialect;
         }

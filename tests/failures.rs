@@ -62,6 +62,35 @@ async fn slow_upstream_is_32051_with_504_and_others_keep_being_served() {
     assert_eq!(l.json()["error"]["code"], "UPSTREAM_TIMEOUT");
 }
 
+/// A pooled connection keeps one timer for the calls made on it, moved on when it fires for
+/// an earlier call: each call still has the whole timeout, however long the connection has
+/// served, and a call that overruns it is still cut off.
+#[tokio::test]
+async fn each_call_on_a_reused_connection_has_the_whole_upstream_timeout() {
+    let up = legacy_echo().run().await;
+    let gw = gateway()
+        .upstream("up", &up.url(), Dialect::Legacy, 300)
+        .route(&["*"], "up")
+        .start()
+        .await;
+    let call = |id: u32, delay_ms: u64| json!({"jsonrpc": "2.0", "id": id, "method": "op", "params": {"delay_ms": delay_ms}});
+    // Six calls of 150 ms one after another on the pooled connection: 900 ms of its life, three
+    // timeouts' worth, each call within one.
+    for id in 0..6 {
+        let a = gw.rpc(&call(id, 150)).await;
+        assert_eq!(a.status, 200, "call {id}: {}", a.text);
+    }
+    let started = std::time::Instant::now();
+    let a = gw.rpc(&call(6, 1500)).await;
+    let waited = started.elapsed();
+    assert_eq!(a.status, 504);
+    assert_eq!(a.json()["error"]["code"], -32051);
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_millis(1400),
+        "cut off after {waited:?}"
+    );
+}
+
 #[tokio::test]
 async fn invalid_upstream_envelopes_are_32052_with_502() {
     for (dialect, body, status) in [
@@ -164,6 +193,17 @@ async fn non_json_content_type_is_415_in_the_callers_dialect() {
         )
         .await;
     assert_eq!(charset.status, 200);
+    // Any case, `+json` suffixes; not a longer subtype.
+    let health = br#"{"jsonrpc":"2.0","id":1,"method":"_cleveragents/health/check"}"#;
+    for (ct, status) in [
+        ("Application/JSON", 200),
+        ("application/vnd.api+json ; v=1", 200),
+        ("application/jsonx", 415),
+        ("application/", 415),
+    ] {
+        let a = gw.post(ct, health.to_vec(), &[]).await;
+        assert_eq!(a.status, status, "{ct}");
+    }
 }
 
 #[tokio::test]

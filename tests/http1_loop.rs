@@ -66,6 +66,47 @@ async fn kept_alive_pipelined_and_late_bodied_calls_are_answered_in_order() {
     assert_eq!(up.seen().len(), 5);
 }
 
+/// The loop's one timer is moved only when a wait must end sooner; firing early (set for an
+/// earlier wait) it is moved on. So each wait for a head is the whole timeout from the last
+/// answer, however long the connection has lived, and a silent one is still closed.
+#[tokio::test]
+async fn the_head_timeout_counts_from_each_answer_not_from_the_connection_s_start() {
+    let up = legacy_echo().run().await;
+    let gw = support::routing_all_to(&up.url(), Dialect::Legacy)
+        .with(|c| c.server.header_read_timeout_ms = 300)
+        .start()
+        .await;
+    let mut r = BufReader::new(TcpStream::connect(gw.addr).await.unwrap());
+    // Calls 200 ms apart for 1.2 s: four timeouts' worth of the connection's life, each gap
+    // within one.
+    for id in 1..=6 {
+        r.get_mut().write_all(call(id).as_bytes()).await.unwrap();
+        assert_result(&answer(&mut r).await, id);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A head that starts, then a body that comes 200 ms after it (the body's own wait).
+    let last = call(7);
+    let (a, b) = last.split_at(last.len() - 5);
+    r.get_mut().write_all(a.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    r.get_mut().write_all(b.as_bytes()).await.unwrap();
+    assert_result(&answer(&mut r).await, 7);
+    // Then silence: closed, not before the timeout.
+    let quiet = std::time::Instant::now();
+    let mut rest = Vec::new();
+    tokio::time::timeout(T, r.read_to_end(&mut rest))
+        .await
+        .expect("the silent connection is closed")
+        .unwrap();
+    assert!(rest.is_empty());
+    let waited = quiet.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250),
+        "closed {waited:?} after the last answer"
+    );
+    assert_eq!(up.seen().len(), 7);
+}
+
 #[tokio::test]
 async fn requests_it_does_not_serve_go_to_hyper_with_the_bytes_already_read() {
     let up = legacy_echo().run().await;

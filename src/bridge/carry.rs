@@ -15,6 +15,8 @@ use std::convert::Infallible;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, Uri};
+
+use crate::headers::Headers;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
@@ -67,12 +69,12 @@ impl Bridge {
         task_id: Option<&str>,
         path: &str,
         body: &[u8],
-        headers: Option<&HeaderMap>,
+        headers: Option<Headers<'_>>,
     ) -> Result<Option<Reply>, GatewayError> {
         if self.cluster.is_none() || (context_id.is_none() && task_id.is_none()) {
             return Ok(None);
         }
-        if headers.is_some_and(|h| h.contains_key(CARRIED)) {
+        if headers.is_some_and(|h| h.contains(CARRIED)) {
             return Ok(None);
         }
         match self.place(context_id, task_id).await? {
@@ -87,7 +89,7 @@ impl Bridge {
         to: Place,
         path: &str,
         body: &[u8],
-        headers: Option<&HeaderMap>,
+        headers: Option<Headers<'_>>,
     ) -> Result<Reply, GatewayError> {
         let Place::There { node, advertise } = to else {
             return Err(GatewayError::SidUnavailable(
@@ -161,7 +163,7 @@ fn request_head(
     advertise: &str,
     path: &str,
     len: usize,
-    headers: Option<&HeaderMap>,
+    headers: Option<Headers<'_>>,
     me: &str,
 ) -> Result<Vec<u8>, GatewayError> {
     let uri: Uri = advertise.parse().map_err(|e| {
@@ -175,7 +177,7 @@ fn request_head(
     );
     for name in KEPT {
         for v in headers.into_iter().flat_map(|h| h.get_all(name)) {
-            if let Some(v) = v.to_str().ok().filter(|v| h1::is_header_value(v)) {
+            if let Some(v) = crate::headers::visible(v).filter(|v| h1::is_header_value(v)) {
                 head.push_str(&format!("{name}: {v}\r\n"));
             }
         }
@@ -197,7 +199,14 @@ mod tests {
         h.insert("authorization", "Bearer t".parse().unwrap());
         h.insert("a2a-version", "1.0".parse().unwrap());
         h.insert("cookie", "secret=1".parse().unwrap());
-        let head = request_head("http://10.0.0.2:8080/", "/rpc", 12, Some(&h), "b").unwrap();
+        let head = request_head(
+            "http://10.0.0.2:8080/",
+            "/rpc",
+            12,
+            Some(Headers::Map(&h)),
+            "b",
+        )
+        .unwrap();
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "POST /rpc HTTP/1.1\r\nhost: 10.0.0.2:8080\r\ncontent-type: application/json\r\n\

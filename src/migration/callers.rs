@@ -27,9 +27,9 @@ pub fn caller_id(rule: &Sticky, who: &Who<'_>) -> String {
             None => "(no auth)".to_owned(),
         },
         Sticky::Header(name) => match who.headers.and_then(|h| h.get(name.as_str())) {
-            Some(v) => match v.to_str() {
-                Ok(s) => super::compare::cut(s, MAX_NAME_CHARS),
-                Err(_) => format!("hash:{:012x}", hash(v.as_bytes()) >> 16),
+            Some(v) => match crate::headers::visible(v) {
+                Some(s) => super::compare::cut(s, MAX_NAME_CHARS),
+                None => format!("hash:{:012x}", hash(v) >> 16),
             },
             None => format!("(no {name})"),
         },
@@ -56,11 +56,30 @@ pub struct Caller {
     pub last_seen_ms: u64,
 }
 
+impl Caller {
+    /// Counts one call of `method` in `dialect` at `now_ms`.
+    fn count(&mut self, dialect: &'static str, method: &str, now_ms: u64) {
+        self.calls += 1;
+        self.last_seen_ms = now_ms;
+        *self.dialects.entry(dialect).or_default() += 1;
+        if let Some(n) = self.methods.get_mut(method) {
+            *n += 1;
+        } else if self.methods.len() < MAX_METHODS_PER_CALLER {
+            self.methods
+                .insert(super::compare::cut(method, MAX_NAME_CHARS), 1);
+        } else {
+            self.more_methods += 1;
+        }
+    }
+}
+
 /// The bounded caller table.
 #[derive(Debug)]
 pub struct Callers {
     max: usize,
-    rows: HashMap<String, Caller>,
+    /// Hashed with foldhash, seeded per process (ids are client-sent; the table is bounded by
+    /// `max`).
+    rows: HashMap<String, Caller, foldhash::fast::RandomState>,
     others_callers: u64,
     others_calls: u64,
 }
@@ -98,7 +117,7 @@ impl Callers {
     pub fn new(max: usize) -> Self {
         Callers {
             max: max.max(1),
-            rows: HashMap::new(),
+            rows: HashMap::default(),
             others_callers: 0,
             others_calls: 0,
         }
@@ -106,30 +125,21 @@ impl Callers {
 
     /// Records one call by `id`.
     pub fn saw(&mut self, id: &str, dialect: &'static str, method: &str, now_ms: u64) {
-        if !self.rows.contains_key(id) {
-            if self.rows.len() >= self.max {
-                self.evict();
-            }
-            self.rows.insert(
-                id.to_owned(),
-                Caller {
-                    first_seen_ms: now_ms,
-                    ..Caller::default()
-                },
-            );
+        // One lookup for a caller already in the table (nearly every call).
+        if let Some(row) = self.rows.get_mut(id) {
+            row.count(dialect, method, now_ms);
+            return;
         }
-        let row = self.rows.get_mut(id).expect("inserted above");
-        row.calls += 1;
-        row.last_seen_ms = now_ms;
-        *row.dialects.entry(dialect).or_default() += 1;
-        if let Some(n) = row.methods.get_mut(method) {
-            *n += 1;
-        } else if row.methods.len() < MAX_METHODS_PER_CALLER {
-            row.methods
-                .insert(super::compare::cut(method, MAX_NAME_CHARS), 1);
-        } else {
-            row.more_methods += 1;
+        if self.rows.len() >= self.max {
+            self.evict();
         }
+        self.rows
+            .entry(id.to_owned())
+            .or_insert(Caller {
+                first_seen_ms: now_ms,
+                ..Caller::default()
+            })
+            .count(dialect, method, now_ms);
     }
 
     fn evict(&mut self) {

@@ -8,9 +8,8 @@
 
 use std::net::IpAddr;
 
-use axum::http::HeaderMap;
-
 use crate::config::Sticky;
+use crate::headers::Headers;
 use crate::wire::legacy::Auth;
 
 /// What identifies the caller of one call, borrowed from the request.
@@ -19,7 +18,7 @@ pub struct Who<'a> {
     /// The credential: `Authorization` or the legacy envelope's `auth`.
     pub auth: Option<&'a Auth>,
     /// The request's headers.
-    pub headers: Option<&'a HeaderMap>,
+    pub headers: Option<Headers<'a>>,
     /// The client's address.
     pub ip: Option<IpAddr>,
 }
@@ -37,7 +36,7 @@ pub fn key_hash(rule: &Sticky, who: &Who<'_>) -> Option<u64> {
             };
             Some(h)
         }
-        Sticky::Header(name) => Some(hash(who.headers?.get(name.as_str())?.as_bytes())),
+        Sticky::Header(name) => Some(hash(who.headers?.get(name.as_str())?)),
         Sticky::Ip => Some(hash(who.ip?.to_string().as_bytes())),
     }
 }
@@ -123,11 +122,11 @@ mod tests {
     #[test]
     fn keys_follow_the_rule_and_hide_the_token() {
         let auth = Auth::bearer("s3cret");
-        let mut headers = HeaderMap::new();
+        let mut headers = axum::http::HeaderMap::new();
         headers.insert("x-client", "billing".parse().unwrap());
         let who = Who {
             auth: Some(&auth),
-            headers: Some(&headers),
+            headers: Some(Headers::Map(&headers)),
             ip: Some("10.0.0.1".parse().unwrap()),
         };
         assert_eq!(key_hash(&Sticky::Auth, &who), Some(hash(b"s3cret")));

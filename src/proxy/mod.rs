@@ -32,6 +32,28 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 struct Pooled {
     conn: h1::Conn,
     idle_since: Instant,
+    /// The timer of the calls made on it (see [`UpstreamClient::post`]), kept with it.
+    timer: Option<Timer>,
+}
+
+/// A call's timer, reused by the calls of one pooled connection: a `tokio::time::timeout` per
+/// call registered, polled and dropped a timer entry each time (README, Performance).
+type Timer = std::pin::Pin<Box<tokio::time::Sleep>>;
+
+/// Waits until `due` on `timer`, which may be set earlier (for a call before) and is then
+/// moved on; it is moved only when it must fire sooner, so most calls leave the timer wheel
+/// alone.
+async fn until(timer: &mut Timer, due: tokio::time::Instant) {
+    if timer.deadline() > due {
+        timer.as_mut().reset(due);
+    }
+    loop {
+        timer.as_mut().await;
+        if tokio::time::Instant::now() >= due {
+            return;
+        }
+        timer.as_mut().reset(due);
+    }
 }
 
 impl Pooled {
@@ -133,29 +155,52 @@ impl UpstreamClient {
             authorization: authorization.filter(|a| h1::is_header_value(a)),
             traceparent: traceparent.as_ref(),
         };
-        let exchange = async {
-            // A pooled connection may turn out dead only when used; the request then could not
-            // be written, and goes once more on a fresh connection.
-            if let Some(conn) = self.checkout() {
-                match self.attempt(conn, &head, &body).await {
-                    Err(h1::Error::NotSent(_)) => {}
-                    other => return other,
+        let due = tokio::time::Instant::now() + self.config.timeout();
+        let timed_out = || GatewayError::UpstreamTimeout {
+            upstream: self.config.name.clone(),
+            timeout_ms: self.config.timeout_ms,
+        };
+        // A pooled connection may turn out dead only when used; the request then could not be
+        // written, and goes once more on a fresh connection. The call is timed by the pooled
+        // connection's timer when there is one.
+        let mut timer = None;
+        if let Some((conn, kept)) = self.checkout_timed() {
+            let mut t = kept.unwrap_or_else(|| Box::pin(tokio::time::sleep_until(due)));
+            let done = tokio::select! {
+                biased;
+                done = self.attempt(conn, &head, &body) => done,
+                () = until(&mut t, due) => return Err(timed_out()),
+            };
+            timer = Some(t);
+            match done {
+                (Err(h1::Error::NotSent(_)), _) => {}
+                (answer, conn) => {
+                    if let Some(conn) = conn {
+                        self.checkin_timed(conn, timer);
+                    }
+                    return self.answered(answer);
                 }
             }
-            // Boxed: the connect (a TLS handshake for `https://`) is the rare step, and held
-            // inline it would make every exchange's future, and every one around it, larger.
+        }
+        // Boxed: the connect (a TLS handshake for `https://`) is the rare step, and held inline
+        // it would make every exchange's future, and every one around it, larger.
+        let fresh = async {
             let fresh = Box::pin(self.connect()).await?;
-            self.attempt(fresh, &head, &body).await
+            Ok(self.attempt(fresh, &head, &body).await)
         };
-        let answer = match tokio::time::timeout(self.config.timeout(), exchange).await {
-            Ok(r) => r,
-            Err(_) => {
-                return Err(GatewayError::UpstreamTimeout {
-                    upstream: self.config.name.clone(),
-                    timeout_ms: self.config.timeout_ms,
-                })
-            }
+        let (answer, conn) = match tokio::time::timeout_at(due, fresh).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => (Err(e), None),
+            Err(_) => return Err(timed_out()),
         };
+        if let Some(conn) = conn {
+            self.checkin_timed(conn, timer);
+        }
+        self.answered(answer)
+    }
+
+    /// An exchange's outcome as the caller's.
+    fn answered(&self, answer: Result<h1::Answer, h1::Error>) -> Result<Answer, GatewayError> {
         let answer = answer.map_err(|e| match e {
             h1::Error::TooLarge { status, limit } => {
                 self.bad_envelope(status, format!("answer exceeds {limit} bytes"))
@@ -168,26 +213,30 @@ impl UpstreamClient {
         })
     }
 
-    /// One exchange on one connection, which goes back to the pool when it is reusable.
+    /// One exchange on one connection, and the connection when it may go back to the pool.
     async fn attempt(
         &self,
         mut conn: h1::Conn,
         head: &h1::Head<'_>,
         body: &[u8],
-    ) -> Result<h1::Answer, h1::Error> {
-        let answer = conn.exchange(head, body, self.max_body).await?;
-        if answer.reusable {
-            self.checkin(conn);
+    ) -> (Result<h1::Answer, h1::Error>, Option<h1::Conn>) {
+        match conn.exchange(head, body, self.max_body).await {
+            Ok(answer) if answer.reusable => (Ok(answer), Some(conn)),
+            other => (other, None),
         }
-        Ok(answer)
     }
 
     /// An idle connection still usable, the most recently used first.
     pub(crate) fn checkout(&self) -> Option<h1::Conn> {
+        self.checkout_timed().map(|(conn, _)| conn)
+    }
+
+    /// [`checkout`](Self::checkout), with the connection's timer.
+    fn checkout_timed(&self) -> Option<(h1::Conn, Option<Timer>)> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(p) = idle.pop() {
             if p.is_reusable() {
-                return Some(p.conn);
+                return Some((p.conn, p.timer));
             }
         }
         None
@@ -195,11 +244,17 @@ impl UpstreamClient {
 
     /// Keeps a connection whose last answer is complete for the next call.
     pub(crate) fn checkin(&self, conn: h1::Conn) {
+        self.checkin_timed(conn, None);
+    }
+
+    /// [`checkin`](Self::checkin), with the timer of the calls made on it.
+    fn checkin_timed(&self, conn: h1::Conn, timer: Option<Timer>) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(Pooled {
                 conn,
                 idle_since: Instant::now(),
+                timer,
             });
         }
     }

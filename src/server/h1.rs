@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+use axum::http::{HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 use axum::response::IntoResponse;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use super::{Front, Lane};
 use crate::error::GatewayError;
+use crate::headers::RawHead;
 use crate::reply::{Reply, ReplyBody};
 
 /// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
@@ -176,13 +177,18 @@ where
     let mut buf = BytesMut::with_capacity(4096);
     buf.extend_from_slice(prefix);
     let mut out = Vec::with_capacity(1024);
-    // One timer for the connection's life, moved on for each wait.
+    // One timer for the connection's life. Each wait sets `due`; the timer is moved only when
+    // it must fire sooner than it is set to (a wait shorter than the one before), and when it
+    // fires early (it was set for an earlier wait) it is moved on to `due`: most requests
+    // then leave the timer wheel alone.
     let mut deadline = std::pin::pin!(tokio::time::sleep(timeout));
+    let mut due;
     let mut stop = std::pin::pin!(stopped.wait_for(|s| *s));
     let mut stopping = false;
     loop {
         // The head.
-        deadline.as_mut().reset(Instant::now() + timeout);
+        due = Instant::now() + timeout;
+        arm(deadline.as_mut(), due);
         let head = loop {
             if !buf.is_empty() {
                 match parse(&buf) {
@@ -204,7 +210,9 @@ where
                     Ok(n) if n > 0 => {}
                     _ => return Served::Closed,
                 },
-                _ = &mut deadline => return Served::Closed,
+                _ = &mut deadline => if fired(deadline.as_mut(), due) {
+                    return Served::Closed;
+                },
                 _ = &mut stop, if !stopping => stopping = true,
             }
         };
@@ -253,26 +261,26 @@ where
             *prefix = rejoin(&bytes, &buf);
             return Served::HandOver;
         };
-        let mut headers = HeaderMap::with_capacity(head.headers.len());
-        for (name, value) in head.headers {
-            match HeaderValue::from_maybe_shared(bytes.slice(value)) {
-                Ok(v) => {
-                    headers.append(name, v);
-                }
+        // The headers stay where they arrived, read by name where the call needs them; a map
+        // is built only for the paths answered through a response (which hyper's requests
+        // carry).
+        let raw = RawHead::new(bytes, head.headers);
+        let map = match lane == Lane::Rpc && !live.access {
+            true => None,
+            false => match raw.to_map() {
+                Ok(map) => Some(map),
                 Err(_) => {
-                    *prefix = rejoin(&bytes, &buf);
+                    *prefix = rejoin(&raw.into_bytes(), &buf);
                     return Served::HandOver;
                 }
-            }
-        }
-        drop(bytes);
+            },
+        };
         // The body.
         let mut complete = true;
         let read = if lane == Lane::Rpc {
             if buf.len() < head.body {
-                deadline
-                    .as_mut()
-                    .reset(Instant::now() + live.state.body_timeout);
+                due = Instant::now() + live.state.body_timeout;
+                arm(deadline.as_mut(), due);
                 buf.reserve(head.body - buf.len());
             }
             let mut timed_out = false;
@@ -283,10 +291,10 @@ where
                         Ok(n) if n > 0 => {}
                         _ => return Served::Closed,
                     },
-                    _ = &mut deadline => {
+                    _ = &mut deadline => if fired(deadline.as_mut(), due) {
                         timed_out = true;
                         break;
-                    }
+                    },
                     _ = &mut stop, if !stopping => stopping = true,
                 }
             }
@@ -305,9 +313,9 @@ where
         // Without the access log, a call to an RPC path is answered from its reply, its head
         // written here; otherwise (and for the pass-through) through a response, as hyper's
         // connections answer.
-        let fast = match read {
-            Some(read) if !live.access => Ok(front.rpc_reply(live, headers, read)),
-            read => Err((live, headers, read)),
+        let fast = match (read, map) {
+            (Some(read), None) => Ok(front.rpc_reply(live, raw, read)),
+            (read, map) => Err((live, map.unwrap_or_default(), read)),
         };
         let written = match fast {
             Ok((trace, call)) => {
@@ -355,6 +363,24 @@ where
             return Served::Closed;
         }
     }
+}
+
+/// Makes `timer` fire no later than `due` (see [`serve`]'s `due`): moved only when it is set
+/// for later.
+fn arm(timer: Pin<&mut tokio::time::Sleep>, due: Instant) {
+    if timer.deadline() > due {
+        timer.reset(due);
+    }
+}
+
+/// Whether `timer`, having fired, marks the end of the wait for `due`; if it fired early (set
+/// for an earlier wait), it is moved on to `due` and the wait goes on.
+fn fired(timer: Pin<&mut tokio::time::Sleep>, due: Instant) -> bool {
+    if Instant::now() >= due {
+        return true;
+    }
+    timer.reset(due);
+    false
 }
 
 /// Awaits `call` while the client is watched: its leaving cancels the call (as hyper does;

@@ -24,13 +24,14 @@ use tower_http::cors::CorsLayer;
 use crate::activity::Activity;
 use crate::config::Config;
 use crate::error::GatewayError;
+use crate::headers::{Headers, RawHead};
 use crate::passthrough::Passthrough;
 use crate::reply::{Reply, ReplyBody};
 use crate::rpc::{Binding, Gateway, Meta};
 use crate::scope;
 use crate::stream as sse_stream;
 use crate::telemetry;
-use crate::trace::TraceContext;
+use crate::trace::{TraceContext, TRACEPARENT};
 use crate::wire::dialect::{self, Inbound};
 use crate::wire::jsonrpc::{Id, Response as RpcResponse};
 use crate::wire::legacy::LegacyResponse;
@@ -435,14 +436,21 @@ impl Front {
     fn rpc_reply(
         &self,
         live: Arc<Live>,
-        headers: HeaderMap,
+        head: RawHead,
         read: Result<bytes::Bytes, GatewayError>,
     ) -> (TraceContext, ReplyFuture) {
         debug_assert!(!live.access && self.activity.is_none());
-        let trace = TraceContext::for_call(&headers);
+        let trace = TraceContext::for_parent(Headers::Head(&head).get(&TRACEPARENT)).0;
         let peer = self.peer;
         let call = Box::pin(async move {
-            rpc_reply(&live.state, &headers, read, peer, Binding::Gateway).await
+            rpc_reply(
+                &live.state,
+                Headers::Head(&head),
+                read,
+                peer,
+                Binding::Gateway,
+            )
+            .await
         });
         (trace, call)
     }
@@ -540,28 +548,34 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
 }
 
 /// `application/json` or any `application/*+json`, parameters ignored.
-fn is_json(headers: &HeaderMap) -> bool {
-    let Some(ct) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
+fn is_json(headers: Headers<'_>) -> bool {
+    // Read as bytes (the value must be visible ASCII, as text), without `str` searchers; the
+    // plain `application/json` nearly every client sends is one comparison.
+    let Some(ct) = headers.get(&header::CONTENT_TYPE) else {
         return false;
     };
-    let essence = ct.split(';').next().unwrap_or("").trim();
-    let Some((kind, sub)) = essence.split_once('/') else {
+    if ct.eq_ignore_ascii_case(b"application/json") {
+        return true;
+    }
+    let Some(ct) = crate::headers::visible(ct) else {
         return false;
     };
-    kind.eq_ignore_ascii_case("application")
-        && (sub.eq_ignore_ascii_case("json")
-            || (sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case("+json")))
+    let ct = ct.as_bytes();
+    let essence = ct[..ct.iter().position(|&b| b == b';').unwrap_or(ct.len())].trim_ascii();
+    let Some(slash) = essence.iter().position(|&b| b == b'/') else {
+        return false;
+    };
+    let (kind, sub) = (&essence[..slash], &essence[slash + 1..]);
+    kind.eq_ignore_ascii_case(b"application")
+        && (sub.eq_ignore_ascii_case(b"json")
+            || (sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case(b"+json")))
 }
 
 /// The caller's `X-Request-Id` when it is usable (1–128 visible characters), else a fresh one.
-fn request_id(headers: &HeaderMap) -> HeaderValue {
+fn request_id(headers: Headers<'_>) -> HeaderValue {
     headers
-        .get(&X_REQUEST_ID)
+        .value(&X_REQUEST_ID)
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.to_str().is_ok())
-        .cloned()
         .unwrap_or_else(|| {
             let mut buf = uuid::Uuid::encode_buffer();
             let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
@@ -608,7 +622,7 @@ async fn rpc_call(
             }
         }
     };
-    let (reply, request_id) = rpc_reply(&state, headers, read, peer, binding).await;
+    let (reply, request_id) = rpc_reply(&state, Headers::Map(headers), read, peer, binding).await;
     into_response(reply, request_id)
 }
 
@@ -617,7 +631,7 @@ async fn rpc_call(
 /// loop writes itself ([`h1`], without a response object or a header map for the answer).
 async fn rpc_reply(
     state: &AppState,
-    headers: &HeaderMap,
+    headers: Headers<'_>,
     read: Result<bytes::Bytes, GatewayError>,
     peer: Option<crate::admin::Peer>,
     binding: Binding,
@@ -630,17 +644,16 @@ async fn rpc_reply(
         Err(e) => reject(None, e),
         Ok(bytes) if !is_json(headers) => {
             let ct = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
+                .str(&header::CONTENT_TYPE)
                 .unwrap_or("(none)")
                 .to_owned();
             reject(Some(&bytes), GatewayError::UnsupportedMediaType(ct))
         }
         Ok(bytes) => {
             let meta = Meta {
-                authorization: header_str(headers, &header::AUTHORIZATION),
-                last_event_id: header_str(headers, &LAST_EVENT_ID),
-                a2a_version: header_str(headers, &A2A_VERSION),
+                authorization: headers.str(&header::AUTHORIZATION),
+                last_event_id: headers.str(&LAST_EVENT_ID),
+                a2a_version: headers.str(&A2A_VERSION),
                 headers: Some(headers),
                 peer: peer.map(|p| p.0.ip()),
                 request_id: request_id.to_str().ok(),
