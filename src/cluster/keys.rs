@@ -19,11 +19,27 @@ pub fn context_log(context_id: &str) -> String {
     format!("{PREFIX}ctx:{context_id}")
 }
 
-/// The position a replica's copy of the stream `log` (a key above) has pushed up to while one
-/// of its subscribers holds it back: the owner's writer slows down to it (see `log`).
-pub fn pace(log: &str) -> String {
-    format!("{PREFIX}pace:{log}")
+/// The set naming the pace marks of the stream `log` (a key above): one member per replica
+/// holding a copy of it, each member the tail of its mark's key ([`PACE_MARKS`]), so the owner
+/// reads every mark in one `SORT … BY nosort GET` (see `log`).
+pub fn paces(log: &str) -> String {
+    format!("{PREFIX}paces:{log}")
 }
+
+/// The member of [`paces`] naming replica `node`'s copy of `log`.
+pub fn pace_member(log: &str, node: &str) -> String {
+    format!("{log}|{node}")
+}
+
+/// A pace mark's key: how far a replica's copy has read the log (an SSE id), lapsing when
+/// that replica stops refreshing it.
+pub fn pace_mark(member: &str) -> String {
+    format!("{PREFIX}pace:{member}")
+}
+
+/// The `SORT … GET` pattern of every [`pace_mark`] (Redis puts each member in place of the
+/// `*`; a member's own `*` or `->` are not read as patterns).
+pub const PACE_MARKS: &str = "wiregate:pace:*";
 
 /// One task's snapshot and context (a JSON [`StoredTask`]).
 pub fn task(task_id: &str) -> String {
@@ -172,6 +188,12 @@ pub struct StoredTask {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn every_pace_mark_is_found_by_the_sort_pattern() {
+        let member = pace_member(&context_log("a*b->c"), "node*1");
+        assert_eq!(PACE_MARKS.replacen('*', &member, 1), pace_mark(&member));
+    }
 
     fn one(seq: u64, ev: &A2aEvent) -> Vec<u8> {
         encode_batch([(seq, ev)])
