@@ -6,14 +6,13 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use wiregate::config::Dialect;
 
+use support::raw_h1::{read_answer, Answer};
 use support::{fronting, legacy_echo, TestGateway};
 
 const T: Duration = Duration::from_secs(10);
@@ -26,62 +25,9 @@ fn call(id: u32) -> String {
     )
 }
 
-/// One answer: its status line, headers (names lowercased) and body.
-struct Answer {
-    status: String,
-    headers: HashMap<String, String>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!("{e}: {}", String::from_utf8_lossy(&self.body));
-        })
-    }
-}
-
-/// Reads one answer framed by its `content-length` (or chunked), within `T`.
+/// Reads one answer within `T`.
 async fn answer(r: &mut BufReader<TcpStream>) -> Answer {
-    tokio::time::timeout(T, async {
-        let mut status = String::new();
-        r.read_line(&mut status).await.unwrap();
-        let mut headers = HashMap::new();
-        loop {
-            let mut line = String::new();
-            r.read_line(&mut line).await.unwrap();
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            let (k, v) = line.split_once(':').expect("a header line");
-            headers.insert(k.to_ascii_lowercase(), v.trim().to_owned());
-        }
-        let mut body = Vec::new();
-        if let Some(n) = headers.get("content-length") {
-            body.resize(n.parse().unwrap(), 0);
-            r.read_exact(&mut body).await.unwrap();
-        } else if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
-            loop {
-                let mut size = String::new();
-                r.read_line(&mut size).await.unwrap();
-                let n = usize::from_str_radix(size.trim(), 16).unwrap();
-                let mut chunk = vec![0; n + 2];
-                r.read_exact(&mut chunk).await.unwrap();
-                if n == 0 {
-                    break;
-                }
-                body.extend_from_slice(&chunk[..n]);
-            }
-        }
-        Answer {
-            status: status.trim_end().to_owned(),
-            headers,
-            body,
-        }
-    })
-    .await
-    .expect("an answer in time")
+    read_answer(r, T).await
 }
 
 fn assert_result(a: &Answer, id: u32) {

@@ -158,16 +158,8 @@ async fn front(site: &Site, trusted: &[&str]) -> (TestGateway, support::Listenin
         .upstream("hole", &hole, Dialect::Legacy, 300)
         .upstream("dead", &dead, Dialect::Legacy, 2000)
         .route(&["*"], "legacy")
-        .with(move |c| {
-            c.server.trusted_proxies = trusted;
-            c.passthrough = pass
-                .iter()
-                .map(|(p, u)| Passthrough {
-                    prefix: (*p).into(),
-                    upstream: (*u).into(),
-                })
-                .collect();
-        })
+        .passthrough(&pass)
+        .with(move |c| c.server.trusted_proxies = trusted)
         .start()
         .await;
     (gw, rpc_up)

@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -17,10 +16,11 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use wiregate::config::{Dialect, Passthrough};
+use wiregate::config::Dialect;
 
+use support::raw_h1::{read_answer, Answer};
 use support::{black_hole, dead_url, gateway, TestGateway};
 
 const T: Duration = Duration::from_secs(10);
@@ -92,16 +92,8 @@ async fn front(trusted: &[&str]) -> TestGateway {
         .upstream("hole", &hole, Dialect::Legacy, 300)
         .upstream("dead", &dead, Dialect::Legacy, 2000)
         .route(&["*"], "site")
-        .with(move |c| {
-            c.server.trusted_proxies = trusted;
-            c.passthrough = [("/", "site"), ("/slow", "hole"), ("/dead", "dead")]
-                .iter()
-                .map(|(p, u)| Passthrough {
-                    prefix: (*p).into(),
-                    upstream: (*u).into(),
-                })
-                .collect();
-        })
+        .passthrough(&[("/", "site"), ("/slow", "hole"), ("/dead", "dead")])
+        .with(move |c| c.server.trusted_proxies = trusted)
         .start()
         .await
 }
@@ -120,61 +112,9 @@ fn request(target: &str, headers: &[(&str, &str)], body: &str) -> String {
     r
 }
 
-/// One answer: status line, headers (names lowercased, repeated ones joined by " | "), body,
-/// and how it was framed.
-struct Answer {
-    status: String,
-    headers: HashMap<String, String>,
-    body: Vec<u8>,
-    chunks: usize,
-}
-
-/// Reads one answer framed by its `content-length` or chunked, within `T`.
+/// Reads one answer within `T`.
 async fn answer(r: &mut BufReader<TcpStream>) -> Answer {
-    tokio::time::timeout(T, async {
-        let mut status = String::new();
-        r.read_line(&mut status).await.unwrap();
-        let mut headers: HashMap<String, String> = HashMap::new();
-        loop {
-            let mut line = String::new();
-            r.read_line(&mut line).await.unwrap();
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            let (k, v) = line.split_once(':').expect("a header line");
-            headers
-                .entry(k.to_ascii_lowercase())
-                .and_modify(|p| *p = format!("{p} | {}", v.trim()))
-                .or_insert(v.trim().to_owned());
-        }
-        let (mut body, mut chunks) = (Vec::new(), 0);
-        if let Some(n) = headers.get("content-length") {
-            body.resize(n.parse().unwrap(), 0);
-            r.read_exact(&mut body).await.unwrap();
-        } else if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
-            loop {
-                let mut size = String::new();
-                r.read_line(&mut size).await.unwrap();
-                let n = usize::from_str_radix(size.trim(), 16).unwrap();
-                let mut chunk = vec![0; n + 2];
-                r.read_exact(&mut chunk).await.unwrap();
-                if n == 0 {
-                    break;
-                }
-                chunks += 1;
-                body.extend_from_slice(&chunk[..n]);
-            }
-        }
-        Answer {
-            status: status.trim_end().to_owned(),
-            headers,
-            body,
-            chunks,
-        }
-    })
-    .await
-    .expect("an answer in time")
+    read_answer(r, T).await
 }
 
 async fn connect(gw: &TestGateway) -> BufReader<TcpStream> {

@@ -148,13 +148,7 @@ async fn a_caught_up_subscriber_lets_a_trickle_share_one_write() {
     let mut body = resp.bytes_stream();
     // 300 deltas, one every millisecond: without the log's tick each would be written alone.
     let n = 300;
-    let params =
-        json!({"message": {"parts": [{"text": format!("flood {n} 1000")}]}, "contextId": ctx});
-    let flood = support::spawn_post(
-        &gw.http,
-        format!("{}/rpc", gw.base()),
-        json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}),
-    );
+    let flood = gw.send_turn(&ctx, &format!("flood {n} 1000"));
     let mut writes = Vec::new();
     let mut text = String::new();
     while !text.contains("\"final\":true") {
@@ -242,13 +236,7 @@ async fn a_thousand_waiting_subscribers_each_get_every_delta_in_shared_writes() 
     }
     // 200 deltas, one every millisecond, to a thousand waiting subscribers.
     let n = 200;
-    let params =
-        json!({"message": {"parts": [{"text": format!("flood {n} 1000")}]}, "contextId": ctx});
-    let flood = support::spawn_post(
-        &gw.http,
-        format!("{}/rpc", gw.base()),
-        json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}),
-    );
+    let flood = gw.send_turn(&ctx, &format!("flood {n} 1000"));
     let (mut deltas, mut writes) = (0, 0);
     for s in streams {
         let (d, w) = s.await.unwrap();

@@ -527,13 +527,7 @@ async fn a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_every_event() {
         .unwrap();
     // Deltas of 4 KiB, so the kernel's socket buffers (up to 4 MiB here) hold only a part.
     let n = 5_000;
-    let params =
-        json!({"message": {"parts": [{"text": format!("flood {n} 4000 4096")}]}, "contextId": ctx});
-    let flood = support::spawn_post(
-        &gw.http,
-        format!("{}/rpc", gw.base()),
-        json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}),
-    );
+    let flood = gw.send_turn(&ctx, &format!("flood {n} 4000 4096"));
     let fast_events = fast.until_final(Duration::from_secs(60)).await;
     let deltas = fast_events
         .iter()

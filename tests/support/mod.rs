@@ -4,6 +4,7 @@
 
 pub mod migration;
 pub mod pki;
+pub mod raw_h1;
 pub mod redis_server;
 
 use std::net::SocketAddr;
@@ -17,7 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use serde_json::Value;
-use wiregate::config::{Config, Dialect, Legacy, Route, Upstream};
+use wiregate::config::{Config, Dialect, Legacy, Passthrough, Route, Upstream};
 use wiregate::server::{self, Running};
 
 /// What a programmable upstream does with one request body.
@@ -267,6 +268,19 @@ impl GatewayBuilder {
     /// Sets the `[legacy]` section.
     pub fn legacy(mut self, legacy: Legacy) -> Self {
         self.config.legacy = legacy;
+        self
+    }
+
+    /// Passes the paths under each `(prefix, upstream)` through to that upstream
+    /// (`[[passthrough]]`).
+    pub fn passthrough(mut self, prefixes: &[(&str, &str)]) -> Self {
+        self.config.passthrough = prefixes
+            .iter()
+            .map(|(prefix, upstream)| Passthrough {
+                prefix: (*prefix).into(),
+                upstream: (*upstream).into(),
+            })
+            .collect();
         self
     }
 
@@ -570,6 +584,17 @@ pub fn spawn_post(
 }
 
 impl TestGateway {
+    /// Sends `text` to the fake sid in context `ctx` with `message/send` (a `flood ...` turn,
+    /// say) and returns the call's answer when the turn is over.
+    pub fn send_turn(&self, ctx: &str, text: &str) -> tokio::task::JoinHandle<Value> {
+        let params = serde_json::json!({"message": {"parts": [{"text": text}]}, "contextId": ctx});
+        spawn_post(
+            &self.http,
+            format!("{}/rpc", self.base()),
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}),
+        )
+    }
+
     /// Starts a turn with `message/stream` and returns its SSE stream.
     pub async fn stream_message(&self, params: Value) -> SseReader {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": params});
