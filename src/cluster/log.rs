@@ -4,7 +4,8 @@
 //! Writing: an [`Exporter`] is one more cursor on the context's local
 //! [`EventQueue`]; it appends what it reads to the context's stream, one entry per batch read
 //! (`XADD … MINID ~ … {first seq}-0`, see [`keys`]), pipelined with the snapshots of the tasks
-//! those events changed.
+//! those events changed (during a run of text deltas, with the batch that ends the run, a
+//! status change, or every [`SNAPSHOT_EVERY`]: a snapshot holds all the task's text so far).
 //! The producer (sid's stdout) never waits on Redis: it waits for the exporter only as it waits
 //! for any reader that lags, for at most `sid.lag_grace_ms`.
 //!
@@ -24,7 +25,7 @@ use super::keys::{self, StoredTask};
 use super::Link;
 use crate::bridge::mapping::Task;
 use crate::error::GatewayError;
-use crate::events::{A2aEvent, EventQueue, Read, Stored};
+use crate::events::{A2aEvent, EventQueue, Payload, Read, Stored};
 
 /// Most events written in one pipeline.
 const BATCH: usize = 256;
@@ -38,6 +39,8 @@ const MIRROR_IDLE: Duration = Duration::from_secs(60);
 pub const TASK_TTL_SECS: u64 = 24 * 3600;
 /// Tasks kept in the shared index (ListTasks); the oldest leave first.
 pub const TASK_INDEX_MAX: isize = 10_000;
+/// How long a task's shared snapshot may trail a run of text deltas (see [`Exporter`]).
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
 /// First retry delay after a failed write; doubles up to a second.
 const RETRY_MIN: Duration = Duration::from_millis(50);
 
@@ -74,6 +77,9 @@ impl Exporter {
             // The lowest live mark of the other replicas' copies, as last read (with each
             // write, so a new copy is seen within a batch of opening).
             let mut lowest: Option<u64> = None;
+            // Tasks changed since their snapshots were last written, and when that was.
+            let mut dirty: Vec<String> = Vec::new();
+            let mut snapped = tokio::time::Instant::now();
             loop {
                 batch.clear();
                 match cursor.read(&mut batch, BATCH) {
@@ -93,8 +99,28 @@ impl Exporter {
                 if let (Some(grace), Some(last)) = (lag_grace, batch.last()) {
                     lowest = hold_back(&link, &paces, lowest, last.seq, replay, grace / 2).await;
                 }
+                for t in batch.iter().filter_map(|s| s.event.plan_id.as_deref()) {
+                    if !dirty.iter().any(|d| d == t) {
+                        dirty.push(t.to_owned());
+                    }
+                }
+                // A task's snapshot holds all its text so far: written with every batch of a
+                // long burst, it would cost the owner that text again per batch. So a run of
+                // text deltas leaves it to the batch that ends the run (the log has no more
+                // for now), a status change, or SNAPSHOT_EVERY.
+                let snapshot = batch
+                    .iter()
+                    .any(|s| !matches!(s.event.data, Payload::Delta(_)))
+                    || cursor.behind() == 0
+                    || snapped.elapsed() >= SNAPSHOT_EVERY;
+                let tasks: &[String] = if snapshot { &dirty } else { &[] };
                 let marks = lag_grace.is_some().then_some((paces.as_str(), lowest));
-                lowest = write(&link, &key, &context_id, &batch, replay, marks, &task_of).await;
+                let ctx = (context_id.as_str(), tasks, &task_of);
+                lowest = write(&link, &key, ctx, &batch, replay, marks).await;
+                if snapshot {
+                    dirty.clear();
+                    snapped = tokio::time::Instant::now();
+                }
                 if let Some(last) = batch.last() {
                     tx.send_replace(last.seq);
                 }
@@ -161,15 +187,19 @@ async fn hold_back(
 /// Writes one batch, retrying until Redis takes it; a retry skips what an earlier attempt
 /// already wrote (the stream's last id says how far it got). With `marks` (the log's
 /// [`keys::paces`] and the lowest mark last read), the trim keeps what that copy has not read,
-/// and the marks are read again in the same round trip: returns the lowest.
+/// and the marks are read again in the same round trip: returns the lowest. With it go the
+/// snapshots of `tasks` (of the context `context_id`, read with `task_of`).
 async fn write(
     link: &Link,
     key: &str,
-    context_id: &str,
+    (context_id, tasks, task_of): (
+        &str,
+        &[String],
+        &(impl Fn(&str) -> Option<Task> + Send + Sync),
+    ),
     batch: &[Arc<Stored>],
     replay: usize,
     marks: Option<(&str, Option<u64>)>,
-    task_of: &(impl Fn(&str) -> Option<Task> + Send + Sync),
 ) -> Option<u64> {
     let mut delay = RETRY_MIN;
     let mut written_up_to = 0u64;
@@ -200,16 +230,10 @@ async fn write(
             .arg(keys::FIELD)
             .arg(keys::encode_batch(rest.iter().map(|s| (s.seq, &s.event))))
             .ignore();
-        let mut touched: Vec<&str> = Vec::new();
-        for t in rest.iter().filter_map(|s| s.event.plan_id.as_deref()) {
-            if !touched.contains(&t) {
-                touched.push(t);
-            }
-        }
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        for t in &touched {
+        for t in tasks {
             let Some(task) = task_of(t) else { continue };
             let stored = StoredTask {
                 context: context_id.to_owned(),
@@ -227,10 +251,10 @@ async fn write(
             pipe.cmd("ZADD")
                 .arg(keys::TASK_INDEX)
                 .arg(now_ms)
-                .arg(*t)
+                .arg(t)
                 .ignore();
         }
-        if !touched.is_empty() {
+        if !tasks.is_empty() {
             pipe.cmd("ZREMRANGEBYRANK")
                 .arg(keys::TASK_INDEX)
                 .arg(0)
