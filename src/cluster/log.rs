@@ -535,7 +535,9 @@ pub(super) async fn read_on(
         if pushed || held.is_empty() {
             held_since = None;
         }
-        if pace.is_some() {
+        // Only while its reader has a connection: a copy that cannot read lets its mark lapse
+        // rather than hold the owner back.
+        if pace.is_some() && conn.is_some() {
             let due = match marked {
                 None => true,
                 Some((at, when)) => {
