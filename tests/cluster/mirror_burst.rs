@@ -115,7 +115,7 @@ async fn steady_subscribers_on_two_other_replicas_get_a_burst_of_forty_logs_whol
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_subscriber_of_a_mirror_that_stops_reading_is_cut_off_and_its_neighbour_is_not() {
     let redis = RedisServer::start().await;
-    let grace = Duration::from_millis(300);
+    let grace = Duration::from_millis(500);
     let a = link(&redis, "a").await;
     let owner = owner(&a, "ctx-stopped", grace).await;
     let mirrors = Mirrors::new(link(&redis, "b").await, REPLAY, 16, grace);
