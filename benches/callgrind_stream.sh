@@ -8,6 +8,7 @@
 #   benches/callgrind_stream.sh                      # this tree (builds it)
 #   BIN_DIR=/path/to/target/release benches/callgrind_stream.sh   # another build
 #   SHORT=2000 LONG=10000 benches/callgrind_stream.sh
+#   PORT_BASE=23300 benches/callgrind_stream.sh       # the gateway on PORT_BASE + 0..199 (default 19300)
 #
 # Runs with the shipped defaults but for one: sid.subscriber_buffer = 65 536, which builds before
 # #12 need to deliver the flood at all and later ones ignore. Loopback only.
@@ -54,7 +55,7 @@ while seen < n:
 t.join()
 PY
 count() { # lines -> instructions of the gateway process
-  local port=$((19300 + RANDOM % 200))
+  local port=$((${PORT_BASE:-19300} + RANDOM % 200))
   (cd "$work" && WIREGATE_SERVER__LISTEN=127.0.0.1:$port WIREGATE_SID__ENABLED=true \
     WIREGATE_SID__COMMAND="[\"$BIN_DIR/examples/fake_sid\",\"--raw\"]" \
     WIREGATE_SID__SUBSCRIBER_BUFFER=65536 RUST_LOG=error \

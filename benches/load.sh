@@ -8,12 +8,26 @@
 #
 #   benches/load.sh                 # 32 and 256 connections, 10 s each
 #   DURATION=5s CONNS="32" benches/load.sh
-#   BASE_BIN=/path/to/old/wiregate benches/load.sh   # adds the same translating row for an
-#                                                    # older build, for before/after in one run
+#   BASE_BIN=/path/to/old/wiregate benches/load.sh   # adds the same translating row (and, with
+#                                                    # the tls rows, a TLS row) for an older
+#                                                    # build, for before/after in one run
+#   NO_BUILD=1 benches/load.sh                       # the release binaries already built
+#   ROWS="nginx passthrough tls" benches/load.sh     # only these rows (default: all). Names:
+#                                                    # direct nginx haproxy wiregate passthrough
+#                                                    # tls (nginx's and wiregate's TLS rows); a
+#                                                    # ratio is printed when both its rows ran
 #
 # Beside the translating rows: wiregate's pass-through (`[[passthrough]]`, the legacy envelope
 # forwarded unchanged) against nginx's proxy_pass, and TLS terminated by wiregate (translating)
 # against nginx terminating TLS (translating nothing), with a certificate made by openssl here.
+#
+# NGINX_TLS_PROTOCOLS="TLSv1.2 TLSv1.3" sets nginx's ssl_protocols (unset: nginx's default,
+# TLS 1.2 only in Debian's nginx 1.22; since 1.23.4 it includes 1.3). wiregate (rustls) speaks
+# TLS 1.3 to wrk. The version changes what wrk times: with TLS 1.2 the first request waits for
+# the server's Finished, so the server's backlog of handshakes is outside the timed calls; with
+# TLS 1.3 the request goes with the client's Finished and that backlog is timed (README,
+# "Front deployment (#13)": nginx's own TLS 1.3 p99 at 256 connections, 51-471 ms against
+# 42-68 ms with TLS 1.2).
 #
 # Installs wrk, nginx and haproxy with apt-get when they are missing. Only loopback is used.
 # Each proxy gets one thread, as the peers are configured (nginx 1 worker, haproxy nbthread 1);
@@ -30,13 +44,18 @@ GW_PORT=${GW_PORT:-19003}
 NGINX_TLS_PORT=${NGINX_TLS_PORT:-19004}
 GW_TLS_PORT=${GW_TLS_PORT:-19005}
 BASE_PORT=${BASE_PORT:-19006}
+BASE_TLS_PORT=${BASE_TLS_PORT:-19007}
+NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
+ROWS=${ROWS:-"direct nginx haproxy wiregate passthrough tls"}
+# wants ROW -> exit 0 when ROW was asked for.
+wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
 need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
 need wrk wrk
 need nginx nginx-light
 need haproxy haproxy
 
-cargo build --release --quiet --bin wiregate --example legacy_upstream
+[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -65,6 +84,7 @@ http {
   }
   server {
     listen 127.0.0.1:$NGINX_TLS_PORT ssl;
+    ${NGINX_TLS_PROTOCOLS:+ssl_protocols $NGINX_TLS_PROTOCOLS;}
     ssl_certificate $work/cert.pem;
     ssl_certificate_key $work/key.pem;
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
@@ -125,6 +145,10 @@ if [ -n "${BASE_BIN:-}" ]; then
   RUST_LOG=warn "$BASE_BIN" --config "$work/base.toml" >/dev/null 2>&1 &
   base_pid=$!
   pids+=($!)
+  sed "s/127.0.0.1:$GW_TLS_PORT/127.0.0.1:$BASE_TLS_PORT/" "$work/tls.toml" >"$work/base_tls.toml"
+  RUST_LOG=warn "$BASE_BIN" --config "$work/base_tls.toml" >/dev/null 2>&1 &
+  base_tls_pid=$!
+  pids+=($!)
 fi
 sleep 1
 
@@ -154,6 +178,7 @@ answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$GW_PORT/a2a"
 answers "$legacy_ok" "$legacy_body" "https://127.0.0.1:$NGINX_TLS_PORT/a2a"
 answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$GW_TLS_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PORT/rpc"
+[ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$BASE_TLS_PORT/rpc"
 
 # sample GOOD BODY URL OUT: while $work/sampling exists, checks one answer every 0.2 s (beside
 # wrk's load, so answers under load are seen, not just before it); writes "checked wrong".
@@ -212,38 +237,59 @@ row() {
 
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
 printf '%-28s %6s %12s %10s %10s %12s %12s\n' target conns req/s p50_ms p99_ms user_us/req sys_us/req
+# skip -> the fields of a row that was not asked for ("-" figures, no errors).
+skip() { echo "- - - - - none"; }
+# measure ROW NAME URL SCRIPT CONNS PID GOOD BODY: run when ROW was asked for, else skip.
+measure() { if wants "$1"; then shift; run "$@"; else skip; fi; }
+# show ROW LABEL CONNS FIELDS...: a row that ran.
+show() { if wants "$1"; then shift; row "$@"; fi; }
 for c in $CONNS; do
-  read -r d_rps d_p50 d_p99 d_u d_s d_err < <(run direct "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$c" "$up_pid" "$legacy_ok" "$legacy_body")
-  read -r n_rps n_p50 n_p99 n_u n_s n_err < <(run nginx "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
-  read -r h_rps h_p50 h_p99 h_u h_s h_err < <(run haproxy "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$c" "$haproxy_pid" "$legacy_ok" "$legacy_body")
-  read -r w_rps w_p50 w_p99 w_u w_s w_err < <(run wiregate "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$c" "$gw_pid" "$rpc_ok" "$rpc_body")
-  row "direct (no proxy, upstream)" "$c" "$d_rps" "$d_p50" "$d_p99" "$d_u" "$d_s" "$d_err"
-  row "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99" "$n_u" "$n_s" "$n_err"
-  row "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99" "$h_u" "$h_s" "$h_err"
-  row "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99" "$w_u" "$w_s" "$w_err"
-  read -r p_rps p_p50 p_p99 p_u p_s p_err < <(run passthrough "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$c" "$gw_pid" "$legacy_ok" "$legacy_body")
-  read -r nt_rps nt_p50 nt_p99 nt_u nt_s nt_err < <(run nginx_tls "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
-  read -r wt_rps wt_p50 wt_p99 wt_u wt_s wt_err < <(run wiregate_tls "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$gw_tls_pid" "$rpc_ok" "$rpc_body")
-  row "wiregate pass-through" "$c" "$p_rps" "$p_p50" "$p_p99" "$p_u" "$p_s" "$p_err"
-  row "nginx TLS proxy_pass" "$c" "$nt_rps" "$nt_p50" "$nt_p99" "$nt_u" "$nt_s" "$nt_err"
-  row "wiregate TLS (translating)" "$c" "$wt_rps" "$wt_p50" "$wt_p99" "$wt_u" "$wt_s" "$wt_err"
+  read -r d_rps d_p50 d_p99 d_u d_s d_err < <(measure direct direct "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$c" "$up_pid" "$legacy_ok" "$legacy_body")
+  read -r n_rps n_p50 n_p99 n_u n_s n_err < <(measure nginx nginx "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
+  read -r h_rps h_p50 h_p99 h_u h_s h_err < <(measure haproxy haproxy "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$c" "$haproxy_pid" "$legacy_ok" "$legacy_body")
+  read -r w_rps w_p50 w_p99 w_u w_s w_err < <(measure wiregate wiregate "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$c" "$gw_pid" "$rpc_ok" "$rpc_body")
+  show direct "direct (no proxy, upstream)" "$c" "$d_rps" "$d_p50" "$d_p99" "$d_u" "$d_s" "$d_err"
+  show nginx "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99" "$n_u" "$n_s" "$n_err"
+  show haproxy "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99" "$h_u" "$h_s" "$h_err"
+  show wiregate "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99" "$w_u" "$w_s" "$w_err"
+  read -r p_rps p_p50 p_p99 p_u p_s p_err < <(measure passthrough passthrough "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$c" "$gw_pid" "$legacy_ok" "$legacy_body")
+  read -r nt_rps nt_p50 nt_p99 nt_u nt_s nt_err < <(measure tls nginx_tls "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
+  read -r wt_rps wt_p50 wt_p99 wt_u wt_s wt_err < <(measure tls wiregate_tls "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$gw_tls_pid" "$rpc_ok" "$rpc_body")
+  show passthrough "wiregate pass-through" "$c" "$p_rps" "$p_p50" "$p_p99" "$p_u" "$p_s" "$p_err"
+  show tls "nginx TLS proxy_pass" "$c" "$nt_rps" "$nt_p50" "$nt_p99" "$nt_u" "$nt_s" "$nt_err"
+  show tls "wiregate TLS (translating)" "$c" "$wt_rps" "$wt_p50" "$wt_p99" "$wt_u" "$wt_s" "$wt_err"
   b_err=none
+  bt_err=none
   if [ -n "${BASE_BIN:-}" ]; then
-    read -r b_rps b_p50 b_p99 b_u b_s b_err < <(run base "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$c" "$base_pid" "$rpc_ok" "$rpc_body")
-    row "wiregate BASE_BIN (transl.)" "$c" "$b_rps" "$b_p50" "$b_p99" "$b_u" "$b_s" "$b_err"
+    read -r b_rps b_p50 b_p99 b_u b_s b_err < <(measure wiregate base "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$c" "$base_pid" "$rpc_ok" "$rpc_body")
+    show wiregate "wiregate BASE_BIN (transl.)" "$c" "$b_rps" "$b_p50" "$b_p99" "$b_u" "$b_s" "$b_err"
+    read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err < <(measure tls base_tls "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$base_tls_pid" "$rpc_ok" "$rpc_body")
+    show tls "wiregate BASE_BIN TLS" "$c" "$bt_rps" "$bt_p50" "$bt_p99" "$bt_u" "$bt_s" "$bt_err"
   fi
-  if [ "$d_err$n_err$h_err$w_err$p_err$nt_err$wt_err$b_err" != nonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$h_err$w_err$p_err$nt_err$wt_err$b_err$bt_err" != nonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
   fi
-  awk -v w="$w_rps" -v d="$d_rps" -v n="$n_rps" -v h="$h_rps" -v wp="$w_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
-    printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
-  awk -v p="$p_rps" -v n="$n_rps" -v pp="$p_p99" -v np="$n_p99" -v wt="$wt_rps" -v nt="$nt_rps" -v wtp="$wt_p99" -v ntp="$nt_p99" -v c="$c" 'BEGIN {
-    printf "ratios @%s conns: pass-through/nginx %.2f  p99 pass-through/nginx %.2f  wiregate TLS/nginx TLS %.2f  p99 %.2f\n", c, p/n, pp/np, wt/nt, wtp/ntp }'
-  if [ -n "${BASE_BIN:-}" ]; then
+  if wants wiregate && wants direct && wants nginx && wants haproxy; then
+    awk -v w="$w_rps" -v d="$d_rps" -v n="$n_rps" -v h="$h_rps" -v wp="$w_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
+  fi
+  if wants passthrough && wants nginx; then
+    awk -v p="$p_rps" -v n="$n_rps" -v pp="$p_p99" -v np="$n_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: pass-through/nginx %.2f  p99 pass-through/nginx %.2f\n", c, p/n, pp/np }'
+  fi
+  if wants tls; then
+    awk -v wt="$wt_rps" -v nt="$nt_rps" -v wtp="$wt_p99" -v ntp="$nt_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: wiregate TLS/nginx TLS %.2f  p99 %.2f\n", c, wt/nt, wtp/ntp }'
+  fi
+  if [ -n "${BASE_BIN:-}" ] && wants wiregate && wants nginx; then
     awk -v w="$w_rps" -v b="$b_rps" -v n="$n_rps" -v wp="$w_p99" -v bp="$b_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: wiregate/BASE_BIN %.2f  wiregate/nginx %.2f vs BASE_BIN/nginx %.2f  p99 wiregate/BASE_BIN %.2f\n", c, w/b, w/n, b/n, wp/bp }'
+  fi
+  if [ -n "${BASE_BIN:-}" ] && wants tls; then
+    awk -v wt="$wt_rps" -v bt="$bt_rps" -v nt="$nt_rps" -v wtp="$wt_p99" -v btp="$bt_p99" -v ntp="$nt_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: TLS wiregate/BASE_BIN %.2f  TLS/nginx TLS %.2f vs BASE_BIN %.2f  p99 TLS/nginx TLS %.2f vs BASE_BIN %.2f\n", c, wt/bt, wt/nt, bt/nt, wtp/ntp, btp/ntp }'
   fi
   echo
 done

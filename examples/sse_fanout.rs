@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo build --release --bin wiregate --example fake_sid --example sse_fanout
 //! ./target/release/examples/sse_fanout            # LINES=200000 IDLE=10000 to change sizes
+//! PORT_BASE=23000 ./target/release/examples/sse_fanout   # gateways on 23000..23010, supergateway on 23020
 //! ```
 //!
 //! The subscribers are plain sockets with a minimal frame scanner, so the client is not the
@@ -84,7 +85,10 @@ async fn run(port: u16, pid: u32, subs: usize, lines: usize, rate: usize) {
 /// The same burst through supergateway: its child waits for one message (sent once the client
 /// is attached, since supergateway drops lines printed before), then prints `lines` lines.
 async fn supergateway(bin: &str, lines: usize) {
-    let port = 19_450 + (std::process::id() % 40) as u16;
+    let port = match env_or("PORT_BASE", 0) {
+        0 => 19_450 + (std::process::id() % 40) as u16,
+        base => base as u16 + 20,
+    };
     let script = format!(
         "import sys\nsys.stdin.readline()\nline='{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{{\"level\":\"info\",\"data\":\"x\"}}}}\\n'\nsys.stdout.write(line*{lines})\nsys.stdout.flush()\nsys.stdin.readline()\n"
     );
@@ -158,7 +162,7 @@ async fn main() {
         supergateway(&bin, lines).await;
     }
     let idle = env_or("IDLE", 10_000);
-    let base = 19_500 + (std::process::id() % 400) as u16;
+    let base = env_or("PORT_BASE", 19_500 + (std::process::id() % 400) as usize) as u16;
     for (i, (subs, n, rate)) in [(1, lines, 0), (100, lines / 10, 0), (1000, 5_000, 1000)]
         .into_iter()
         .enumerate()

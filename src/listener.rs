@@ -47,6 +47,42 @@ pub struct Conn<S = TcpStream> {
     _permit: OwnedSemaphorePermit,
 }
 
+/// Turns for the CPU-bound step of TLS handshakes: one per runtime worker, each taken after a
+/// yield to the scheduler.
+///
+/// Answering a ClientHello costs about a millisecond of CPU (a key exchange and an RSA or ECDSA
+/// signature). Without turns, a burst of new TLS connections (a load balancer's pool opening,
+/// a benchmark's 256 connections at once) puts hundreds of such steps in the worker's run queue
+/// back to back, and every call on an already open connection waits behind all of them: under
+/// `wrk -c256` the first calls waited 0.3–2 s (README, "Front deployment (#13)"). With a turn
+/// per worker and a yield before each, the I/O driver is polled between two handshakes, so the
+/// calls that became ready meanwhile run first. A turn is held only while rustls computes, never
+/// across a wait on a client, so a slow or silent client cannot hold one.
+#[derive(Debug)]
+pub struct Handshakes {
+    turns: Semaphore,
+}
+
+impl Handshakes {
+    /// `workers` turns (at least one).
+    pub fn new(workers: usize) -> Self {
+        Handshakes {
+            turns: Semaphore::new(workers.max(1)),
+        }
+    }
+
+    /// Runs `step` in a turn, after letting what is ready on this worker run first.
+    pub async fn take<T>(&self, step: impl FnOnce() -> T) -> T {
+        let _turn = self
+            .turns
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        tokio::task::yield_now().await;
+        step()
+    }
+}
+
 /// The HTTP version a connection opened with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -68,13 +104,27 @@ impl Conn {
     /// The TLS handshake, within `deadline` (the handshake is the first thing a TLS client
     /// sends, so the same rule as a plain connection's first bytes); `None` when it fails or
     /// takes longer.
+    ///
+    /// The ClientHello is awaited freely; answering it (key exchange and the certificate's
+    /// signature, about a millisecond of CPU each, done by rustls in `into_stream`) waits for
+    /// a turn of `turns` (see [`Handshakes`]), so a burst of new connections does not hold
+    /// back the calls of the connections already open.
     pub async fn tls_accept(
         self,
         config: std::sync::Arc<rustls::ServerConfig>,
         deadline: std::time::Duration,
+        turns: &Handshakes,
     ) -> Option<Conn<tokio_rustls::server::TlsStream<TcpStream>>> {
-        let acceptor = tokio_rustls::TlsAcceptor::from(config);
-        match tokio::time::timeout(deadline, acceptor.accept(self.io)).await {
+        let until = tokio::time::Instant::now() + deadline;
+        let io = self.io;
+        let handshake = async {
+            let hello =
+                tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io)
+                    .await?;
+            let accept = turns.take(|| hello.into_stream(config)).await;
+            accept.await
+        };
+        match tokio::time::timeout_at(until, handshake).await {
             Ok(Ok(io)) => Some(Conn {
                 io,
                 prefix: Bytes::new(),

@@ -171,13 +171,15 @@ pub fn frames<E: Encode>(
                 }
                 return;
             }
-            // Room for the batch up front (one frame's size an event), so a burst is gathered
-            // without growing the buffer frame by frame.
-            if let Some(first) = batch.first() {
-                out.reserve((batch.len() * first.frame_len_hint()).min(BATCH_BYTES));
-            }
+            // Room for the batch up front (one frame's size an event, and one frame more: a
+            // chunk ends at the first frame that reaches BATCH_BYTES), so a burst is gathered
+            // without growing (and copying) the buffer frame by frame; again for what is left
+            // after a chunk goes.
+            let hint = batch.first().map_or(0, |s| s.frame_len_hint());
+            let room = |left: usize| (left * hint).min(BATCH_BYTES) + 2 * hint;
+            out.reserve(room(batch.len()));
             let mut end = false;
-            for s in &batch {
+            for (i, s) in batch.iter().enumerate() {
                 if !filter.admits(s) {
                     continue;
                 }
@@ -188,6 +190,10 @@ pub fn frames<E: Encode>(
                 }
                 if out.len() >= BATCH_BYTES {
                     yield Ok(std::mem::take(&mut out).freeze());
+                    let left = batch.len() - i - 1;
+                    if left > 0 {
+                        out.reserve(room(left));
+                    }
                 }
             }
             if end {

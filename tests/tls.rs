@@ -250,3 +250,79 @@ fn tls_settings_are_checked_with_their_key_paths() {
         "{e}"
     );
 }
+
+/// A ClientHello sent on a new connection to `port`, and nothing after it: the client then waits
+/// for the server's flight and never finishes the handshake.
+async fn stalled_hello(port: u16) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let config = std::sync::Arc::new(wiregate::tls::unused_client_config());
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = rustls::ClientConnection::new(config, name).unwrap();
+    let mut hello = Vec::new();
+    tls.write_tls(&mut hello).unwrap();
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tcp.write_all(&hello).await.unwrap();
+    tcp
+}
+
+/// Whether the gateway closed `tcp`: what it sent is read off, then a read would wait (open)
+/// or tells the end (closed).
+async fn closed_by_gateway(tcp: &mut tokio::net::TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match tcp.try_read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // Nothing more for now: give a close in flight the time to arrive, once.
+                tokio::task::yield_now().await;
+                return matches!(tcp.try_read(&mut buf), Ok(0));
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+#[tokio::test]
+async fn clients_stalled_in_their_handshake_do_not_hold_back_another_clients_handshake() {
+    // The CPU step of a handshake is taken in turns (one per worker, `listener::Handshakes`); a
+    // turn must never be held across a wait on a client, or a few stalled clients would hold
+    // every new TLS connection until their deadline (30 s here).
+    let pki = Pki::new("wiregate test CA");
+    let server = pki.issue("gateway", &["localhost", "127.0.0.1"]);
+    let up = legacy_echo().run().await;
+    let tls = listener_tls(&server, "");
+    let gw = gateway()
+        .upstream("legacy", &up.url(), Dialect::Legacy, 2000)
+        .route(&["*"], "legacy")
+        .with(move |c| {
+            c.server.tls = tls;
+            c.server.header_read_timeout_ms = 30_000;
+        })
+        .start()
+        .await;
+    let port = gw.addr.port();
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        stalled.push(stalled_hello(port).await);
+    }
+    // And one that connects and says nothing at all.
+    stalled.push(
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap(),
+    );
+
+    let url = format!("https://localhost:{port}/rpc");
+    let answer = post(&pki::client(&pki, None), &url).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["result"]["via"], "legacy", "{body}");
+    // Served while every stalled client is still waiting on its open connection (had it waited
+    // for their turns, it would have come only after their deadline closed them).
+    for tcp in &mut stalled {
+        assert!(!closed_by_gateway(tcp).await);
+    }
+}

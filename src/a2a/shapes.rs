@@ -311,7 +311,7 @@ impl UpdateWriter {
                 let update = json!({
                     "taskId": task_id,
                     "contextId": context_id,
-                    "status": status(v, s, text, (task_id, context_id), Some(&ev.timestamp)),
+                    "status": status(v, s, text, (task_id, context_id), Some(ev.timestamp.as_str())),
                     "metadata": metadata(data),
                 });
                 match v {

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
+use super::lines::Lines;
 use super::mapping::{Task, TaskState, Tracker, Update};
 use crate::events::{A2aEvent, EventKind, EventQueue};
 use crate::wire::raw::{ClientLine, DeltaLine, Hello, Op, ResultLine, ServerLine, ServerMessage};
@@ -641,13 +642,11 @@ impl Context {
         });
         let ctx = self.clone();
         tokio::spawn(async move {
-            let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
-            let mut line = Vec::new();
+            let mut stdout = Lines::new(stdout, 64 * 1024);
             // One waiter for the kill signal, registered once rather than per line; polled
             // first, so a child that floods stdout can still be killed.
             let mut killed = std::pin::pin!(kill.notified());
             loop {
-                line.clear();
                 tokio::select! {
                     biased;
                     _ = &mut killed => {
@@ -655,14 +654,17 @@ impl Context {
                         killed.set(kill.notified());
                     }
                     // sid waits (its pipe fills) while a subscriber catches up; see `room`.
-                    read = async {
+                    more = async {
                         ctx.queue.room(ctx.lag_grace).await;
-                        stdout.read_until(b'\n', &mut line).await
-                    } => match read {
-                        Ok(n) if n > 0 => {
-                            ctx.on_bytes(&line);
+                        match stdout.next().await {
+                            Ok(Some(line)) => {
+                                ctx.on_bytes(line);
+                                true
+                            }
+                            _ => false,
                         }
-                        _ => break,
+                    } => if !more {
+                        break;
                     },
                 }
             }
@@ -694,15 +696,14 @@ impl Context {
                         let (tx, rx) = mpsc::channel(ctx.max_queued);
                         tokio::spawn(write_lines(write, rx));
                         let mut tx = Some(tx);
-                        let mut read = BufReader::with_capacity(64 * 1024, read);
-                        let mut line = Vec::new();
-                        while {
+                        let mut read = Lines::new(read, 64 * 1024);
+                        loop {
                             ctx.queue.room(ctx.lag_grace).await;
-                            read.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0)
-                        } {
+                            let Ok(Some(line)) = read.next().await else {
+                                break;
+                            };
                             // sid replays its history first; requests go out only once it is live.
-                            let marker = ctx.on_bytes(&line);
-                            line.clear();
+                            let marker = ctx.on_bytes(line);
                             if marker {
                                 if let Some(tx) = tx.take() {
                                     ctx.on_up(tx, None);

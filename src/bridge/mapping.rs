@@ -244,7 +244,10 @@ const RETAINED_TASKS: usize = 1024;
 /// Attributes raw messages to tasks and keeps their model. See the module docs.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    tasks: HashMap<String, Task>,
+    /// By task id, hashed with foldhash rather than SipHash: every delta of a stream looks its
+    /// task up here on the reader of sid's stdout (the ids are the gateway's own, the lines
+    /// sid's; the seed is still random per map).
+    tasks: HashMap<String, Task, foldhash::fast::RandomState>,
     order: VecDeque<String>,
     /// tool_use_id → (task id, tool name).
     tools: HashMap<String, (String, String)>,

@@ -6,6 +6,7 @@
 
 mod carry;
 pub mod context;
+mod lines;
 pub mod listing;
 pub mod mapping;
 mod shared;

@@ -242,7 +242,7 @@ pub fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
             (Some(x), Some(e)) => decode_delta(x, e, entry.c)?,
             _ => entry.d.into(),
         },
-        timestamp: entry.t,
+        timestamp: entry.t.into(),
     })
 }
 

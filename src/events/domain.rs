@@ -117,7 +117,7 @@ impl EventMap {
         let mut out = A2aEvent::new(kind, ev.plan_id.clone(), ev.data.clone());
         out.event_id = ev.id_text().unwrap_or_default();
         if let Some(ts) = &ev.timestamp {
-            out.timestamp = ts.clone();
+            out.timestamp = ts.clone().into();
         }
         Some(out)
     }

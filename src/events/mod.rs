@@ -11,6 +11,7 @@ pub mod tick;
 pub use payload::{DeltaArtifact, Payload, TextDelta};
 pub use queue::{Closed, Cursor, EventQueue, Read, Stored, Subscription, TooManySubscribers};
 
+use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -73,7 +74,63 @@ pub struct A2aEvent {
     /// The update's fields, copied into `params`.
     pub data: Payload,
     /// RFC 3339 time the gateway saw the event.
-    pub timestamp: String,
+    pub timestamp: Stamp,
+}
+
+/// When the gateway saw an event, as RFC 3339 text with milliseconds (`2026-11-30T01:28:21.675Z`):
+/// kept as the clock's reading and formatted the first time a reader asks (the A2A shapes, the
+/// cluster's encoding), since an SSE frame does not carry it and a flood stamps every delta on
+/// the reader of sid's stdout, the stream's one serial step. It reads as a `str`.
+#[derive(Clone)]
+pub struct Stamp {
+    at: SystemTime,
+    text: OnceLock<String>,
+}
+
+impl Stamp {
+    /// The time `at`, formatted when first read.
+    pub fn at(at: SystemTime) -> Self {
+        Stamp {
+            at,
+            text: OnceLock::new(),
+        }
+    }
+
+    /// The RFC 3339 text.
+    pub fn as_str(&self) -> &str {
+        self.text.get_or_init(|| rfc3339_millis(self.at))
+    }
+}
+
+/// A stamp read from its text (a domain event's, a cluster entry's), kept as it was written.
+impl From<String> for Stamp {
+    fn from(text: String) -> Self {
+        Stamp {
+            at: SystemTime::UNIX_EPOCH,
+            text: OnceLock::from(text),
+        }
+    }
+}
+
+impl std::ops::Deref for Stamp {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+/// Two stamps are equal when their texts are.
+impl PartialEq for Stamp {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl std::fmt::Debug for Stamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
 }
 
 impl A2aEvent {
@@ -94,7 +151,7 @@ impl A2aEvent {
             event_type: kind,
             plan_id,
             data: data.into(),
-            timestamp: rfc3339_millis(now),
+            timestamp: Stamp::at(now),
         }
     }
 

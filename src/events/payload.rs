@@ -218,7 +218,7 @@ fn escape(s: &str) -> String {
 
 /// The length of `s` written as a JSON string by [`crate::wire::write_json_str`].
 pub(crate) fn json_str_len(s: &str) -> usize {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if crate::wire::scan::is_plain(s.as_bytes()) {
         s.len() + 2
     } else {
         escape(s).len() + 2

@@ -360,10 +360,12 @@ impl EventQueue {
             let seq = inner.next_seq;
             inner.next_seq += 1;
             if event.event_id.is_empty() {
-                event.event_id = match self.id_prefix {
-                    "" => seq.to_string(),
-                    prefix => format!("{prefix}{seq}"),
-                };
+                let mut digits = itoa::Buffer::new();
+                let digits = digits.format(seq);
+                let mut id = String::with_capacity(self.id_prefix.len() + digits.len());
+                id.push_str(self.id_prefix);
+                id.push_str(digits);
+                event.event_id = id;
             }
             let stored = Arc::new(Stored {
                 seq,

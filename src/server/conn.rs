@@ -40,6 +40,9 @@ pub(super) async fn accept_loop(
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout);
     let builder = Arc::new(Builders { auto, http1 });
+    let handshakes = Arc::new(crate::listener::Handshakes::new(
+        tokio::runtime::Handle::current().metrics().num_workers(),
+    ));
     loop {
         let conn = tokio::select! {
             conn = listener.accept() => conn,
@@ -57,9 +60,11 @@ pub(super) async fn accept_loop(
             Some(tls) => {
                 // The certificate of the moment: a reload's new one serves new connections.
                 let config = tls.load_full();
+                let handshakes = handshakes.clone();
                 tokio::spawn(async move {
                     let peer = conn.peer().map(crate::admin::Peer);
-                    if let Some(conn) = conn.tls_accept(config, header_read_timeout).await {
+                    let accepted = conn.tls_accept(config, header_read_timeout, &handshakes);
+                    if let Some(conn) = accepted.await {
                         serve_http(
                             conn,
                             None,

@@ -44,7 +44,7 @@ where
 /// Appends `s` as a JSON string. Strings that need no escaping (the usual ids and names) are
 /// copied as they are; the rest go through serde_json's escaper.
 pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if scan::is_plain(s.as_bytes()) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());

@@ -10,12 +10,13 @@
 /// Deepest nesting the scanner follows (serde_json's own limit is 128).
 const MAX_DEPTH: u32 = 64;
 
-/// Calls `each(name, raw value)` for every top-level member of the object `text` is, in order,
-/// and returns `Some(())` when the whole text is one valid object. `each` returning `None`
-/// stops the scan (and the answer is `None`).
+/// Calls `each(name, raw value, escaped)` for every top-level member of the object `text` is, in
+/// order, and returns `Some(())` when the whole text is one valid object; `escaped` says the
+/// value is a string holding an escape (what [`string`] needs to know, so it need not look
+/// again). `each` returning `None` stops the scan (and the answer is `None`).
 pub(crate) fn members<'a>(
     text: &'a str,
-    mut each: impl FnMut(&'a str, &'a str) -> Option<()>,
+    mut each: impl FnMut(&'a str, &'a str, bool) -> Option<()>,
 ) -> Option<()> {
     let mut s = Scan {
         b: text.as_bytes(),
@@ -35,8 +36,12 @@ pub(crate) fn members<'a>(
             s.eat(b':')?;
             s.ws();
             let start = s.i;
-            s.value(1)?;
-            each(name, &text[start..s.i])?;
+            // Most of a line's values are strings: read here, without the call into `value`.
+            let escaped = match s.b.get(s.i) {
+                Some(b'"') => s.string()?,
+                _ => s.value(1)?,
+            };
+            each(name, &text[start..s.i], escaped)?;
             s.ws();
             if s.eat(b',').is_some() {
                 s.ws();
@@ -50,11 +55,12 @@ pub(crate) fn members<'a>(
     (s.i == s.b.len()).then_some(())
 }
 
-/// `raw`, the text of a JSON string the scanner accepted, as the string: borrowed when it holds
-/// no escape, else decoded by serde_json.
-pub(crate) fn string(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+/// `raw`, the text of a JSON string the scanner accepted (`None` for any other value), as the
+/// string: borrowed when it holds no escape (`escaped`, as [`members`] said), else decoded by
+/// serde_json.
+pub(crate) fn string(raw: &str, escaped: bool) -> Option<std::borrow::Cow<'_, str>> {
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    if inner.contains('\\') {
+    if escaped {
         serde_json::from_str::<String>(raw).ok().map(Into::into)
     } else {
         Some(inner.into())
@@ -65,9 +71,40 @@ pub(crate) fn string(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
 pub(crate) fn unsigned(raw: &str) -> Option<u64> {
     match raw.as_bytes() {
         [b'0'] => Some(0),
-        [b'1'..=b'9', rest @ ..] if rest.iter().all(u8::is_ascii_digit) => raw.parse().ok(),
+        [b'1'..=b'9', ..] => raw.bytes().try_fold(0u64, |n, b| {
+            let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
+            n.checked_mul(10)?.checked_add(u64::from(digit))
+        }),
         _ => None,
     }
+}
+
+/// The bytes of the word `w` (eight bytes, little-endian) that a JSON string cannot hold as
+/// they are (`"`, `\\`, a control character): non-zero when there is one, its lowest set bit in
+/// the first such byte (the bits above it may be wrong).
+fn needs_look(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte of `x` is zero: its high bit set in the answer (exact for the lowest one).
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    zero(w ^ (ONES * u64::from(b'"')))
+        | zero(w ^ (ONES * u64::from(b'\\')))
+        | zero(w & (ONES * 0xe0))
+}
+
+/// Whether `s` can be written between a JSON string's quotes as it is (no `"`, `\\` or control
+/// character), tested eight bytes at a time: the ids and names of every frame go through this.
+pub(crate) fn is_plain(s: &[u8]) -> bool {
+    let mut words = s.chunks_exact(8);
+    for w in &mut words {
+        if needs_look(u64::from_le_bytes(w.try_into().expect("eight bytes"))) != 0 {
+            return false;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
 struct Scan<'a> {
@@ -93,6 +130,7 @@ impl Scan<'_> {
     }
 
     /// A string from its opening quote; `Some(true)` when it holds an escape.
+    #[inline(always)]
     fn string(&mut self) -> Option<bool> {
         self.eat(b'"')?;
         let mut escaped = false;
@@ -120,15 +158,8 @@ impl Scan<'_> {
     /// or the last whole word: most of a line's bytes are in strings, and a byte at a time cost
     /// seven instructions each.
     fn plain(&mut self) {
-        const ONES: u64 = 0x0101_0101_0101_0101;
-        const HIGH: u64 = 0x8080_8080_8080_8080;
-        // A byte of `x` is zero: its high bit set in the answer (exact for the lowest one).
-        let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
         while let Some(word) = self.b.get(self.i..self.i + 8) {
-            let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            let hits = zero(w ^ (ONES * u64::from(b'"')))
-                | zero(w ^ (ONES * u64::from(b'\\')))
-                | zero(w & (ONES * 0xe0));
+            let hits = needs_look(u64::from_le_bytes(word.try_into().expect("eight bytes")));
             if hits != 0 {
                 self.i += (hits.trailing_zeros() / 8) as usize;
                 return;
@@ -166,9 +197,10 @@ impl Scan<'_> {
         Some(())
     }
 
-    fn value(&mut self, depth: u32) -> Option<()> {
+    /// A value; `Some(true)` when it is a string holding an escape.
+    fn value(&mut self, depth: u32) -> Option<bool> {
         match *self.b.get(self.i)? {
-            b'"' => self.string().map(drop),
+            b'"' => self.string(),
             b'{' => {
                 if depth >= MAX_DEPTH {
                     return None;
@@ -176,7 +208,7 @@ impl Scan<'_> {
                 self.i += 1;
                 self.ws();
                 if self.eat(b'}').is_some() {
-                    return Some(());
+                    return Some(false);
                 }
                 loop {
                     self.string()?;
@@ -186,7 +218,7 @@ impl Scan<'_> {
                     self.value(depth + 1)?;
                     self.ws();
                     if self.eat(b',').is_none() {
-                        return self.eat(b'}');
+                        return self.eat(b'}').map(|()| false);
                     }
                     self.ws();
                 }
@@ -198,21 +230,21 @@ impl Scan<'_> {
                 self.i += 1;
                 self.ws();
                 if self.eat(b']').is_some() {
-                    return Some(());
+                    return Some(false);
                 }
                 loop {
                     self.value(depth + 1)?;
                     self.ws();
                     if self.eat(b',').is_none() {
-                        return self.eat(b']');
+                        return self.eat(b']').map(|()| false);
                     }
                     self.ws();
                 }
             }
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
+            b't' => self.literal(b"true").map(|()| false),
+            b'f' => self.literal(b"false").map(|()| false),
+            b'n' => self.literal(b"null").map(|()| false),
+            b'-' | b'0'..=b'9' => self.number().map(|()| false),
             _ => None,
         }
     }
@@ -225,7 +257,9 @@ mod tests {
 
     fn scanned(text: &str) -> Option<Vec<(String, String)>> {
         let mut out = Vec::new();
-        members(text, |k, v| {
+        members(text, |k, v, escaped| {
+            // What it says of an escape is what the value's text says.
+            assert_eq!(escaped, v.starts_with('"') && v.contains('\\'), "{v}");
             out.push((k.to_owned(), v.to_owned()));
             Some(())
         })?;
@@ -279,8 +313,9 @@ mod tests {
 
     #[test]
     fn strings_and_numbers() {
-        assert_eq!(string(r#""abc""#).unwrap(), "abc");
-        assert_eq!(string(r#""a\nb\/""#).unwrap(), "a\nb/");
+        assert_eq!(string(r#""abc""#, false).unwrap(), "abc");
+        assert_eq!(string(r#""a\nb\/""#, true).unwrap(), "a\nb/");
+        assert_eq!(string("1", false), None);
         assert_eq!(unsigned("0"), Some(0));
         assert_eq!(unsigned("42"), Some(42));
         for bad in ["01", "-1", "1.0", "1e2", "", "18446744073709551616"] {
@@ -289,6 +324,20 @@ mod tests {
     }
 
     proptest! {
+        /// Every u64 written in digits reads back; one past the largest does not.
+        #[test]
+        fn unsigned_reads_every_u64(n in any::<u64>()) {
+            prop_assert_eq!(unsigned(&n.to_string()), Some(n));
+            prop_assert_eq!(unsigned(&format!("{}0", u64::MAX / 10 + 1 + n % 1000)), None);
+        }
+
+        /// `is_plain` says what the byte-by-byte test says, at every length and position.
+        #[test]
+        fn is_plain_is_the_bytewise_test(text in "[a-z\"\\\\\u{0}-\u{1f}\u{7f}é]{0,40}") {
+            let bytewise = text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+            prop_assert_eq!(is_plain(text.as_bytes()), bytewise);
+        }
+
         /// Whatever it accepts, serde_json accepts too, with the same members.
         #[test]
         fn accepts_only_what_serde_json_accepts(text in r#"[ {}\[\]":,a-cr0-9.eE+\-\\ntrufalsn]{0,40}"#) {
@@ -322,7 +371,7 @@ mod tests {
             let found = scanned(&written);
             if !written.contains("\\u") {
                 let found = found.expect("read");
-                prop_assert_eq!(string(&found[0].1).unwrap(), text.as_str());
+                prop_assert_eq!(string(&found[0].1, found[0].1.contains('\\')).unwrap(), text.as_str());
             }
         }
 

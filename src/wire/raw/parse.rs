@@ -64,10 +64,18 @@ impl<'a> Flat<'a> {
     /// The line read by [`scan::members`]: `Some` only where serde_json's `Flat` would read the
     /// very same fields (members of the wrong type, numbers not written as plain digits and
     /// repeated members are left to it, and so to its errors).
+    #[cfg(test)]
     fn scan(line: &'a str) -> Option<Flat<'a>> {
         let mut f = Flat::default();
+        Flat::scan_into(line, &mut f).map(|()| f)
+    }
+
+    /// [`scan`](Self::scan) into a `Flat` of the caller's (default, and left partly filled
+    /// when the answer is `None`): a `Flat` is some 400 bytes, which an `Option` returned and
+    /// unwrapped copied twice a line.
+    fn scan_into(line: &'a str, f: &mut Flat<'a>) -> Option<()> {
         let mut seen = 0u32;
-        scan::members(line, |name, raw| {
+        scan::members(line, |name, raw, escaped| {
             let bit = match name {
                 "type" => 0,
                 "event" => 1,
@@ -95,7 +103,7 @@ impl<'a> Flat<'a> {
             let null = raw == "null";
             let text = || match null {
                 true => Some(None),
-                false => scan::string(raw).map(Some),
+                false => scan::string(raw, escaped).map(Some),
             };
             let number = || match null {
                 true => Some(None),
@@ -131,8 +139,7 @@ impl<'a> Flat<'a> {
                 _ => f.data_b64 = text()?,
             }
             Some(())
-        })?;
-        Some(f)
+        })
     }
 }
 
@@ -223,14 +230,16 @@ impl<'a> ServerLine<'a> {
     fn parse_any_version(line: &'a str) -> Result<Self, serde_json::Error> {
         // Anything but a well-formed event line is the derived parser's to judge. The scanner
         // reads the usual line; what it is unsure of goes through serde_json's `Flat`.
-        let flat = match Flat::scan(line) {
-            Some(f) => Ok(f),
-            None => serde_json::from_str::<Flat<'_>>(line),
-        };
-        let f = match flat {
-            Ok(f) if f.kind.as_deref() == Some("event") => f,
-            _ => return serde_json::from_str(line).map(ServerLine::Message),
-        };
+        let mut f = Flat::default();
+        if Flat::scan_into(line, &mut f).is_none() {
+            f = match serde_json::from_str::<Flat<'_>>(line) {
+                Ok(f) => f,
+                Err(_) => return serde_json::from_str(line).map(ServerLine::Message),
+            };
+        }
+        if f.kind.as_deref() != Some("event") {
+            return serde_json::from_str(line).map(ServerLine::Message);
+        }
         let artifact = match f.event.as_deref() {
             Some("assistant_text_delta") => DeltaArtifact::Response,
             Some("thinking_delta") => DeltaArtifact::Thinking,
