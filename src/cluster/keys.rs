@@ -6,10 +6,13 @@
 //! the SSE `id:` of its first update (the next ones follow, one apart), so every replica serves
 //! the same ids and a client resumes anywhere with `Last-Event-ID`.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::events::{A2aEvent, EventKind};
+use crate::events::{A2aEvent, DeltaArtifact, EventKind, Payload, TextDelta};
 
 /// Every key starts with this, so a shared Redis can tell the gateway's keys apart.
 pub const PREFIX: &str = "wiregate:";
@@ -19,11 +22,27 @@ pub fn context_log(context_id: &str) -> String {
     format!("{PREFIX}ctx:{context_id}")
 }
 
-/// The position a replica's copy of the stream `log` (a key above) has pushed up to while one
-/// of its subscribers holds it back: the owner's writer slows down to it (see `log`).
-pub fn pace(log: &str) -> String {
-    format!("{PREFIX}pace:{log}")
+/// The set naming the pace marks of the stream `log` (a key above): one member per replica
+/// holding a copy of it, each member the tail of its mark's key ([`PACE_MARKS`]), so the owner
+/// reads every mark in one `SORT … BY nosort GET` (see `log`).
+pub fn paces(log: &str) -> String {
+    format!("{PREFIX}paces:{log}")
 }
+
+/// The member of [`paces`] naming replica `node`'s copy of `log`.
+pub fn pace_member(log: &str, node: &str) -> String {
+    format!("{log}|{node}")
+}
+
+/// A pace mark's key: how far a replica's copy has read the log (an SSE id), lapsing when
+/// that replica stops refreshing it.
+pub fn pace_mark(member: &str) -> String {
+    format!("{PREFIX}pace:{member}")
+}
+
+/// The `SORT … GET` pattern of every [`pace_mark`] (Redis puts each member in place of the
+/// `*`; a member's own `*` or `->` are not read as patterns).
+pub const PACE_MARKS: &str = "wiregate:pace:*";
 
 /// One task's snapshot and context (a JSON [`StoredTask`]).
 pub fn task(task_id: &str) -> String {
@@ -54,6 +73,8 @@ pub const FEED_LEASE: &str = "wiregate:feed:reader";
 pub const FIELD: &str = "e";
 
 /// A task update as a stream entry holds it, read back (the id comes from the entry's).
+/// A text delta is held as its text (`x`, `e`, `c`) rather than a map, so neither side builds
+/// or parses one: it is read back as the same [`Payload::Delta`] the owner streams.
 #[derive(Debug, Deserialize)]
 struct Entry<'a> {
     /// `s`tatus or `a`rtifact.
@@ -62,8 +83,19 @@ struct Entry<'a> {
     /// The SSE id, when it is not the entry's sequence (a domain event's own id).
     #[serde(default)]
     i: Option<String>,
+    /// The fields, for any update but a text delta.
+    #[serde(default)]
     d: Map<String, Value>,
     t: String,
+    /// A text delta's artifact: `r`esponse or `t`hinking.
+    #[serde(default)]
+    x: Option<&'a str>,
+    /// A text delta's text, as the JSON string it is written as.
+    #[serde(default, borrow)]
+    e: Option<&'a RawValue>,
+    /// A text delta's `contextId`.
+    #[serde(default)]
+    c: Option<String>,
 }
 
 /// [`Entry`] as written: borrowing the event, so writing copies none of its fields.
@@ -81,20 +113,86 @@ struct EntryOut<'a> {
 /// Appends the line holding `event`, stored under sequence `seq`, to `out`.
 fn encode_into(out: &mut Vec<u8>, seq: u64, event: &A2aEvent) {
     let own_id = !event.event_id.is_empty() && event.event_id != seq.to_string();
-    // A text delta's map is made here: a stored entry keeps one shape for every update.
-    let fields = event.data.fields();
-    let entry = EntryOut {
-        i: own_id.then_some(event.event_id.as_str()),
-        k: match event.event_type {
-            EventKind::Status => "s",
-            EventKind::Artifact => "a",
-        },
-        p: event.plan_id.as_deref(),
-        d: &fields,
-        t: &event.timestamp,
+    let k = match event.event_type {
+        EventKind::Status => "s",
+        EventKind::Artifact => "a",
     };
+    let i = own_id.then_some(event.event_id.as_str());
+    let p = event.plan_id.as_deref();
     // Compact JSON holds no raw newline: the lines of a batch split on it.
-    let _ = serde_json::to_writer(out, &entry);
+    match &event.data {
+        Payload::Delta(delta) => encode_delta(out, k, p, i, delta, &event.timestamp),
+        Payload::Fields(d) => {
+            let entry = EntryOut {
+                i,
+                k,
+                p,
+                d,
+                t: &event.timestamp,
+            };
+            let _ = serde_json::to_writer(out, &entry);
+        }
+    }
+}
+
+/// A text delta's line: `{"k":…,"p":…,"i":…,"x":…,"c":…,"e":"<text>","t":…}`, its text
+/// copied as it is already escaped (no raw newline, as serde_json escapes).
+fn encode_delta(
+    out: &mut Vec<u8>,
+    k: &str,
+    p: Option<&str>,
+    i: Option<&str>,
+    delta: &TextDelta,
+    t: &str,
+) {
+    let string = |out: &mut Vec<u8>, name: &str, v: &str| {
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        let _ = serde_json::to_writer(&mut *out, v);
+    };
+    out.extend_from_slice(b"{\"k\":\"");
+    out.extend_from_slice(k.as_bytes());
+    out.push(b'"');
+    if let Some(p) = p {
+        string(out, "p", p);
+    }
+    if let Some(i) = i {
+        string(out, "i", i);
+    }
+    out.extend_from_slice(match delta.artifact() {
+        DeltaArtifact::Response => b",\"x\":\"r\"",
+        DeltaArtifact::Thinking => b",\"x\":\"t\"",
+    });
+    if let Some(c) = delta.context_id() {
+        string(out, "c", c);
+    }
+    out.extend_from_slice(b",\"e\":\"");
+    out.extend_from_slice(delta.escaped().as_bytes());
+    out.push(b'"');
+    string(out, "t", t);
+    out.push(b'}');
+}
+
+/// The text delta an entry's `x`, `e` and `c` hold.
+fn decode_delta(x: &str, e: &RawValue, c: Option<String>) -> Option<Payload> {
+    let artifact = match x {
+        "r" => DeltaArtifact::Response,
+        "t" => DeltaArtifact::Thinking,
+        _ => return None,
+    };
+    let escaped = e.get().strip_prefix('"')?.strip_suffix('"')?;
+    let delta = if escaped.contains('\\') {
+        let text: String = serde_json::from_str(e.get()).ok()?;
+        TextDelta::new(artifact, &text, Some(escaped))
+    } else {
+        TextDelta::new(artifact, escaped, Some(escaped))
+    };
+    let mut data = Payload::Delta(delta);
+    if let Some(c) = c {
+        data.set_context(&Arc::from(c));
+    }
+    Some(data)
 }
 
 /// The field's value for a run of consecutive updates (`seq`, event), the first stored under
@@ -140,7 +238,10 @@ pub fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
             _ => return None,
         },
         plan_id: entry.p,
-        data: entry.d.into(),
+        data: match (entry.x, entry.e) {
+            (Some(x), Some(e)) => decode_delta(x, e, entry.c)?,
+            _ => entry.d.into(),
+        },
         timestamp: entry.t.into(),
     })
 }
@@ -173,6 +274,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn every_pace_mark_is_found_by_the_sort_pattern() {
+        let member = pace_member(&context_log("a*b->c"), "node*1");
+        assert_eq!(PACE_MARKS.replacen('*', &member, 1), pace_mark(&member));
+    }
+
     fn one(seq: u64, ev: &A2aEvent) -> Vec<u8> {
         encode_batch([(seq, ev)])
     }
@@ -197,6 +304,46 @@ mod tests {
         assert_eq!(decode_event(7, &one(7, &domain)), Some(domain));
         assert_eq!(decode_event(1, b"{\"k\":\"x\",\"d\":{},\"t\":\"\"}"), None);
         assert_eq!(decode_event(1, b"not json"), None);
+    }
+
+    #[test]
+    fn a_text_delta_round_trips_as_a_delta_with_its_text_and_context() {
+        for text in ["plain", "two\nlines, a \"quote\" and a \\ and é"] {
+            for artifact in [DeltaArtifact::Response, DeltaArtifact::Thinking] {
+                let mut data = Payload::Delta(TextDelta::new(artifact, text, None));
+                let mut ev = A2aEvent::new(EventKind::Artifact, Some("t1".into()), data.clone());
+                ev.event_id = "5".into();
+                let line = one(5, &ev);
+                assert!(
+                    !line.contains(&b'\n'),
+                    "one line: {}",
+                    String::from_utf8_lossy(&line)
+                );
+                let back = decode_event(5, &line).unwrap();
+                assert!(matches!(back.data, Payload::Delta(_)));
+                assert_eq!(back, ev);
+                data.set_context(&Arc::from("ctx-1"));
+                ev.data = data;
+                let back = decode_event(5, &one(5, &ev)).unwrap();
+                assert_eq!(back.data.fields()["contextId"], json!("ctx-1"));
+                assert_eq!(back.data.fields()["text"], json!(text));
+                assert_eq!(back, ev);
+            }
+        }
+        // Read back through a batch with another update beside it, and with its own id.
+        let mut status = Map::new();
+        status.insert("state".into(), json!("working"));
+        let mut a = A2aEvent::new(EventKind::Status, Some("t1".into()), status);
+        a.event_id = "8".into();
+        let mut b = A2aEvent::new(
+            EventKind::Artifact,
+            None,
+            Payload::Delta(TextDelta::new(DeltaArtifact::Response, "x", None)),
+        );
+        b.event_id = "own".into();
+        let value = encode_batch([(8, &a), (9, &b)]);
+        let back: Vec<_> = decode_batch(8, &value).collect();
+        assert_eq!(back, vec![(8, Some(a)), (9, Some(b))]);
     }
 
     #[test]

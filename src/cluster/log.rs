@@ -4,7 +4,8 @@
 //! Writing: an [`Exporter`] is one more cursor on the context's local
 //! [`EventQueue`]; it appends what it reads to the context's stream, one entry per batch read
 //! (`XADD … MINID ~ … {first seq}-0`, see [`keys`]), pipelined with the snapshots of the tasks
-//! those events changed.
+//! those events changed (during a run of text deltas, with the batch that ends the run, a
+//! status change, or every [`SNAPSHOT_EVERY`]: a snapshot holds all the task's text so far).
 //! The producer (sid's stdout) never waits on Redis: it waits for the exporter only as it waits
 //! for any reader that lags, for at most `sid.lag_grace_ms`.
 //!
@@ -24,7 +25,7 @@ use super::keys::{self, StoredTask};
 use super::Link;
 use crate::bridge::mapping::Task;
 use crate::error::GatewayError;
-use crate::events::{A2aEvent, EventQueue, Read, Stored};
+use crate::events::{A2aEvent, EventQueue, Payload, Read, Stored};
 
 /// Most events written in one pipeline.
 const BATCH: usize = 256;
@@ -38,6 +39,8 @@ const MIRROR_IDLE: Duration = Duration::from_secs(60);
 pub const TASK_TTL_SECS: u64 = 24 * 3600;
 /// Tasks kept in the shared index (ListTasks); the oldest leave first.
 pub const TASK_INDEX_MAX: isize = 10_000;
+/// How long a task's shared snapshot may trail a run of text deltas (see [`Exporter`]).
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
 /// First retry delay after a failed write; doubles up to a second.
 const RETRY_MIN: Duration = Duration::from_millis(50);
 
@@ -52,10 +55,11 @@ impl Exporter {
     /// Starts exporting every event pushed into `queue` from now on to the stream `key`
     /// (subscribe before the context produces anything). `task_of` reads a task's current
     /// model; `context_id` names the context the tasks belong to. With `lag_grace`, a batch
-    /// waits (at most half of it at a time) while another replica's copy of the log is held back
-    /// by a subscriber more than `replay` updates behind it ([`keys::pace`]): the owner's
+    /// waits (at most half of it at a time) while it would put the log more than `replay`
+    /// updates past what another replica's copy has read ([`keys::pace_mark`]): the owner's
     /// producer then waits for this writer as for any lagging reader, so a burst is paced by
-    /// the slowest subscriber of every replica, not only of this one.
+    /// the slowest subscriber of every replica, not only of this one. Whatever it waits for, it
+    /// never trims the shared log past a live copy's mark, so that copy finds no hole.
     pub fn spawn(
         link: Arc<Link>,
         key: String,
@@ -67,9 +71,15 @@ impl Exporter {
     ) -> Result<Flushed, GatewayError> {
         let mut cursor = queue.subscribe_live()?.cursor;
         let (tx, rx) = watch::channel(queue.last_seq());
-        let pace_key = keys::pace(&key);
+        let paces = keys::paces(&key);
         tokio::spawn(async move {
             let mut batch: Vec<Arc<Stored>> = Vec::with_capacity(BATCH);
+            // The lowest live mark of the other replicas' copies, as last read (with each
+            // write, so a new copy is seen within a batch of opening).
+            let mut lowest: Option<u64> = None;
+            // Tasks changed since their snapshots were last written, and when that was.
+            let mut dirty: Vec<String> = Vec::new();
+            let mut snapped = tokio::time::Instant::now();
             loop {
                 batch.clear();
                 match cursor.read(&mut batch, BATCH) {
@@ -87,9 +97,30 @@ impl Exporter {
                     Read::Closed => return,
                 }
                 if let (Some(grace), Some(last)) = (lag_grace, batch.last()) {
-                    hold_back(&link, &pace_key, last.seq, replay, grace / 2).await;
+                    lowest = hold_back(&link, &paces, lowest, last.seq, replay, grace / 2).await;
                 }
-                write(&link, &key, &context_id, &batch, replay, &task_of).await;
+                for t in batch.iter().filter_map(|s| s.event.plan_id.as_deref()) {
+                    if !dirty.iter().any(|d| d == t) {
+                        dirty.push(t.to_owned());
+                    }
+                }
+                // A task's snapshot holds all its text so far: written with every batch of a
+                // long burst, it would cost the owner that text again per batch. So a run of
+                // text deltas leaves it to the batch that ends the run (the log has no more
+                // for now), a status change, or SNAPSHOT_EVERY.
+                let snapshot = batch
+                    .iter()
+                    .any(|s| !matches!(s.event.data, Payload::Delta(_)))
+                    || cursor.behind() == 0
+                    || snapped.elapsed() >= SNAPSHOT_EVERY;
+                let tasks: &[String] = if snapshot { &dirty } else { &[] };
+                let marks = lag_grace.is_some().then_some((paces.as_str(), lowest));
+                let ctx = (context_id.as_str(), tasks, &task_of);
+                lowest = write(&link, &key, ctx, &batch, replay, marks).await;
+                if snapshot {
+                    dirty.clear();
+                    snapped = tokio::time::Instant::now();
+                }
                 if let Some(last) = batch.last() {
                     tx.send_replace(last.seq);
                 }
@@ -99,39 +130,77 @@ impl Exporter {
     }
 }
 
-/// How often a writer held back by another replica looks again.
+/// How often a writer held back by another replica looks again, and how often at most a copy
+/// refreshes its mark while it reads on.
 const HOLD_POLL: Duration = Duration::from_millis(1);
-/// How long a replica's pace mark outlives its last refresh (it refreshes it while held).
-const PACE_TTL_MS: u64 = 200;
+/// How long a replica's pace mark outlives its last refresh: a replica that dies stops holding
+/// the owner back after this. Longer than a blocking read, as a copy refreshes between reads.
+const PACE_TTL_MS: u64 = 1_500;
+/// How often a copy refreshes its mark when nothing moved.
+const PACE_REFRESH: Duration = Duration::from_millis(PACE_TTL_MS / 3);
 
-/// Waits, for at most `budget`, while a replica's copy of the log has pushed less than
-/// `up_to - replay`: writing `up_to` would then overrun what it holds for a slow subscriber.
-async fn hold_back(link: &Link, pace_key: &str, up_to: u64, replay: usize, budget: Duration) {
+/// `SORT {paces} BY nosort GET {mark}`: every mark of a log, lapsed ones as nil.
+fn marks_cmd(paces: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("SORT");
+    cmd.arg(paces)
+        .arg("BY")
+        .arg("nosort")
+        .arg("GET")
+        .arg(keys::PACE_MARKS);
+    cmd
+}
+
+/// The lowest of the live marks a `SORT` of [`marks_cmd`] returned.
+fn lowest_of(marks: Vec<Option<u64>>) -> Option<u64> {
+    marks.into_iter().flatten().min()
+}
+
+/// Waits, for at most `budget`, while writing `up_to` would put the log more than `replay`
+/// updates past the lowest live mark (`lowest`, as last read; read again every
+/// [`HOLD_POLL`] while it waits). Returns the lowest mark it last saw.
+async fn hold_back(
+    link: &Link,
+    paces: &str,
+    mut lowest: Option<u64>,
+    up_to: u64,
+    replay: usize,
+    budget: Duration,
+) -> Option<u64> {
     let started = tokio::time::Instant::now();
     loop {
-        let mut conn = link.conn_anyway();
-        let at: redis::RedisResult<Option<u64>> = conn.get(pace_key).await;
-        match at {
-            Ok(Some(at)) if up_to.saturating_sub(at) > replay as u64 => {}
-            _ => return,
+        match lowest {
+            Some(at) if up_to.saturating_sub(at) > replay as u64 => {}
+            _ => return lowest,
         }
         if started.elapsed() >= budget {
-            return;
+            return lowest;
         }
         tokio::time::sleep(HOLD_POLL).await;
+        let mut conn = link.conn_anyway();
+        match marks_cmd(paces).query_async(&mut conn).await {
+            Ok(marks) => lowest = lowest_of(marks),
+            Err(_) => return lowest,
+        }
     }
 }
 
 /// Writes one batch, retrying until Redis takes it; a retry skips what an earlier attempt
-/// already wrote (the stream's last id says how far it got).
+/// already wrote (the stream's last id says how far it got). With `marks` (the log's
+/// [`keys::paces`] and the lowest mark last read), the trim keeps what that copy has not read,
+/// and the marks are read again in the same round trip: returns the lowest. With it go the
+/// snapshots of `tasks` (of the context `context_id`, read with `task_of`).
 async fn write(
     link: &Link,
     key: &str,
-    context_id: &str,
+    (context_id, tasks, task_of): (
+        &str,
+        &[String],
+        &(impl Fn(&str) -> Option<Task> + Send + Sync),
+    ),
     batch: &[Arc<Stored>],
     replay: usize,
-    task_of: &(impl Fn(&str) -> Option<Task> + Send + Sync),
-) {
+    marks: Option<(&str, Option<u64>)>,
+) -> Option<u64> {
     let mut delay = RETRY_MIN;
     let mut written_up_to = 0u64;
     loop {
@@ -142,12 +211,16 @@ async fn write(
             .position(|s| s.seq > written_up_to)
             .map_or(&[][..], |i| &batch[i..]);
         let (Some(first), Some(last)) = (rest.first(), rest.last()) else {
-            return;
+            return marks.and_then(|(_, lowest)| lowest);
         };
         // Entries older than the one that can hold the `replay`th last update go (`~`: whole
         // nodes of the stream, so somewhat more stays), so the log keeps at least `replay`
-        // updates however many each entry holds.
-        let min_seq = (last.seq + 1).saturating_sub((replay + BATCH) as u64);
+        // updates however many each entry holds; and none a live copy has not read yet (the
+        // next entry it reads starts just after its mark).
+        let mut min_seq = (last.seq + 1).saturating_sub((replay + BATCH) as u64);
+        if let Some((_, Some(lowest))) = marks {
+            min_seq = min_seq.min(lowest + 1);
+        }
         pipe.cmd("XADD")
             .arg(key)
             .arg("MINID")
@@ -157,16 +230,10 @@ async fn write(
             .arg(keys::FIELD)
             .arg(keys::encode_batch(rest.iter().map(|s| (s.seq, &s.event))))
             .ignore();
-        let mut touched: Vec<&str> = Vec::new();
-        for t in rest.iter().filter_map(|s| s.event.plan_id.as_deref()) {
-            if !touched.contains(&t) {
-                touched.push(t);
-            }
-        }
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        for t in &touched {
+        for t in tasks {
             let Some(task) = task_of(t) else { continue };
             let stored = StoredTask {
                 context: context_id.to_owned(),
@@ -184,18 +251,28 @@ async fn write(
             pipe.cmd("ZADD")
                 .arg(keys::TASK_INDEX)
                 .arg(now_ms)
-                .arg(*t)
+                .arg(t)
                 .ignore();
         }
-        if !touched.is_empty() {
+        if !tasks.is_empty() {
             pipe.cmd("ZREMRANGEBYRANK")
                 .arg(keys::TASK_INDEX)
                 .arg(0)
                 .arg(-(TASK_INDEX_MAX + 1))
                 .ignore();
         }
-        match pipe.query_async::<()>(&mut conn).await {
-            Ok(()) => return,
+        if let Some((paces, _)) = marks {
+            pipe.add_command(marks_cmd(paces));
+        }
+        let done = match marks {
+            Some(_) => pipe
+                .query_async::<(Vec<Option<u64>>,)>(&mut conn)
+                .await
+                .map(|(m,)| lowest_of(m)),
+            None => pipe.query_async::<()>(&mut conn).await.map(|()| None),
+        };
+        match done {
+            Ok(lowest) => return lowest,
             Err(e) => {
                 link.failed(&e);
                 tokio::time::sleep(delay).await;
@@ -360,6 +437,8 @@ impl Mirrors {
                 .starting_after(first - 1),
         );
         let last_id = feed(&queue, retained, context_id).unwrap_or_else(|| "0-0".into());
+        // Marked before it serves anyone, so the owner trims nothing this copy has yet to read.
+        mark(&self.link, &key, &self.link.node_id, queue.last_seq()).await;
         let queue = {
             let mut open = self.lock();
             match open.get(context_id).filter(|q| !q.is_closed()) {
@@ -377,24 +456,50 @@ impl Mirrors {
             context_id.to_owned(),
             Arc::downgrade(&queue),
             last_id,
-            Some((self.lag_grace, self.replay)),
+            Some(self.lag_grace),
         ));
         Ok(queue)
     }
 }
 
+/// Says how far a replica's copy of the log `key` has read (`at`, an SSE id): its mark, and
+/// the mark's name in the log's set of marks, both lapsing unless refreshed.
+async fn mark(link: &Link, key: &str, node: &str, at: u64) {
+    let member = keys::pace_member(key, node);
+    let paces = keys::paces(key);
+    let mut conn = link.conn_anyway();
+    let _: redis::RedisResult<()> = redis::pipe()
+        .cmd("SET")
+        .arg(keys::pace_mark(&member))
+        .arg(at)
+        .arg("PX")
+        .arg(PACE_TTL_MS)
+        .ignore()
+        .cmd("SADD")
+        .arg(&paces)
+        .arg(&member)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(&paces)
+        .arg(PACE_TTL_MS)
+        .ignore()
+        .query_async(&mut conn)
+        .await;
+}
+
 /// Keeps one mirror of the stream `key` up to date until it is closed, forgotten, or idle
 /// (only a mirror `mirrors` holds idles out).
 ///
-/// With `pace` (`lag_grace`, `ahead`), the mirror's slowest subscriber paces its pushes, as
-/// sid's output is paced in the owner's log: a subscriber of this replica that reads slower
-/// than the owner writes (a burst) is waited for, up to `lag_grace` at a time, instead of being
-/// cut off as soon as it lags a full log. The reader goes on reading Redis meanwhile, holding up
-/// to `ahead` updates not yet pushed (so the owner trimming the shared log cannot leave a hole
-/// for the subscribers keeping up); with that many held, it overruns the slow subscriber. So a
-/// subscriber here is cut off once it lags this log and `ahead` updates more, or stops reading
-/// for `lag_grace`, and never holds the owner back. The domain feed's copies are not paced, as
-/// its source is not.
+/// With `pace` (`lag_grace`), the mirror's slowest subscriber paces it, as sid's output is
+/// paced in the owner's log: what the reader read from Redis and that subscriber has no room
+/// for yet is held, and the reader reads nothing more from Redis until it has pushed it (the
+/// shared log keeps the rest: the owner trims nothing past this copy's mark). It waits for that
+/// subscriber up to `lag_grace` from its last progress, then overruns it (a subscriber that
+/// stops reading is cut off, and holds the others up at most that long). Its mark says how far
+/// it has read, refreshed at most every [`HOLD_POLL`] while it moves, and before a long
+/// blocking read: the owner's writer keeps within `replay` updates of it, so a subscriber that
+/// keeps reading here holds the owner back instead of being cut off. The domain feed's copies
+/// are not paced, as its source is not.
 pub(super) async fn read_on(
     mirrors: Weak<Mirrors>,
     link: Arc<Link>,
@@ -402,49 +507,47 @@ pub(super) async fn read_on(
     context_id: String,
     queue: Weak<EventQueue>,
     mut last_id: String,
-    pace: Option<(Duration, usize)>,
+    pace: Option<Duration>,
 ) {
-    let opts = StreamReadOptions::default()
-        .count(READ_ENTRIES)
-        .block(BLOCK_MS);
     let mut conn = None;
     let mut idle_since = tokio::time::Instant::now();
     let mut delay = RETRY_MIN;
-    // Read from Redis, not yet pushed (waiting for the slowest subscriber), and since when.
+    // Read from Redis, not yet pushed (waiting for the slowest subscriber), and since when
+    // nothing of it could be pushed.
     let mut held: std::collections::VecDeque<(u64, A2aEvent)> = Default::default();
     let mut held_since: Option<tokio::time::Instant> = None;
-    let mut marked: Option<tokio::time::Instant> = None;
-    let pace_key = keys::pace(&key);
+    // How far it read from Redis, and the mark last written (what, when).
+    let mut read_to = queue.upgrade().map_or(0, |q| q.last_seq());
+    let mut marked: Option<(u64, tokio::time::Instant)> = None;
     loop {
         let Some(q) = queue.upgrade().filter(|q| !q.is_closed()) else {
             return;
         };
+        let mut pushed = false;
         while let Some((seq, ev)) = held.pop_front() {
-            let go = match pace {
-                None => true,
-                Some((_, ahead)) => held.len() >= ahead || q.has_room(),
-            };
-            if !go {
+            if pace.is_some() && !q.has_room() {
                 held.push_front((seq, ev));
                 break;
             }
             let _ = q.push_at(seq, ev);
+            pushed = true;
         }
-        if held.is_empty() {
+        if pushed || held.is_empty() {
             held_since = None;
         }
-        // While it holds updates back, say how far it pushed, so the owner's writer slows down
-        // to it (refreshed at most every millisecond; lapses by itself once it stops).
-        if !held.is_empty() && marked.is_none_or(|t| t.elapsed() >= HOLD_POLL) {
-            marked = Some(tokio::time::Instant::now());
-            let mut shared = link.conn_anyway();
-            let _: redis::RedisResult<()> = shared
-                .set_options(
-                    &pace_key,
-                    q.last_seq(),
-                    redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(PACE_TTL_MS)),
-                )
-                .await;
+        // Only while its reader has a connection: a copy that cannot read lets its mark lapse
+        // rather than hold the owner back.
+        if pace.is_some() && conn.is_some() {
+            let due = match marked {
+                None => true,
+                Some((at, when)) => {
+                    (at != read_to && when.elapsed() >= HOLD_POLL) || when.elapsed() >= PACE_REFRESH
+                }
+            };
+            if due {
+                mark(&link, &key, &link.node_id, read_to).await;
+                marked = Some((read_to, tokio::time::Instant::now()));
+            }
         }
         if q.subscriber_count() > 0 {
             idle_since = tokio::time::Instant::now();
@@ -460,6 +563,18 @@ pub(super) async fn read_on(
                 }
             }
         }
+        if let (Some(grace), false) = (pace, held.is_empty()) {
+            let since = *held_since.get_or_insert_with(tokio::time::Instant::now);
+            let left = grace.saturating_sub(since.elapsed());
+            tokio::select! {
+                // Room made, or the grace is over and the slow subscriber is overrun.
+                _ = q.room(left) => {}
+                // Time to refresh the mark.
+                _ = tokio::time::sleep(PACE_REFRESH) => {}
+            }
+            continue;
+        }
+        drop(q);
         let c = match conn.as_mut() {
             Some(c) => c,
             None => match link.dedicated().await {
@@ -471,29 +586,23 @@ pub(super) async fn read_on(
                 }
             },
         };
+        // A mark not yet written waits at most a short read: the owner may be waiting for it.
+        let stale = pace.is_some() && marked.is_some_and(|(at, _)| at != read_to);
+        let opts = StreamReadOptions::default()
+            .count(READ_ENTRIES)
+            .block(if stale { 1 } else { BLOCK_MS });
         let (streams, ids) = ([&key], [&last_id]);
-        let read = c.xread_options::<_, _, Option<StreamReadReply>>(&streams, &ids, &opts);
-        let read = match (pace, held.is_empty()) {
-            (Some((grace, _)), false) => {
-                // Both are safe to drop: a read not taken is read again from `last_id`.
-                let since = *held_since.get_or_insert_with(tokio::time::Instant::now);
-                let left = grace.saturating_sub(since.elapsed());
-                tokio::select! {
-                    // Room made, or the grace is over and the slow subscriber is overrun.
-                    _ = q.room(left) => continue,
-                    r = read => r,
-                }
-            }
-            _ => {
-                drop(q);
-                read.await
-            }
-        };
-        match read {
+        match c
+            .xread_options::<_, _, Option<StreamReadReply>>(&streams, &ids, &opts)
+            .await
+        {
             Ok(reply) => {
                 delay = RETRY_MIN;
                 for k in reply.into_iter().flat_map(|r| r.keys) {
                     let (updates, last) = updates(k.ids, &context_id);
+                    if let Some((seq, _)) = updates.last() {
+                        read_to = read_to.max(*seq);
+                    }
                     held.extend(updates);
                     if let Some(id) = last {
                         last_id = id;

@@ -9,6 +9,7 @@
 mod support;
 
 mod live_feed;
+mod mirror_burst;
 mod mirror_pacing;
 mod replicas;
 
