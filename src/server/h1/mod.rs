@@ -23,20 +23,20 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+use axum::http::{HeaderName, Method, Request, StatusCode, Uri, Version};
 use axum::response::IntoResponse;
 use bytes::{Buf, Bytes, BytesMut};
-use futures_util::FutureExt;
-use http_body_util::BodyExt;
-use hyper::body::Body as _;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+mod answer;
+
+use self::answer::{bodiless, end_head, write, write_body, write_reply};
 use super::{Front, Lane};
 use crate::error::GatewayError;
 use crate::headers::RawHead;
-use crate::reply::{Reply, ReplyBody};
+use crate::reply::ReplyBody;
 
 /// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
 const MAX_HEAD: usize = 16 * 1024;
@@ -45,8 +45,6 @@ const MAX_HEADERS: usize = 48;
 /// Bytes a client may send ahead (pipelined requests) while its call runs; beyond that the
 /// socket is not read until the answer is written.
 const MAX_AHEAD: usize = 64 * 1024;
-/// Answers up to this size are written with their head in one write.
-const GATHER: usize = 64 * 1024;
 
 /// How [`serve`] left the connection.
 pub(super) enum Served {
@@ -135,27 +133,6 @@ fn parse(buf: &[u8]) -> Parsed {
         path: at(path.as_bytes()),
         headers,
         body: body.unwrap_or(0),
-    })
-}
-
-/// The answer's `Date`, formatted once a second per thread.
-fn date() -> HeaderValue {
-    use std::cell::RefCell;
-    thread_local! {
-        static NOW: RefCell<(u64, Option<HeaderValue>)> = const { RefCell::new((u64::MAX, None)) };
-    }
-    let now = std::time::SystemTime::now();
-    let secs = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    NOW.with(|cell| {
-        let mut c = cell.borrow_mut();
-        if c.0 != secs || c.1.is_none() {
-            let v = HeaderValue::from_str(&httpdate::fmt_http_date(now))
-                .expect("an HTTP date is a header value");
-            *c = (secs, Some(v));
-        }
-        c.1.clone().expect("set above")
     })
 }
 
@@ -416,74 +393,6 @@ where
     }
 }
 
-/// Writes a call's JSON (or empty) `reply` on `io`, its head laid out here as [`write`] lays
-/// out a response's (`content-type`, the reply's headers, `x-request-id`, the length, `date`)
-/// and its body gathered with it when small.
-async fn write_reply<S>(
-    io: &mut S,
-    out: &mut Vec<u8>,
-    reply: Reply,
-    request_id: &HeaderValue,
-    close: bool,
-) -> Result<(), Broken>
-where
-    S: AsyncWrite + Unpin,
-{
-    let status = reply.status;
-    let body = match reply.body {
-        ReplyBody::Json(b) => Some(b),
-        _ => None,
-    };
-    let bodiless = bodiless(status);
-    status_line(out, status);
-    if body.is_some() {
-        out.extend_from_slice(b"content-type: application/json\r\n");
-    }
-    let at = out.len();
-    out.extend_from_slice(b"server-timing: ");
-    match crate::reply::write_server_timing(out, reply.timing_ms) {
-        true => out.extend_from_slice(b"\r\n"),
-        false => out.truncate(at),
-    }
-    for (name, value) in &reply.headers {
-        if matches!(
-            name.as_str(),
-            "content-length" | "transfer-encoding" | "connection" | "content-type" | "x-request-id"
-        ) {
-            continue;
-        }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"x-request-id: ");
-    out.extend_from_slice(request_id.as_bytes());
-    out.extend_from_slice(b"\r\n");
-    let body = body.filter(|_| !bodiless);
-    let length = body.as_ref().map_or(0, Bytes::len) as u64;
-    end_head(
-        out,
-        (!bodiless).then_some(Some(length)),
-        reply.headers.contains_key(axum::http::header::DATE),
-        close,
-    );
-    match body {
-        Some(b) if out.len() + b.len() > GATHER => {
-            io.write_all(out).await.map_err(|_| Broken)?;
-            io.write_all(&b).await.map_err(|_| Broken)?;
-        }
-        Some(b) => {
-            out.extend_from_slice(&b);
-            io.write_all(out).await.map_err(|_| Broken)?;
-        }
-        None => io.write_all(out).await.map_err(|_| Broken)?,
-    }
-    io.flush().await.map_err(|_| Broken)?;
-    out.clear();
-    Ok(())
-}
-
 /// A head already split off, put back before the bytes that followed it: all of it for hyper.
 fn rejoin(head: &Bytes, rest: &BytesMut) -> Bytes {
     let mut back = BytesMut::with_capacity(head.len() + rest.len());
@@ -568,191 +477,9 @@ where
     write_body(io, out, buf, body, chunked).await.is_ok()
 }
 
-/// Whether an answer of `status` carries no body (RFC 9112 §6.3: 1xx, 204, 304).
-fn bodiless(status: StatusCode) -> bool {
-    status.is_informational()
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED
-}
-
-/// Starts an answer's head in `out` (cleared): its status line.
-fn status_line(out: &mut Vec<u8>, status: StatusCode) {
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-}
-
-/// Ends an answer's head: its framing (`None` for a bodiless answer, `Some(None)` for a chunked
-/// body, `Some(Some(n))` for `n` bytes), `date` unless the answer has one, `connection: close`
-/// when the connection ends with it, and the blank line. One place, so every answer this loop
-/// writes is framed alike.
-fn end_head(out: &mut Vec<u8>, framing: Option<Option<u64>>, has_date: bool, close: bool) {
-    match framing {
-        Some(Some(n)) => {
-            out.extend_from_slice(b"content-length: ");
-            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-        Some(None) => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-        None => {}
-    }
-    if !has_date {
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(date().as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-}
-
 /// The path of a request target (before its query).
 fn uri_path(target: &str) -> &str {
     target.split_once('?').map_or(target, |(p, _)| p)
-}
-
-/// Why an answer could not be written whole.
-struct Broken;
-
-/// Writes `resp` on `io` (its head and a known-length body gathered in `out`), watching the
-/// client meanwhile when the body has to be waited for (its leaving ends the answer); bytes it
-/// sends are kept in `ahead`. `close` says `connection: close`.
-async fn write<S>(
-    io: &mut S,
-    out: &mut Vec<u8>,
-    ahead: &mut BytesMut,
-    resp: axum::response::Response,
-    close: bool,
-) -> Result<(), Broken>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let (parts, mut body) = resp.into_parts();
-    let status = parts.status;
-    let bodiless = bodiless(status);
-    let declared = parts
-        .headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let length = body.size_hint().exact().or(declared);
-    let chunked = !bodiless && length.is_none();
-    status_line(out, status);
-    for (name, value) in &parts.headers {
-        // Framing and the connection's fate are this writer's to say.
-        if matches!(
-            name.as_str(),
-            "content-length" | "transfer-encoding" | "connection"
-        ) {
-            continue;
-        }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    end_head(
-        out,
-        (!bodiless).then_some(length),
-        parts.headers.contains_key(axum::http::header::DATE),
-        close,
-    );
-    if bodiless {
-        body = Body::empty();
-    }
-    write_body(io, out, ahead, body, chunked).await
-}
-
-/// Writes what `out` holds (an answer's head), then `body` (chunk-framed when `chunked`),
-/// gathered in `out` up to [`GATHER`] bytes, and watching the client meanwhile when the body
-/// has to be waited for (see [`write`]).
-async fn write_body<S>(
-    io: &mut S,
-    out: &mut Vec<u8>,
-    ahead: &mut BytesMut,
-    mut body: Body,
-    chunked: bool,
-) -> Result<(), Broken>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    {
-        let mut body = Pin::new(&mut body);
-        loop {
-            let frame = match body.frame().now_or_never() {
-                Some(f) => f,
-                None => {
-                    // The body must be waited for: what is gathered goes out first, and the
-                    // client is watched meanwhile.
-                    if !out.is_empty() {
-                        io.write_all(out).await.map_err(|_| Broken)?;
-                        io.flush().await.map_err(|_| Broken)?;
-                        out.clear();
-                    }
-                    tokio::select! {
-                        biased;
-                        f = body.frame() => f,
-                        r = read_ahead(io, ahead) => {
-                            r?;
-                            continue;
-                        }
-                    }
-                }
-            };
-            let data = match frame {
-                None => break,
-                Some(Err(_)) => return Err(Broken),
-                Some(Ok(f)) => match f.into_data() {
-                    Ok(d) => d,
-                    // Trailers: not sent.
-                    Err(_) => continue,
-                },
-            };
-            if data.is_empty() {
-                continue;
-            }
-            if chunked {
-                out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-            }
-            if out.len() + data.len() <= GATHER {
-                out.extend_from_slice(&data);
-            } else {
-                io.write_all(out).await.map_err(|_| Broken)?;
-                out.clear();
-                io.write_all(&data).await.map_err(|_| Broken)?;
-            }
-            if chunked {
-                out.extend_from_slice(b"\r\n");
-            }
-        }
-        if chunked {
-            out.extend_from_slice(b"0\r\n\r\n");
-        }
-    }
-    io.write_all(out).await.map_err(|_| Broken)?;
-    io.flush().await.map_err(|_| Broken)?;
-    out.clear();
-    Ok(())
-}
-
-/// While an answer's body is awaited: reads what the client sends (kept in `ahead`, up to
-/// [`MAX_AHEAD`], then no more is read); `Err` when it leaves. Cancel-safe.
-async fn read_ahead<S>(io: &mut S, ahead: &mut BytesMut) -> Result<(), Broken>
-where
-    S: AsyncRead + Unpin,
-{
-    if ahead.len() >= MAX_AHEAD {
-        return std::future::pending().await;
-    }
-    ahead.reserve(1024);
-    match io.read_buf(ahead).await {
-        Ok(n) if n > 0 => Ok(()),
-        _ => Err(Broken),
-    }
 }
 
 #[cfg(test)]
