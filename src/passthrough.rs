@@ -329,10 +329,11 @@ impl Target {
         let named = forwarded::connection_named(headers);
         for (name, value) in headers {
             if forwarded::copied(name, &named, &hop) && trace::copied(name, client_traced) {
-                head.extend_from_slice(name.as_str().as_bytes());
-                head.extend_from_slice(b": ");
-                head.extend_from_slice(value.as_bytes());
-                head.extend_from_slice(b"\r\n");
+                crate::wire::head::header_line(
+                    &mut head,
+                    name.as_str().as_bytes(),
+                    value.as_bytes(),
+                );
             }
         }
         if origin.peer.is_some() {

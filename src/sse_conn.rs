@@ -123,28 +123,9 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
     let known = body_len(&body);
     let chunked = known.is_none() && !get.http10;
     let mut head = Vec::with_capacity(256);
-    head.extend_from_slice(if get.http10 {
-        b"HTTP/1.0 "
-    } else {
-        b"HTTP/1.1 "
-    });
-    head.extend_from_slice(parts.status.as_str().as_bytes());
-    head.push(b' ');
-    head.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
-    head.extend_from_slice(b"\r\n");
-    for (name, value) in &parts.headers {
-        // Framing and the connection's fate are this writer's to say.
-        if matches!(
-            name.as_str(),
-            "content-length" | "transfer-encoding" | "connection"
-        ) {
-            continue;
-        }
-        head.extend_from_slice(name.as_str().as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value.as_bytes());
-        head.extend_from_slice(b"\r\n");
-    }
+    let version: &[u8] = if get.http10 { b"HTTP/1.0" } else { b"HTTP/1.1" };
+    crate::wire::head::status_line(&mut head, version, parts.status);
+    crate::wire::head::answer_headers(&mut head, &parts.headers, &[]);
     head.extend_from_slice(b"date: ");
     head.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
     head.extend_from_slice(b"\r\nconnection: close\r\n");

@@ -14,6 +14,7 @@ use axum::http::{header, HeaderName, StatusCode};
 
 use crate::forwarded::{self, Hop, Values};
 use crate::trace::{self, TraceContext};
+use crate::wire::head::{header_line, status_line};
 
 /// A request head the HTTP/1 loop read: its bytes, and each header's name and where its value
 /// lies in them.
@@ -86,10 +87,7 @@ pub(crate) fn request_head(
     };
     for (name, value) in req.headers {
         if forwarded::copied(name, &named, hop) && trace::copied(name, client_traced) {
-            out.extend_from_slice(name.as_str().as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(&req.bytes[value.clone()]);
-            out.extend_from_slice(b"\r\n");
+            header_line(out, name.as_str().as_bytes(), &req.bytes[value.clone()]);
         }
     }
     if told {
@@ -117,11 +115,7 @@ pub(crate) fn answer_head(
     head: &[u8],
     headers: &[(Range<usize>, Range<usize>)],
 ) -> bool {
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
+    status_line(out, b"HTTP/1.1", status);
     let is = |r: &Range<usize>, name: &HeaderName| {
         head[r.clone()].eq_ignore_ascii_case(name.as_str().as_bytes())
     };
@@ -151,10 +145,7 @@ pub(crate) fn answer_head(
             continue;
         }
         dated |= is(n, &header::DATE);
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(&head[v.clone()]);
-        out.extend_from_slice(b"\r\n");
+        header_line(out, name, &head[v.clone()]);
     }
     out.extend_from_slice(b"via: ");
     for v in via {

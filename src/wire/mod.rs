@@ -5,6 +5,7 @@
 //! [`serde_json::value::RawValue`] and copied through verbatim instead of being parsed into a tree.
 
 pub mod dialect;
+pub(crate) mod head;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod raw;

@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::MAX_AHEAD;
 use crate::reply::{Reply, ReplyBody};
+use crate::wire::head;
 
 /// Answers up to this size are written with their head in one write.
 const GATHER: usize = 64 * 1024;
@@ -69,21 +70,8 @@ where
         true => out.extend_from_slice(b"\r\n"),
         false => out.truncate(at),
     }
-    for (name, value) in &reply.headers {
-        if matches!(
-            name.as_str(),
-            "content-length" | "transfer-encoding" | "connection" | "content-type" | "x-request-id"
-        ) {
-            continue;
-        }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"x-request-id: ");
-    out.extend_from_slice(request_id.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    head::answer_headers(out, &reply.headers, &["content-type", "x-request-id"]);
+    head::header_line(out, b"x-request-id", request_id.as_bytes());
     let body = body.filter(|_| !bodiless);
     let length = body.as_ref().map_or(0, Bytes::len) as u64;
     end_head(
@@ -118,11 +106,7 @@ pub(super) fn bodiless(status: StatusCode) -> bool {
 /// Starts an answer's head in `out` (cleared): its status line.
 pub(super) fn status_line(out: &mut Vec<u8>, status: StatusCode) {
     out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
+    head::status_line(out, b"HTTP/1.1", status);
 }
 
 /// Ends an answer's head: its framing (`None` for a bodiless answer, `Some(None)` for a chunked
@@ -182,19 +166,7 @@ where
     let length = body.size_hint().exact().or(declared);
     let chunked = !bodiless && length.is_none();
     status_line(out, status);
-    for (name, value) in &parts.headers {
-        // Framing and the connection's fate are this writer's to say.
-        if matches!(
-            name.as_str(),
-            "content-length" | "transfer-encoding" | "connection"
-        ) {
-            continue;
-        }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
+    head::answer_headers(out, &parts.headers, &[]);
     end_head(
         out,
         (!bodiless).then_some(length),

@@ -1,0 +1,58 @@
+//! HTTP/1 head lines written by hand, for the writers that lay out a head without hyper (the
+//! HTTP/1 loop's answers, the pass-through's relayed heads, an SSE connection's head): the status
+//! line's and a header line's bytes in one place.
+
+use axum::http::{HeaderMap, StatusCode};
+
+/// Appends `{version} {code} {reason}\r\n`; `version` is `b"HTTP/1.1"` or `b"HTTP/1.0"`.
+pub(crate) fn status_line(out: &mut Vec<u8>, version: &[u8], status: StatusCode) {
+    out.extend_from_slice(version);
+    out.push(b' ');
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `{name}: {value}\r\n`.
+#[inline]
+pub(crate) fn header_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends an answer's `headers` as head lines, but for its framing (`content-length`,
+/// `transfer-encoding`) and the connection's fate (`connection`), which are the writer's to say,
+/// and the names in `also_skip` (lowercase), which the writer says itself.
+pub(crate) fn answer_headers(out: &mut Vec<u8>, headers: &HeaderMap, also_skip: &[&str]) {
+    for (name, value) in headers {
+        let name = name.as_str();
+        if matches!(name, "content-length" | "transfer-encoding" | "connection")
+            || also_skip.contains(&name)
+        {
+            continue;
+        }
+        header_line(out, name.as_bytes(), value.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn framing_and_skipped_names_are_left_out() {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-length", HeaderValue::from_static("3"));
+        headers.insert("connection", HeaderValue::from_static("close"));
+        headers.insert("x-a", HeaderValue::from_static("1"));
+        headers.insert("content-type", HeaderValue::from_static("text/plain"));
+        let mut out = Vec::new();
+        status_line(&mut out, b"HTTP/1.1", StatusCode::NOT_FOUND);
+        answer_headers(&mut out, &headers, &["content-type"]);
+        assert_eq!(out, b"HTTP/1.1 404 Not Found\r\nx-a: 1\r\n");
+    }
+}
