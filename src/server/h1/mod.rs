@@ -181,9 +181,16 @@ where
                 return Served::Closed;
             }
             buf.reserve(4096);
-            match read_more(io, &mut buf, &mut deadline, due, &mut stop, &mut stopping).await {
-                Waited::Read | Waited::Stopping => {}
-                Waited::Gone | Waited::TimedOut => return Served::Closed,
+            tokio::select! {
+                biased;
+                n = io.read_buf(&mut buf) => match n {
+                    Ok(n) if n > 0 => {}
+                    _ => return Served::Closed,
+                },
+                _ = &mut deadline => if fired(deadline.as_mut(), due) {
+                    return Served::Closed;
+                },
+                _ = &mut stop, if !stopping => stopping = true,
             }
         };
         let live = front.live.load_full();
@@ -255,13 +262,17 @@ where
             }
             let mut timed_out = false;
             while buf.len() < head.body {
-                match read_more(io, &mut buf, &mut deadline, due, &mut stop, &mut stopping).await {
-                    Waited::Read | Waited::Stopping => {}
-                    Waited::Gone => return Served::Closed,
-                    Waited::TimedOut => {
+                tokio::select! {
+                    biased;
+                    n = io.read_buf(&mut buf) => match n {
+                        Ok(n) if n > 0 => {}
+                        _ => return Served::Closed,
+                    },
+                    _ = &mut deadline => if fired(deadline.as_mut(), due) {
                         timed_out = true;
                         break;
-                    }
+                    },
+                    _ = &mut stop, if !stopping => stopping = true,
                 }
             }
             Some(if timed_out {
@@ -327,51 +338,6 @@ where
         };
         if written.0.is_err() || written.1 {
             return Served::Closed;
-        }
-    }
-}
-
-/// What one wait for more of a request brought.
-enum Waited {
-    /// Bytes were read into the buffer.
-    Read,
-    /// The gateway began to stop (noted in `stopping`); nothing was read.
-    Stopping,
-    /// The client closed its side, or its socket failed.
-    Gone,
-    /// `due` passed.
-    TimedOut,
-}
-
-/// Waits for more of a request (the head or the body) in `buf`, until `due` (`deadline`, see
-/// [`arm`]), or until the gateway begins to stop. One place for the head's and the body's
-/// waits, which differ only in what a timeout means to them.
-async fn read_more<S, F>(
-    io: &mut S,
-    buf: &mut BytesMut,
-    deadline: &mut Pin<&mut tokio::time::Sleep>,
-    due: Instant,
-    stop: &mut Pin<&mut F>,
-    stopping: &mut bool,
-) -> Waited
-where
-    S: AsyncRead + Unpin,
-    F: std::future::Future,
-{
-    loop {
-        tokio::select! {
-            biased;
-            n = io.read_buf(buf) => return match n {
-                Ok(n) if n > 0 => Waited::Read,
-                _ => Waited::Gone,
-            },
-            _ = deadline.as_mut() => if fired(deadline.as_mut(), due) {
-                return Waited::TimedOut;
-            },
-            _ = stop.as_mut(), if !*stopping => {
-                *stopping = true;
-                return Waited::Stopping;
-            }
         }
     }
 }
