@@ -182,7 +182,11 @@ fn decode_delta(x: &str, e: &RawValue, c: Option<String>) -> Option<Payload> {
         _ => return None,
     };
     let escaped = e.get().strip_prefix('"')?.strip_suffix('"')?;
-    let delta = if escaped.contains('\\') {
+    // `TextDelta::new` reads the text only where `escaped` cannot serve as it is (an escape
+    // serde_json never writes, `\/`) and, in debug builds, to check `escaped` against it: only
+    // then is it decoded. Otherwise the text is passed escaped, which only such a check would
+    // read.
+    let delta = if escaped.contains("\\/") || (cfg!(debug_assertions) && escaped.contains('\\')) {
         let text: String = serde_json::from_str(e.get()).ok()?;
         TextDelta::new(artifact, &text, Some(escaped))
     } else {
