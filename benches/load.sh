@@ -18,7 +18,7 @@
 #                                                    # TLS rows); a ratio is printed when both
 #                                                    # its rows ran
 #
-# "pipelined" is the translating gateway again with `pipeline = PIPELINE` (64 unless set) on its
+# "pipelined" is the translating gateway again with `pipeline = PIPELINE` (256 unless set) on its
 # upstream: calls ready together written to the upstream in one write (HTTP/1.1 pipelining,
 # `src/proxy/pipeline.rs`); the translating row stays the pooled default.
 #
@@ -51,7 +51,7 @@ GW_TLS_PORT=${GW_TLS_PORT:-19005}
 BASE_PORT=${BASE_PORT:-19006}
 BASE_TLS_PORT=${BASE_TLS_PORT:-19007}
 PIPE_PORT=${PIPE_PORT:-19008}
-PIPELINE=${PIPELINE:-64}
+PIPELINE=${PIPELINE:-256}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
 ROWS=${ROWS:-"direct nginx haproxy wiregate pipelined passthrough tls"}
 # wants ROW -> exit 0 when ROW was asked for.
