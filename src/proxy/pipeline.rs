@@ -15,8 +15,8 @@
 //! order it received them), so an answer can only ever go to the call it answers.
 //!
 //! Failures, each tested over real sockets in `tests/proxy_pipeline.rs`:
-//! - a queue full (every lane has `depth` calls queued): the call takes the pooled path, so
-//!   nothing is buffered without bound and no call waits for a slot;
+//! - a queue full (the least loaded lane has `depth` calls queued): the call takes the pooled
+//!   path, so nothing is buffered without bound and no call waits for a slot;
 //! - the upstream closes or resets the connection: every call written and not answered fails
 //!   with the error the pooled path gives (502, `UpstreamUnreachable`); a call none of whose
 //!   bytes were written goes once more on a new connection (a `POST` is retried only then);
@@ -96,8 +96,9 @@ impl Pipeline {
         }
     }
 
-    /// Queues a call on the least loaded lane; `None` when every lane is full (the caller then
-    /// takes the pooled path). Call inside the runtime: the first call starts the lanes.
+    /// Queues a call on the least loaded lane; `None` when that lane's queue is full (the
+    /// caller then takes the pooled path). Call inside the runtime: the first call starts the
+    /// lanes.
     pub(crate) fn submit(
         &self,
         request: Vec<u8>,
