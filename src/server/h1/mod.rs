@@ -234,15 +234,25 @@ where
             continue;
         }
         let bytes = buf.split_to(head.len).freeze();
-        let Ok(uri) = Uri::from_maybe_shared(bytes.slice(head.path.clone())) else {
-            *prefix = rejoin(&bytes, &buf);
-            return Served::HandOver;
+        // Answered from its reply, a call builds no request object: a plain target (which the
+        // URI parser takes) is not parsed into a `Uri` it would not use.
+        let fast = lane == Lane::Rpc && !live.access;
+        let uri = if fast && crate::passthrough::raw::plain_target(&bytes[head.path.clone()]) {
+            None
+        } else {
+            match Uri::from_maybe_shared(bytes.slice(head.path.clone())) {
+                Ok(uri) => Some(uri),
+                Err(_) => {
+                    *prefix = rejoin(&bytes, &buf);
+                    return Served::HandOver;
+                }
+            }
         };
         // The headers stay where they arrived, read by name where the call needs them; a map
         // is built only for the paths answered through a response (which hyper's requests
         // carry).
         let raw = RawHead::new(bytes, head.headers);
-        let map = match lane == Lane::Rpc && !live.access {
+        let map = match fast {
             true => None,
             false => match raw.to_map() {
                 Ok(map) => Some(map),
@@ -319,7 +329,8 @@ where
                 };
                 let mut req = Request::new(body);
                 *req.method_mut() = Method::POST;
-                *req.uri_mut() = uri;
+                // Parsed above: only the fast path leaves it out.
+                *req.uri_mut() = uri.unwrap_or_default();
                 *req.version_mut() = Version::HTTP_11;
                 *req.headers_mut() = headers;
                 let call = front.respond(live, req, lane, read);
