@@ -167,19 +167,18 @@ impl Ready {
     ) -> Result<exchange::Relayed, Response<Body>> {
         let t = &self.target;
         let started = Instant::now();
-        let sent =
-            tokio::time::timeout(t.timeout, exchange::relay(&t.client, &self.request, out)).await;
+        let sent = exchange::relay(&t.client, &self.request, out, t.timeout).await;
         match sent {
-            Ok(Ok(answer)) => {
+            Ok(answer) => {
                 t.record(answer.status, started);
                 Ok(answer)
             }
-            Ok(Err(e)) => {
+            Err(exchange::Unanswered::Failed(e)) => {
                 out.clear();
                 tracing::warn!(upstream = %t.name, error = %e, "pass-through upstream unreachable");
                 Err(t.refuse(StatusCode::BAD_GATEWAY, started, "unreachable"))
             }
-            Err(_) => {
+            Err(exchange::Unanswered::TimedOut) => {
                 out.clear();
                 tracing::warn!(upstream = %t.name, timeout_ms = t.timeout.as_millis() as u64, "pass-through upstream timed out");
                 Err(t.refuse(StatusCode::GATEWAY_TIMEOUT, started, "timed out"))

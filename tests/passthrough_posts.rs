@@ -29,7 +29,7 @@ const BLOB_LEN: usize = 200_000;
 const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// The legacy server: `/echo` answers what it got (with hop-by-hop headers of its own and a
-/// `Via`), `/blob` a long body with a length, `/chunks` a chunked one.
+/// `Via`), `/wait?ms=N` after N ms, `/blob` a long body with a length, `/chunks` a chunked one.
 async fn site() -> String {
     let app = axum::Router::new()
         .route(
@@ -64,6 +64,19 @@ async fn site() -> String {
                         "body": String::from_utf8_lossy(&body),
                     })),
                 )
+            }),
+        )
+        .route(
+            "/wait",
+            post(|req: Request| async move {
+                let ms = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.strip_prefix("ms="))
+                    .and_then(|ms| ms.parse().ok())
+                    .unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                "waited"
             }),
         )
         .route(
@@ -273,4 +286,44 @@ async fn a_dead_or_silent_upstream_is_a_502_or_504_and_the_connection_carries_on
         .await
         .unwrap();
     assert_eq!(answer(&mut c).await.status, "HTTP/1.1 201 Created");
+}
+
+/// A pooled upstream connection keeps one timer for the passed-through calls made on it, as
+/// the RPC path's does (`tests/failures.rs`), moved on when it fires for an earlier call: each
+/// call still has the whole timeout, however long the connection has served, and a call that
+/// overruns it is still cut off.
+#[tokio::test]
+async fn each_call_on_a_reused_upstream_connection_has_the_whole_timeout() {
+    let site = site().await;
+    let gw = gateway()
+        .upstream("site", &site, Dialect::Legacy, 300)
+        .route(&["*"], "site")
+        .passthrough(&[("/", "site")])
+        .start()
+        .await;
+    let mut c = connect(&gw).await;
+    // Six calls of 150 ms one after another, on one pooled upstream connection: 900 ms of its
+    // life, three timeouts' worth, each call within one.
+    for i in 0..6 {
+        c.get_mut()
+            .write_all(request("/wait?ms=150", &[], "{}").as_bytes())
+            .await
+            .unwrap();
+        let a = answer(&mut c).await;
+        assert_eq!(a.status, "HTTP/1.1 200 OK", "call {i}");
+        assert_eq!(a.body, b"waited", "call {i}");
+    }
+    let started = std::time::Instant::now();
+    c.get_mut()
+        .write_all(request("/wait?ms=1500", &[], "{}").as_bytes())
+        .await
+        .unwrap();
+    let slow = answer(&mut c).await;
+    let waited = started.elapsed();
+    assert_eq!(slow.status, "HTTP/1.1 504 Gateway Timeout");
+    assert!(String::from_utf8_lossy(&slow.body).contains("\"site\" timed out"));
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_millis(1400),
+        "cut off after {waited:?}"
+    );
 }

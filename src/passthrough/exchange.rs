@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as _, Frame};
 
 use crate::proxy::h1::{self, Chunked, Conn, Framing};
-use crate::proxy::{stream::Stream, UpstreamClient};
+use crate::proxy::{stream::Stream, until, UpstreamClient};
 
 /// Answers with a length up to this are read whole before they are passed on (one frame, and
 /// the connection back in the pool at once); longer ones, chunked and close-delimited ones
@@ -162,17 +162,57 @@ pub(crate) enum RelayedBody {
     Stream(Body, Option<u64>),
 }
 
+/// How a relayed exchange ended without an answer.
+#[derive(Debug)]
+pub(crate) enum Unanswered {
+    /// The upstream could not be reached, or answered what is not HTTP/1.1.
+    Failed(h1::Error),
+    /// No whole answer within the upstream's timeout.
+    TimedOut,
+}
+
 /// Sends `request` (head and body, whole) upstream, and writes the answer's head as the client
 /// gets it in `out` (see [`raw::answer_head`](super::raw::answer_head)): the head's headers are
 /// relayed from the upstream's bytes, never put in a header map. Interim answers are skipped;
 /// a `101` is refused (the request asked for no upgrade). The body is read whole when it is
 /// short and has a length, streamed otherwise, as [`exchange`]'s.
+///
+/// Timed by the pooled connection's own timer, as the RPC path's calls are
+/// ([`UpstreamClient::post`]): a `tokio::time::timeout` per call registered and dropped a timer
+/// entry each time, and woke the runtime's driver through its eventfd about once per poll of
+/// the event loop (`strace`, README "Front deployment (#13)").
 pub(crate) async fn relay(
     client: &UpstreamClient,
     request: &[u8],
     out: &mut Vec<u8>,
-) -> Result<Relayed, h1::Error> {
-    let mut conn = send(client, request).await?;
+    timeout: std::time::Duration,
+) -> Result<Relayed, Unanswered> {
+    let due = tokio::time::Instant::now() + timeout;
+    let (pooled, kept) = client
+        .checkout_timed()
+        .map_or((None, None), |(c, t)| (Some(c), t));
+    let mut timer = kept.unwrap_or_else(|| Box::pin(tokio::time::sleep_until(due)));
+    let answered = tokio::select! {
+        biased;
+        answered = relay_on(client, pooled, request, out) => answered,
+        () = until(&mut timer, due) => return Err(Unanswered::TimedOut),
+    };
+    let (relayed, idle) = answered.map_err(Unanswered::Failed)?;
+    if let Some(conn) = idle {
+        client.checkin_timed(conn, Some(timer));
+    }
+    Ok(relayed)
+}
+
+/// [`relay`]'s exchange, on `pooled` when there is one; with the connection when it may carry
+/// another request.
+async fn relay_on(
+    client: &UpstreamClient,
+    pooled: Option<Conn>,
+    request: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(Relayed, Option<Conn>), h1::Error> {
+    let mut conn = send_on(client, pooled, request).await?;
     let mut lines = Vec::with_capacity(16);
     let parsed = loop {
         if conn.received().is_empty() {
@@ -201,14 +241,14 @@ pub(crate) async fn relay(
     };
     let dated = super::raw::answer_head(out, parsed.status, &conn.received()[..parsed.len], &lines);
     conn.received().advance(parsed.len);
-    let body = match parsed.framing {
-        Framing::Empty => {
-            done(client, conn, parsed.keep_alive);
-            RelayedBody::Whole(Bytes::new())
-        }
+    let (body, idle) = match parsed.framing {
+        Framing::Empty => (
+            RelayedBody::Whole(Bytes::new()),
+            reusable(conn, parsed.keep_alive),
+        ),
         Framing::Length(n) if n <= WHOLE => {
-            let bytes = whole(client, conn, n, parsed.keep_alive).await?;
-            RelayedBody::Whole(bytes)
+            let bytes = read_whole(&mut conn, n).await?;
+            (RelayedBody::Whole(bytes), reusable(conn, parsed.keep_alive))
         }
         framing => {
             let length = match framing {
@@ -216,20 +256,30 @@ pub(crate) async fn relay(
                 _ => None,
             };
             let stream = stream_answer(client.clone(), conn, framing, parsed.keep_alive);
-            RelayedBody::Stream(Body::from_stream(stream), length)
+            (RelayedBody::Stream(Body::from_stream(stream), length), None)
         }
     };
-    Ok(Relayed {
+    let relayed = Relayed {
         status: parsed.status,
         dated,
         body,
-    })
+    };
+    Ok((relayed, idle))
 }
 
 /// Writes `bytes` on a pooled connection, or on a fresh one when the pooled one turns out dead
 /// (nothing of the request can have reached the upstream then).
 async fn send(client: &UpstreamClient, bytes: &[u8]) -> Result<Conn, h1::Error> {
-    if let Some(mut conn) = client.checkout() {
+    send_on(client, client.checkout(), bytes).await
+}
+
+/// [`send`], on `pooled` when there is one.
+async fn send_on(
+    client: &UpstreamClient,
+    pooled: Option<Conn>,
+    bytes: &[u8],
+) -> Result<Conn, h1::Error> {
+    if let Some(mut conn) = pooled {
         match conn.send(bytes).await {
             Ok(()) => return Ok(conn),
             Err(h1::Error::NotSent(_)) => {}
@@ -306,22 +356,34 @@ async fn whole(
     n: usize,
     keep_alive: bool,
 ) -> Result<Bytes, h1::Error> {
+    let bytes = read_whole(&mut conn, n).await?;
+    done(client, conn, keep_alive);
+    Ok(bytes)
+}
+
+/// The next `n` bytes of `conn`'s answer.
+async fn read_whole(conn: &mut Conn, n: usize) -> Result<Bytes, h1::Error> {
     let buf = conn.received();
     buf.reserve(n.saturating_sub(buf.len()));
     while conn.received().len() < n {
         conn.fill().await?;
     }
-    let bytes = conn.received().split_to(n).freeze();
-    done(client, conn, keep_alive);
-    Ok(bytes)
+    Ok(conn.received().split_to(n).freeze())
 }
 
 /// Puts a connection whose answer is complete back in the pool when it can carry another.
-fn done(client: &UpstreamClient, mut conn: Conn, keep_alive: bool) {
-    if keep_alive && conn.received().is_empty() {
-        conn.trim();
+fn done(client: &UpstreamClient, conn: Conn, keep_alive: bool) {
+    if let Some(conn) = reusable(conn, keep_alive) {
         client.checkin(conn);
     }
+}
+
+/// A connection whose answer is complete, ready for another request when it can carry one.
+fn reusable(mut conn: Conn, keep_alive: bool) -> Option<Conn> {
+    (keep_alive && conn.received().is_empty()).then(|| {
+        conn.trim();
+        conn
+    })
 }
 
 /// An answer's body passed on as it arrives, by its framing; the connection goes back to the

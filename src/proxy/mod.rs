@@ -38,12 +38,12 @@ struct Pooled {
 
 /// A call's timer, reused by the calls of one pooled connection: a `tokio::time::timeout` per
 /// call registered, polled and dropped a timer entry each time (README, Performance).
-type Timer = std::pin::Pin<Box<tokio::time::Sleep>>;
+pub(crate) type Timer = std::pin::Pin<Box<tokio::time::Sleep>>;
 
 /// Waits until `due` on `timer`, which may be set earlier (for a call before) and is then
 /// moved on; it is moved only when it must fire sooner, so most calls leave the timer wheel
 /// alone.
-async fn until(timer: &mut Timer, due: tokio::time::Instant) {
+pub(crate) async fn until(timer: &mut Timer, due: tokio::time::Instant) {
     if timer.deadline() > due {
         timer.as_mut().reset(due);
     }
@@ -232,7 +232,7 @@ impl UpstreamClient {
     }
 
     /// [`checkout`](Self::checkout), with the connection's timer.
-    fn checkout_timed(&self) -> Option<(h1::Conn, Option<Timer>)> {
+    pub(crate) fn checkout_timed(&self) -> Option<(h1::Conn, Option<Timer>)> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(p) = idle.pop() {
             if p.is_reusable() {
@@ -248,7 +248,7 @@ impl UpstreamClient {
     }
 
     /// [`checkin`](Self::checkin), with the timer of the calls made on it.
-    fn checkin_timed(&self, conn: h1::Conn, timer: Option<Timer>) {
+    pub(crate) fn checkin_timed(&self, conn: h1::Conn, timer: Option<Timer>) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(Pooled {
