@@ -635,6 +635,15 @@ mod tests {
             let mut out = Vec::new();
             id.write_json(&mut out);
             assert_eq!(out, text.as_bytes());
+            assert_eq!(
+                id.as_text().as_deref(),
+                Some(text),
+                "the upstream's text keeps it too"
+            );
+        }
+        for (text, upstream) in [("0", "0"), ("-42", "-42"), ("\"a\"", "a"), ("null", "")] {
+            let id: Id = serde_json::from_str(text).unwrap();
+            assert_eq!(id.as_text().unwrap_or_default(), upstream, "{text}");
         }
         for bad in ["true", "[1]", "{}"] {
             assert!(serde_json::from_str::<Id>(bad).is_err(), "{bad}");
