@@ -147,11 +147,15 @@ pub fn parse_head_with(
     for h in resp.headers.iter() {
         on_header(h.name.as_bytes(), h.value);
         if h.name.eq_ignore_ascii_case("content-length") {
-            let n = std::str::from_utf8(h.value)
-                .ok()
-                .map(str::trim)
-                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|v| v.parse::<usize>().ok())
+            // Plain digits (nearly every answer) read without `str` parsing; the rest as before.
+            let n = crate::server::content_length(h.value)
+                .or_else(|| {
+                    std::str::from_utf8(h.value)
+                        .ok()
+                        .map(str::trim)
+                        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                        .and_then(|v| v.parse::<usize>().ok())
+                })
                 .ok_or(Error::Malformed("invalid Content-Length"))?;
             if length.is_some_and(|m| m != n) {
                 return Err(Error::Malformed("conflicting Content-Length values"));
