@@ -9,6 +9,11 @@
 #   BIN_DIR=/path/to/target/release benches/callgrind_stream.sh   # another build
 #   SHORT=2000 LONG=10000 benches/callgrind_stream.sh
 #   PORT_BASE=23300 benches/callgrind_stream.sh       # the gateway on PORT_BASE + 0..199 (default 19300)
+#   A2A=0.3 benches/callgrind_stream.sh               # the subscriber an A2A spec stream (0.3 or 1.0)
+#
+# The subscriber reads GET /contexts/{id}/events (the seed dialect's shared frames); with A2A=
+# it is instead the flood's own streaming call in that version's dialect (`message/stream` with
+# `A2A-Version: 0.3`, `SendStreamingMessage` with 1.0), whose frames each stream encodes itself.
 #
 # Runs with the shipped defaults but for one: sid.subscriber_buffer = 65 536, which builds before
 # #12 need to deliver the flood at all and later ones ignore. Loopback only.
@@ -24,8 +29,8 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cat >"$work/flood.py" <<'PY'
-import json, socket, sys, threading
-port, n = int(sys.argv[1]), int(sys.argv[2])
+import json, socket, sys, threading, uuid
+port, n, a2a = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 def post(body):
     s = socket.create_connection(("127.0.0.1", port))
     b = json.dumps(body).encode()
@@ -37,12 +42,27 @@ def post(body):
     return out.decode()
 msg = lambda text, **kw: {"jsonrpc": "2.0", "id": 1, "method": "message/send",
                           "params": {"message": {"parts": [{"text": text}]}, **kw}}
-r = post(msg("hello"))
-ctx = r[r.index('"contextId":"') + 13:][:36]
-s = socket.create_connection(("127.0.0.1", port))
-s.sendall(("GET /contexts/%s/events HTTP/1.1\r\nhost: x\r\nlast-event-id: 999999999\r\n\r\n" % ctx).encode())
-t = threading.Thread(target=post, args=(msg("flood %d" % n, contextId=ctx),))
-t.start()
+def spec_stream(version, text):
+    if version == "0.3":
+        method, parts, role = "message/stream", [{"kind": "text", "text": text}], "user"
+    else:
+        method, parts, role = "SendStreamingMessage", [{"text": text}], "ROLE_USER"
+    b = json.dumps({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"message": {
+        "messageId": str(uuid.uuid4()), "role": role, "parts": parts}}}).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+              b"a2a-version: %s\r\ncontent-length: %d\r\n\r\n" % (version.encode(), len(b)) + b)
+    return s
+if a2a:
+    s, t, mark = spec_stream(a2a, "flood %d" % n), None, b'"artifactId":"response"'
+else:
+    r = post(msg("hello"))
+    ctx = r[r.index('"contextId":"') + 13:][:36]
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(("GET /contexts/%s/events HTTP/1.1\r\nhost: x\r\nlast-event-id: 999999999\r\n\r\n" % ctx).encode())
+    t = threading.Thread(target=post, args=(msg("flood %d" % n, contextId=ctx),))
+    t.start()
+    mark = b'"artifact":"response"'
 seen, carry = 0, b""
 while seen < n:
     d = s.recv(262144)
@@ -51,8 +71,9 @@ while seen < n:
     carry += d
     frames = carry.split(b"\n\n")
     carry = frames.pop()
-    seen += sum(b'"artifact":"response"' in f for f in frames)
-t.join()
+    seen += sum(mark in f for f in frames)
+if t:
+    t.join()
 PY
 count() { # lines -> instructions of the gateway process
   local port=$((${PORT_BASE:-19300} + RANDOM % 200))
@@ -66,10 +87,10 @@ count() { # lines -> instructions of the gateway process
     python3 -c "import socket; socket.create_connection(('127.0.0.1', $port))" 2>/dev/null && break
     sleep 0.2
   done
-  python3 "$work/flood.py" "$port" "$1"
+  python3 "$work/flood.py" "$port" "$1" "${A2A:-}"
   kill -INT "$vg"; wait "$vg" || true
   grep -o 'refs: *[0-9,]*' "$work/vg.$1" | tr -dc '0-9'
 }
 short=$(count "$SHORT")
 long=$(count "$LONG")
-echo "instructions per delivered event: $(( (long - short) / (LONG - SHORT) ))  ($BIN_DIR; floods of $SHORT and $LONG lines)"
+echo "instructions per delivered event: $(( (long - short) / (LONG - SHORT) ))  ($BIN_DIR; floods of $SHORT and $LONG lines${A2A:+; A2A $A2A stream})"

@@ -13,9 +13,14 @@
 #                                                    # build, for before/after in one run
 #   NO_BUILD=1 benches/load.sh                       # the release binaries already built
 #   ROWS="nginx passthrough tls" benches/load.sh     # only these rows (default: all). Names:
-#                                                    # direct nginx haproxy wiregate passthrough
-#                                                    # tls (nginx's and wiregate's TLS rows); a
-#                                                    # ratio is printed when both its rows ran
+#                                                    # direct nginx haproxy wiregate pipelined
+#                                                    # passthrough tls (nginx's and wiregate's
+#                                                    # TLS rows); a ratio is printed when both
+#                                                    # its rows ran
+#
+# "pipelined" is the translating gateway again with `pipeline = PIPELINE` (256 unless set) on its
+# upstream: calls ready together written to the upstream in one write (HTTP/1.1 pipelining,
+# `src/proxy/pipeline.rs`); the translating row stays the pooled default.
 #
 # Beside the translating rows: wiregate's pass-through (`[[passthrough]]`, the legacy envelope
 # forwarded unchanged) against nginx's proxy_pass, and TLS terminated by wiregate (translating)
@@ -45,8 +50,10 @@ NGINX_TLS_PORT=${NGINX_TLS_PORT:-19004}
 GW_TLS_PORT=${GW_TLS_PORT:-19005}
 BASE_PORT=${BASE_PORT:-19006}
 BASE_TLS_PORT=${BASE_TLS_PORT:-19007}
+PIPE_PORT=${PIPE_PORT:-19008}
+PIPELINE=${PIPELINE:-256}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
-ROWS=${ROWS:-"direct nginx haproxy wiregate passthrough tls"}
+ROWS=${ROWS:-"direct nginx haproxy wiregate pipelined passthrough tls"}
 # wants ROW -> exit 0 when ROW was asked for.
 wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -135,11 +142,18 @@ printf '[[passthrough]]\nprefix = "/"\nupstream = "legacy"\n' >>"$work/gateway.t
 sed "s/127.0.0.1:$GW_PORT/127.0.0.1:$GW_TLS_PORT/" "$work/base.toml" | sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_TLS_PORT/" >"$work/tls.toml"
 printf '[server.tls]\ncert = "%s"\nkey = "%s"\n' "$work/cert.pem" "$work/key.pem" >>"$work/tls.toml"
 # (TOML: a table after [[routes]] is fine; [server.tls] belongs to [server] by its dotted name.)
+# The pipelined gateway: the translating one with its upstream pipelined.
+sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$PIPE_PORT/" "$work/base.toml" |
+  sed "s/^dialect = \"legacy\"$/dialect = \"legacy\"\npipeline = $PIPELINE/" >"$work/pipe.toml"
+
 RUST_LOG=warn ./target/release/wiregate --config "$work/gateway.toml" >/dev/null 2>&1 &
 gw_pid=$!
 pids+=($!)
 RUST_LOG=warn ./target/release/wiregate --config "$work/tls.toml" >/dev/null 2>&1 &
 gw_tls_pid=$!
+pids+=($!)
+RUST_LOG=warn ./target/release/wiregate --config "$work/pipe.toml" >/dev/null 2>&1 &
+pipe_pid=$!
 pids+=($!)
 if [ -n "${BASE_BIN:-}" ]; then
   RUST_LOG=warn "$BASE_BIN" --config "$work/base.toml" >/dev/null 2>&1 &
@@ -177,6 +191,7 @@ answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_PORT/rpc"
 answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$GW_PORT/a2a"
 answers "$legacy_ok" "$legacy_body" "https://127.0.0.1:$NGINX_TLS_PORT/a2a"
 answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$GW_TLS_PORT/rpc"
+answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$PIPE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$BASE_TLS_PORT/rpc"
 
@@ -252,6 +267,8 @@ for c in $CONNS; do
   show nginx "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99" "$n_u" "$n_s" "$n_err"
   show haproxy "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99" "$h_u" "$h_s" "$h_err"
   show wiregate "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99" "$w_u" "$w_s" "$w_err"
+  read -r q_rps q_p50 q_p99 q_u q_s q_err < <(measure pipelined pipelined "http://127.0.0.1:$PIPE_PORT/rpc" "$work/rpc.lua" "$c" "$pipe_pid" "$rpc_ok" "$rpc_body")
+  show pipelined "wiregate transl. pipelined" "$c" "$q_rps" "$q_p50" "$q_p99" "$q_u" "$q_s" "$q_err"
   read -r p_rps p_p50 p_p99 p_u p_s p_err < <(measure passthrough passthrough "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$c" "$gw_pid" "$legacy_ok" "$legacy_body")
   read -r nt_rps nt_p50 nt_p99 nt_u nt_s nt_err < <(measure tls nginx_tls "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
   read -r wt_rps wt_p50 wt_p99 wt_u wt_s wt_err < <(measure tls wiregate_tls "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$gw_tls_pid" "$rpc_ok" "$rpc_body")
@@ -266,7 +283,7 @@ for c in $CONNS; do
     read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err < <(measure tls base_tls "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$base_tls_pid" "$rpc_ok" "$rpc_body")
     show tls "wiregate BASE_BIN TLS" "$c" "$bt_rps" "$bt_p50" "$bt_p99" "$bt_u" "$bt_s" "$bt_err"
   fi
-  if [ "$d_err$n_err$h_err$w_err$p_err$nt_err$wt_err$b_err$bt_err" != nonenonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$h_err$w_err$q_err$p_err$nt_err$wt_err$b_err$bt_err" != nonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
@@ -274,6 +291,10 @@ for c in $CONNS; do
   if wants wiregate && wants direct && wants nginx && wants haproxy; then
     awk -v w="$w_rps" -v d="$d_rps" -v n="$n_rps" -v h="$h_rps" -v wp="$w_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
+  fi
+  if wants pipelined && wants nginx && wants haproxy; then
+    awk -v q="$q_rps" -v n="$n_rps" -v h="$h_rps" -v qp="$q_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: pipelined/nginx %.2f  pipelined/haproxy %.2f  p99 pipelined/nginx %.2f  p99 pipelined/haproxy %.2f\n", c, q/n, q/h, qp/np, qp/hp }'
   fi
   if wants passthrough && wants nginx; then
     awk -v p="$p_rps" -v n="$n_rps" -v pp="$p_p99" -v np="$n_p99" -v c="$c" 'BEGIN {

@@ -3,6 +3,7 @@
 #
 #   benches/soak.sh                 # 30 minutes
 #   benches/soak.sh --minutes 3     # or SOAK_MINUTES=3; 1..240
+#   PIPELINE=64 RATE=1500 benches/soak.sh --minutes 20   # the upstream pipelined, more calls/s
 #
 # Loopback (127.0.0.1) only. Starts, each from a private copy of the release binaries:
 # - examples/legacy_upstream with --drop-feed-every 60: the legacy server, whose event feed is
@@ -54,6 +55,9 @@ SUBSCRIBERS=${SUBSCRIBERS:-100}
 SOAK_CLIENT_ARGS=${SOAK_CLIENT_ARGS:-}
 # 0: /metrics is read only at the end, as by a gateway nobody scrapes; N: every N s, as Prometheus.
 SCRAPE_SECS=${SCRAPE_SECS:-0}
+# N > 0: the legacy upstream is reached with `pipeline = N` (calls ready together written in one
+# write on one connection, answers matched in order; README, "Pipelining to the upstream").
+PIPELINE=${PIPELINE:-0}
 
 if [ -z "${SOAK_NO_BUILD:-}" ]; then
   cargo build --release --examples --bins
@@ -106,6 +110,7 @@ name = "legacy"
 url = "http://127.0.0.1:$UP_PORT/a2a"
 dialect = "legacy"
 timeout_ms = 10000
+pipeline = $PIPELINE
 [[routes]]
 methods = ["*"]
 upstream = "legacy"
@@ -123,7 +128,7 @@ TOML
 RUST_LOG=info NO_COLOR=1 "$work/wiregate" --config "$work/gateway.toml" >"$work/gateway.log" 2>&1 &
 gw_pid=$!
 
-echo "soak: ${MINUTES} min (warm-up ${WARMUP} s), gateway pid $gw_pid on 127.0.0.1:$GW_PORT, commit $commit ($dirty changed files in src/ and the manifest), wiregate $binary, feed dropped every ${DROP_EVERY} s, /metrics scraped every ${SCRAPE_SECS} s (0: only at the end)"
+echo "soak: ${MINUTES} min (warm-up ${WARMUP} s), gateway pid $gw_pid on 127.0.0.1:$GW_PORT, commit $commit ($dirty changed files in src/ and the manifest), wiregate $binary, feed dropped every ${DROP_EVERY} s, upstream pipeline ${PIPELINE}, /metrics scraped every ${SCRAPE_SECS} s (0: only at the end)"
 client_rc=0
 # The client stops itself after SECS (plus its end phase); timeout is the backstop. It runs in
 # the background so that a signal to this script is handled at once (wait is interruptible).

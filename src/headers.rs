@@ -34,6 +34,12 @@ impl RawHead {
         self.bytes
     }
 
+    /// Where the first value of `name` lies: the one scan [`Headers::get`] and
+    /// [`Headers::value`] share.
+    fn find(&self, name: impl Name) -> Option<&Range<usize>> {
+        self.lines.iter().find(|(n, _)| name.is(n)).map(|(_, v)| v)
+    }
+
     /// The same headers as a map (for the paths that need a real one).
     pub fn to_map(&self) -> Result<HeaderMap, axum::http::header::InvalidHeaderValue> {
         let mut map = HeaderMap::with_capacity(self.lines.len());
@@ -56,16 +62,24 @@ pub enum Headers<'a> {
     Head(&'a RawHead),
 }
 
+impl<'a> From<&'a HeaderMap> for Headers<'a> {
+    fn from(map: &'a HeaderMap) -> Self {
+        Headers::Map(map)
+    }
+}
+
+impl<'a> From<&'a RawHead> for Headers<'a> {
+    fn from(head: &'a RawHead) -> Self {
+        Headers::Head(head)
+    }
+}
+
 impl<'a> Headers<'a> {
     /// The first value of `name`, as bytes.
     pub fn get(self, name: impl Name) -> Option<&'a [u8]> {
         match self {
             Headers::Map(m) => name.in_map(m).map(HeaderValue::as_bytes),
-            Headers::Head(h) => h
-                .lines
-                .iter()
-                .find(|(n, _)| name.is(n))
-                .map(|(_, v)| &h.bytes[v.clone()]),
+            Headers::Head(h) => h.find(name).map(|v| &h.bytes[v.clone()]),
         }
     }
 
@@ -104,11 +118,9 @@ impl<'a> Headers<'a> {
     pub fn value(self, name: impl Name) -> Option<HeaderValue> {
         match self {
             Headers::Map(m) => name.in_map(m).cloned(),
-            Headers::Head(h) => {
-                h.lines.iter().find(|(n, _)| name.is(n)).and_then(|(_, v)| {
-                    HeaderValue::from_maybe_shared(h.bytes.slice(v.clone())).ok()
-                })
-            }
+            Headers::Head(h) => h
+                .find(name)
+                .and_then(|v| HeaderValue::from_maybe_shared(h.bytes.slice(v.clone())).ok()),
         }
     }
 }

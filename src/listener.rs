@@ -115,7 +115,6 @@ impl Conn {
         deadline: std::time::Duration,
         turns: &Handshakes,
     ) -> Option<Conn<tokio_rustls::server::TlsStream<TcpStream>>> {
-        let until = tokio::time::Instant::now() + deadline;
         let io = self.io;
         let handshake = async {
             let hello =
@@ -124,7 +123,7 @@ impl Conn {
             let accept = turns.take(|| hello.into_stream(config)).await;
             accept.await
         };
-        match tokio::time::timeout_at(until, handshake).await {
+        match tokio::time::timeout(deadline, handshake).await {
             Ok(Ok(io)) => Some(Conn {
                 io,
                 prefix: Bytes::new(),

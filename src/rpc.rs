@@ -285,9 +285,11 @@ impl Gateway {
                 // call's future as large as the largest of them, and that future is moved (its
                 // bytes copied) into its box and at each await on the way in.
                 if req.id.is_some() {
-                    let clustered = self.bridge.as_ref().is_some_and(|b| b.is_clustered());
-                    if clustered {
-                        if let Some(reply) = Box::pin(self.carried(&req, &spec, body, meta)).await {
+                    // Checked here, outside the box: a gateway without a cluster allocates
+                    // nothing for the carry.
+                    if let Some(bridge) = self.bridge.as_deref().filter(|b| b.is_clustered()) {
+                        let carried = self.carried(bridge, &req, &spec, body, meta);
+                        if let Some(reply) = Box::pin(carried).await {
                             return reply;
                         }
                     }
@@ -331,16 +333,17 @@ impl Gateway {
         }
     }
 
-    /// With `[cluster]`: a call that must run where its context's sid runs, carried whole to
-    /// that replica when it is another (`bridge::carry`); `None` to answer it here.
+    /// With `[cluster]` (`bridge`, which the caller found clustered): a call that must run
+    /// where its context's sid runs, carried whole to that replica when it is another
+    /// (`bridge::carry`); `None` to answer it here.
     async fn carried(
         &self,
+        bridge: &Bridge,
         req: &Request,
         spec: &Result<Option<SpecCall>, GatewayError>,
         body: &[u8],
         meta: &Meta<'_>,
     ) -> Option<Reply> {
-        let bridge = self.bridge.as_ref().filter(|b| b.is_clustered())?;
         let spec = *spec.as_ref().ok()?;
         let params = req.params.as_deref();
         let (ctx, task) = match spec {

@@ -80,7 +80,7 @@ mod tests {
 
     #[tokio::test]
     async fn notes_each_upstream_once_and_the_first_dialect() {
-        let ctx = TraceContext::for_call(&Default::default());
+        let ctx = TraceContext::for_call(&axum::http::HeaderMap::new());
         let ((), note) = run(ctx, true, async {
             assert_eq!(trace(), Some(ctx));
             note_call("legacy", "a");

@@ -20,10 +20,10 @@ pub struct TraceContext {
 }
 
 impl TraceContext {
-    /// The context for a call that arrived with `headers`: the client's trace continued with a
-    /// new span, or a new trace.
-    pub fn for_call(headers: &HeaderMap) -> Self {
-        Self::for_parent(headers.get(&TRACEPARENT).map(|v| v.as_bytes())).0
+    /// The context for a call that arrived with `headers` (a map, or a head the HTTP/1 loop
+    /// read): the client's trace continued with a new span, or a new trace.
+    pub fn for_call<'a>(headers: impl Into<crate::headers::Headers<'a>>) -> Self {
+        Self::for_parent(headers.into().get(&TRACEPARENT)).0
     }
 
     /// The same from the client's `traceparent` value, if it sent one; also whether it was a

@@ -326,3 +326,41 @@ async fn clients_stalled_in_their_handshake_do_not_hold_back_another_clients_han
         assert!(!closed_by_gateway(tcp).await);
     }
 }
+
+#[tokio::test]
+async fn a_handshake_left_unfinished_is_closed_at_its_deadline() {
+    // `server.header_read_timeout_ms` bounds a TLS handshake as it bounds a plain connection's
+    // first bytes: a client that sends its ClientHello and nothing after is closed then.
+    let pki = Pki::new("wiregate test CA");
+    let server = pki.issue("gateway", &["localhost", "127.0.0.1"]);
+    let up = legacy_echo().run().await;
+    let tls = listener_tls(&server, "");
+    let gw = gateway()
+        .upstream("legacy", &up.url(), Dialect::Legacy, 2000)
+        .route(&["*"], "legacy")
+        .with(move |c| {
+            c.server.tls = tls;
+            c.server.header_read_timeout_ms = 300;
+        })
+        .start()
+        .await;
+    let mut tcp = stalled_hello(gw.addr.port()).await;
+    let t0 = std::time::Instant::now();
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 4096];
+        // The server's flight, then the end (or a reset).
+        while let Ok(n) = tcp.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "still open after 20 s");
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(100),
+        "closed before the deadline: {:?}",
+        t0.elapsed()
+    );
+}

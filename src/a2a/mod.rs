@@ -7,6 +7,7 @@
 //! [`classify`] from its method name and the `A2A-Version` header.
 
 pub mod card;
+mod delta;
 pub mod errors;
 pub mod list;
 pub mod push;
@@ -24,7 +25,7 @@ use crate::bridge::mapping::TaskState;
 use crate::bridge::{Bridge, IdParams, Turn};
 use crate::config::A2a as A2aConfig;
 use crate::error::GatewayError;
-use crate::events::Stored;
+use crate::events::{A2aEvent, EventKind, Payload, Stored};
 use crate::stream::{Cut, Encode, Filter};
 use crate::wire::jsonrpc::{Id, Response};
 use crate::wire::sse;
@@ -489,6 +490,7 @@ impl A2a {
             id: envelope.cloned(),
             version: v,
             writer: UpdateWriter::new(v, &task),
+            scratch: Vec::new(),
         };
         let prelude = encoder.frame(None, &shapes::stream_start(v, &task, &opened.context_id));
         Ok(SpecStream {
@@ -515,6 +517,9 @@ pub struct SpecEncoder {
     id: Option<Id>,
     version: Version,
     writer: UpdateWriter,
+    /// A text delta's data line, written here and copied into the frame; kept between events
+    /// so writing one allocates nothing.
+    scratch: Vec<u8>,
 }
 
 impl SpecEncoder {
@@ -538,6 +543,29 @@ impl SpecEncoder {
         }
     }
 
+    /// One event's frame. A text delta, most events of a stream, is written without the tree
+    /// [`UpdateWriter::result`] builds (the same bytes: see [`delta`]).
+    fn encode(&mut self, ev: &A2aEvent, out: &mut BytesMut) {
+        let (EventKind::Artifact, Payload::Delta(d)) = (ev.event_type, &ev.data) else {
+            let result = self.writer.result(ev);
+            return self.write(out, Some(&ev.event_id), &result);
+        };
+        let mut json = std::mem::take(&mut self.scratch);
+        json.clear();
+        // As `SpecResponse` serialises.
+        if let Some(id) = &self.id {
+            json.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+            id.write_json(&mut json);
+            json.extend_from_slice(b",\"result\":");
+        }
+        self.writer.write_delta(ev, d, &mut json);
+        if self.id.is_some() {
+            json.push(b'}');
+        }
+        sse::write_json_line_frame(out, None, Some(&ev.event_id), &json);
+        self.scratch = json;
+    }
+
     /// An error inside the stream: a JSON-RPC error response, or the REST binding's error.
     pub fn error(&self, e: &GatewayError) -> Bytes {
         match &self.id {
@@ -556,8 +584,7 @@ impl Encode for SpecEncoder {
     }
 
     fn event(&mut self, s: &Stored, out: &mut BytesMut) {
-        let result = self.writer.result(&s.event);
-        self.write(out, Some(&s.event.event_id), &result);
+        self.encode(&s.event, out);
     }
 
     fn cut(&mut self, why: Cut) -> Option<Bytes> {

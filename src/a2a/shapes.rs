@@ -15,7 +15,7 @@ use super::Version;
 use crate::bridge::mapping::{HistoryMessage, Role, Task, TaskState};
 use crate::bridge::Turn;
 use crate::error::GatewayError;
-use crate::events::{A2aEvent, EventKind};
+use crate::events::{A2aEvent, EventKind, TextDelta};
 
 /// A state as `version` spells it.
 pub fn state(version: Version, s: TaskState) -> &'static str {
@@ -286,6 +286,16 @@ impl UpdateWriter {
             seen.insert("response".to_owned());
         }
         UpdateWriter { version, seen }
+    }
+
+    /// [`result`](Self::result) of a text delta `d` (`ev`'s data), appended to `out` as the
+    /// compact JSON `result` serialises to, without building it ([`super::delta`]).
+    pub fn write_delta(&mut self, ev: &A2aEvent, d: &TextDelta, out: &mut Vec<u8>) {
+        let name = d.artifact().name();
+        // As `result` decides: a later chunk of an artifact this subscriber has seen appends.
+        let fresh = !self.seen.contains(name) && self.seen.insert(name.to_owned());
+        let task_id = ev.plan_id.as_deref().unwrap_or("");
+        super::delta::write_result(self.version, d, task_id, !fresh, out);
     }
 
     /// The `result` for one update.

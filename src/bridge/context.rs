@@ -81,6 +81,23 @@ struct Inner {
     exit_reason: Option<String>,
 }
 
+impl Inner {
+    /// Counts a line sid printed as activity and tells whether it is news: sid numbers its
+    /// lines from 1 per process (0 is a line outside the numbering), and a replay after a
+    /// reconnect repeats lines already seen, which are dropped. The one check of a line's
+    /// sequence, for messages ([`Context::observe`]) and text deltas ([`Context::on_delta`]).
+    fn take_line(&mut self, seq: u64) -> bool {
+        self.last_activity = Instant::now();
+        if seq != 0 {
+            if seq <= self.last_seq {
+                return false;
+            }
+            self.last_seq = seq;
+        }
+        true
+    }
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Context {
@@ -473,19 +490,18 @@ impl Context {
         matches!(msg, ServerMessage::ReplayComplete(_))
     }
 
-    /// A text delta, most lines of a stream: what [`observe`](Self::observe) and
-    /// [`publish`](Self::publish) do with its message, without building the message, a list
-    /// of updates or a map, and with one clock read for the task's change and the event's stamp.
+    /// A text delta, most lines of a stream: [`observe`](Self::observe) and
+    /// [`publish`](Self::publish) of its message, sharing their check of the line
+    /// ([`Inner::take_line`]) and leaving out what a delta never is (a `hello` or a `result`), so
+    /// without building the message, a list of updates or a map. One clock read stamps both the
+    /// task's change and the event, where a message's two steps read one each (a few lines a
+    /// turn, against every line of a flood here).
     fn on_delta(&self, line: &DeltaLine<'_>) {
         let now = SystemTime::now();
         let made = {
             let mut inner = self.lock();
-            inner.last_activity = Instant::now();
-            if line.sequence != 0 {
-                if line.sequence <= inner.last_seq {
-                    return; // replayed history already seen
-                }
-                inner.last_seq = line.sequence;
+            if !inner.take_line(line.sequence) {
+                return;
             }
             inner.tracker.observe_delta(line, now)
         };
@@ -496,7 +512,6 @@ impl Context {
     fn observe(&self, msg: &ServerMessage) -> Vec<Update> {
         let mut updates = Vec::new();
         let mut inner = self.lock();
-        inner.last_activity = Instant::now();
         if let ServerMessage::Hello(h) = msg {
             // A replay repeats the very same hello; any other hello is a new sid process, whose
             // sequence starts again at 1.
@@ -510,12 +525,8 @@ impl Context {
             }
             inner.hello = Some(h.clone());
         }
-        let seq = msg.sequence();
-        if seq != 0 {
-            if seq <= inner.last_seq {
-                return updates; // replayed history already seen
-            }
-            inner.last_seq = seq;
+        if !inner.take_line(msg.sequence()) {
+            return updates;
         }
         if let ServerMessage::Result(r) = msg {
             if let Some(tx) = inner.pending.remove(&r.request_id) {

@@ -51,7 +51,20 @@ pub struct Upstream {
     /// The private key of `client_cert` (PEM).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_key: String,
+    /// HTTP/1.1 pipelining to this upstream: 0 (the default) off; N: calls are queued on a few
+    /// long-lived connections, those ready together written in one write, at most N waiting
+    /// for their answers on one connection (`proxy::pipeline`). Only for an `http://` upstream
+    /// that answers pipelined requests in order, as RFC 9112 §9.3.2 requires of every server.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pipeline: usize,
 }
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The most calls one pipelined connection may have waiting (`upstreams[].pipeline`).
+const MAX_PIPELINE: usize = 1024;
 
 /// `[[passthrough]]`: requests the gateway does not answer itself, forwarded unchanged.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -79,6 +92,7 @@ impl Upstream {
             ca_file: String::new(),
             client_cert: String::new(),
             client_key: String::new(),
+            pipeline: 0,
         }
     }
 
@@ -231,6 +245,17 @@ pub(super) fn validate(
         }
         if let Err(e) = crate::tls::client_config(u) {
             issues.add(format!("upstreams[{i}].{}", e.key), e.message);
+        }
+        if u.pipeline > MAX_PIPELINE {
+            issues.add(
+                format!("upstreams[{i}].pipeline"),
+                format!("must be at most {MAX_PIPELINE}"),
+            );
+        } else if u.pipeline > 0 && !u.url.starts_with("http://") {
+            issues.add(
+                format!("upstreams[{i}].pipeline"),
+                "pipelining is for http:// upstreams (set 0 for https://)".into(),
+            );
         }
         if u.timeout_ms == 0 {
             issues.add(

@@ -17,6 +17,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 use crate::wire::sse;
+use payload::DeltaParams;
 
 /// SSE event name of a status update.
 pub const TASK_STATUS_UPDATE: &str = "TaskStatusUpdateEvent";
@@ -189,13 +190,14 @@ impl A2aEvent {
             }
             Payload::Delta(d) => {
                 // Sized exactly, so the frame's buffer becomes its `Bytes` without another
-                // allocation.
-                let task = self
-                    .plan_id
-                    .as_deref()
-                    .map_or(0, |p| 10 + payload::json_str_len(p));
-                let len = 39 + self.event_type.method().len() + d.params_len() + task + 2;
-                sse::json_frame_sized(name, id, len, |out| self.write_delta(d, out))
+                // allocation; each id is scanned for escapes once, for its length and its bytes.
+                let params = d.params();
+                let task = self.plan_id.as_deref().map(crate::wire::json_str_contents);
+                let task_len = task.as_ref().map_or(0, |t| 12 + t.len()); // ,"taskId":"…"
+                let len = 39 + self.event_type.method().len() + params.len() + task_len + 2;
+                sse::json_frame_sized(name, id, len, |out| {
+                    self.write_delta(&params, task.as_deref(), out)
+                })
             }
         }
     }
@@ -207,13 +209,15 @@ impl A2aEvent {
         out.extend_from_slice(b"\",\"params\":{");
     }
 
-    /// A delta's notification, as `Notification`'s `Serialize` writes the map it stands for.
-    fn write_delta(&self, d: &TextDelta, out: &mut Vec<u8>) {
+    /// A delta's notification, as `Notification`'s `Serialize` writes the map it stands for;
+    /// `task` is the plan id's contents as [`crate::wire::write_json_str`] writes them.
+    fn write_delta(&self, params: &DeltaParams<'_>, task: Option<&str>, out: &mut Vec<u8>) {
         self.write_head(out);
-        d.write_params(out);
-        if let Some(plan) = &self.plan_id {
-            out.extend_from_slice(b",\"taskId\":");
-            crate::wire::write_json_str(out, plan);
+        params.write(out);
+        if let Some(task) = task {
+            out.extend_from_slice(b",\"taskId\":\"");
+            out.extend_from_slice(task.as_bytes());
+            out.push(b'"');
         }
         out.extend_from_slice(b"}}");
     }

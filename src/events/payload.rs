@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::wire::json_str_contents;
+
 /// An update's fields: a JSON object, or a text delta without one.
 #[derive(Clone, Debug)]
 pub enum Payload {
@@ -137,9 +139,9 @@ impl TextDelta {
     pub fn new(artifact: DeltaArtifact, text: &str, raw: Option<&str>) -> Self {
         let escaped: Box<str> = match raw {
             Some(raw) if !raw.contains("\\/") => raw.into(),
-            _ => escape(text).into(),
+            _ => json_str_contents(text).into(),
         };
-        debug_assert_eq!(*escaped, *escape(text), "{raw:?}");
+        debug_assert_eq!(*escaped, *json_str_contents(text), "{raw:?}");
         TextDelta {
             artifact,
             escaped,
@@ -184,43 +186,48 @@ impl TextDelta {
         m
     }
 
-    /// The members of `params` in the map's order (`append`, `artifact`, `contextId`, `text`:
-    /// a `serde_json::Map` is sorted), as compact JSON without the braces; `len` of it first.
-    pub(crate) fn params_len(&self) -> usize {
-        // "append":true,"artifact":"…","text":"…"
-        let mut n = 37 + self.artifact.name().len() + self.escaped.len();
-        if let Some(c) = &self.context_id {
-            n += 13 + json_str_len(c); // ,"contextId":…
+    /// The members of `params`, to be written into a frame sized before it is written.
+    pub(crate) fn params(&self) -> DeltaParams<'_> {
+        DeltaParams {
+            delta: self,
+            context_id: self.context_id.as_deref().map(json_str_contents),
         }
-        n
+    }
+}
+
+/// A delta's members of `params` in the map's order (`append`, `artifact`, `contextId`, `text`:
+/// a `serde_json::Map` is sorted), as compact JSON without the braces: their
+/// [`len`](Self::len), then their bytes ([`write`](Self::write)). The context id is scanned for
+/// escapes once, for both.
+pub(crate) struct DeltaParams<'a> {
+    delta: &'a TextDelta,
+    /// `contextId`'s contents as [`crate::wire::write_json_str`] writes them.
+    context_id: Option<Cow<'a, str>>,
+}
+
+impl DeltaParams<'_> {
+    /// How many bytes [`write`](Self::write) appends.
+    pub(crate) fn len(&self) -> usize {
+        let d = self.delta;
+        // "append":true,"artifact":"…","text":"…"
+        let n = 37 + d.artifact.name().len() + d.escaped.len();
+        // ,"contextId":"…"
+        n + self.context_id.as_ref().map_or(0, |c| 15 + c.len())
     }
 
-    /// Appends the members ([`params_len`](Self::params_len) bytes).
-    pub(crate) fn write_params(&self, out: &mut Vec<u8>) {
+    /// Appends the members.
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        let d = self.delta;
         out.extend_from_slice(b"\"append\":true,\"artifact\":\"");
-        out.extend_from_slice(self.artifact.name().as_bytes());
+        out.extend_from_slice(d.artifact.name().as_bytes());
         out.push(b'"');
         if let Some(c) = &self.context_id {
-            out.extend_from_slice(b",\"contextId\":");
-            crate::wire::write_json_str(out, c);
+            out.extend_from_slice(b",\"contextId\":\"");
+            out.extend_from_slice(c.as_bytes());
+            out.push(b'"');
         }
         out.extend_from_slice(b",\"text\":\"");
-        out.extend_from_slice(self.escaped.as_bytes());
+        out.extend_from_slice(d.escaped.as_bytes());
         out.push(b'"');
-    }
-}
-
-/// `s` as a JSON string's contents, as serde_json escapes it.
-fn escape(s: &str) -> String {
-    let quoted = serde_json::to_string(s).expect("a str always serialises");
-    quoted[1..quoted.len() - 1].to_owned()
-}
-
-/// The length of `s` written as a JSON string by [`crate::wire::write_json_str`].
-pub(crate) fn json_str_len(s: &str) -> usize {
-    if crate::wire::scan::is_plain(s.as_bytes()) {
-        s.len() + 2
-    } else {
-        escape(s).len() + 2
     }
 }

@@ -53,8 +53,10 @@ struct Shared {
     /// Cursors between [`Wake::enter`] and [`Wake::leave`]: a push into a log nobody waits on
     /// costs an atomic, not a notification.
     waiting: AtomicUsize,
-    /// [`Tick::armed`], read without the lock: a flood's pushes within an armed tick cost two
-    /// atomics.
+    /// A timer will wake the waiters at the end of the current tick. The one record of it:
+    /// written only under `tick`'s lock, so a read under the lock is exact (a push that finds it
+    /// clear there arms the timer, no other can at the same time), and read without the lock
+    /// first, so a flood's pushes within an armed tick cost two atomics and no lock.
     armed: AtomicBool,
     tick: Mutex<Tick>,
 }
@@ -63,8 +65,6 @@ struct Shared {
 struct Tick {
     /// When the waiters were last woken.
     last: Option<Instant>,
-    /// A timer will wake them at the end of the current tick.
-    armed: bool,
 }
 
 impl Wake {
@@ -98,12 +98,12 @@ impl Wake {
         let now = Instant::now();
         let at = {
             let mut t = self.shared.tick();
-            if t.armed {
+            // Armed by another push since the look above.
+            if self.shared.armed.load(Ordering::SeqCst) {
                 return;
             }
             match t.last.map(|last| last + tick).filter(|end| *end > now) {
                 Some(end) => {
-                    t.armed = true;
                     self.shared.armed.store(true, Ordering::SeqCst);
                     end
                 }
@@ -140,7 +140,6 @@ impl Shared {
     /// Ends an armed tick, as its waiters are about to be woken.
     fn disarm(&self) {
         let mut t = self.tick();
-        t.armed = false;
         t.last = Some(Instant::now());
         self.armed.store(false, Ordering::SeqCst);
     }

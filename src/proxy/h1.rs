@@ -147,11 +147,15 @@ pub fn parse_head_with(
     for h in resp.headers.iter() {
         on_header(h.name.as_bytes(), h.value);
         if h.name.eq_ignore_ascii_case("content-length") {
-            let n = std::str::from_utf8(h.value)
-                .ok()
-                .map(str::trim)
-                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|v| v.parse::<usize>().ok())
+            // Plain digits (nearly every answer) read without `str` parsing; the rest as before.
+            let n = crate::server::content_length(h.value)
+                .or_else(|| {
+                    std::str::from_utf8(h.value)
+                        .ok()
+                        .map(str::trim)
+                        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                        .and_then(|v| v.parse::<usize>().ok())
+                })
                 .ok_or(Error::Malformed("invalid Content-Length"))?;
             if length.is_some_and(|m| m != n) {
                 return Err(Error::Malformed("conflicting Content-Length values"));
@@ -480,28 +484,8 @@ impl Conn {
 
     /// Lays the request out in the write buffer: request line, headers, body.
     fn write_request(&mut self, head: &Head<'_>, body: &[u8]) {
-        let w = &mut self.write;
-        w.clear();
-        w.reserve(body.len() + head.path.len() + head.host.len() + 160);
-        w.extend_from_slice(b"POST ");
-        w.extend_from_slice(head.path.as_bytes());
-        w.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-        w.extend_from_slice(head.host.as_bytes());
-        w.extend_from_slice(b"\r\ncontent-type: application/json\r\naccept: application/json\r\n");
-        if let Some(a) = head.authorization {
-            w.extend_from_slice(b"authorization: ");
-            w.extend_from_slice(a.as_bytes());
-            w.extend_from_slice(b"\r\n");
-        }
-        if let Some(t) = head.traceparent {
-            w.extend_from_slice(b"traceparent: ");
-            w.extend_from_slice(&t[..]);
-            w.extend_from_slice(b"\r\n");
-        }
-        w.extend_from_slice(b"content-length: ");
-        w.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
-        w.extend_from_slice(b"\r\n\r\n");
-        w.extend_from_slice(body);
+        self.write.clear();
+        lay_out(&mut self.write, head, body);
     }
 
     /// Reads more of the answer; the upstream closing now cuts the answer short.
@@ -513,6 +497,32 @@ impl Conn {
             Err(e) => Err(Error::Read(e)),
         }
     }
+}
+
+/// Appends a request to `w`: request line, headers, body (one layout for the pooled exchange
+/// and the pipelined connection, `super::pipeline`).
+#[inline]
+pub(crate) fn lay_out(w: &mut Vec<u8>, head: &Head<'_>, body: &[u8]) {
+    w.reserve(body.len() + head.path.len() + head.host.len() + 160);
+    w.extend_from_slice(b"POST ");
+    w.extend_from_slice(head.path.as_bytes());
+    w.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    w.extend_from_slice(head.host.as_bytes());
+    w.extend_from_slice(b"\r\ncontent-type: application/json\r\naccept: application/json\r\n");
+    if let Some(a) = head.authorization {
+        w.extend_from_slice(b"authorization: ");
+        w.extend_from_slice(a.as_bytes());
+        w.extend_from_slice(b"\r\n");
+    }
+    if let Some(t) = head.traceparent {
+        w.extend_from_slice(b"traceparent: ");
+        w.extend_from_slice(&t[..]);
+        w.extend_from_slice(b"\r\n");
+    }
+    w.extend_from_slice(b"content-length: ");
+    w.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+    w.extend_from_slice(b"\r\n\r\n");
+    w.extend_from_slice(body);
 }
 
 /// Whether `v` may be sent as a header value (the rule of `http::HeaderValue`): no control

@@ -11,6 +11,7 @@
 
 /// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).
 pub mod h1;
+mod pipeline;
 pub(crate) mod stream;
 
 use std::sync::{Arc, Mutex};
@@ -76,6 +77,8 @@ pub struct UpstreamClient {
     path: String,
     idle: Arc<Mutex<Vec<Pooled>>>,
     max_body: usize,
+    /// The pipelined connections, when the upstream allows pipelining (`pipeline > 0`).
+    pipe: Option<Arc<pipeline::Pipeline>>,
     /// For an `https://` upstream: its TLS client and the name its certificate must show.
     tls: Option<(
         tokio_rustls::TlsConnector,
@@ -120,9 +123,18 @@ impl UpstreamClient {
                     .expect("a URI host is a server name");
                 (tokio_rustls::TlsConnector::from(cfg), name)
             });
+        let addr = format!("{host}:{port}");
+        let pipe = (config.pipeline > 0 && tls.is_none()).then(|| {
+            Arc::new(pipeline::Pipeline::new(
+                addr.clone(),
+                config.pipeline,
+                max_body,
+            ))
+        });
         UpstreamClient {
             tls,
-            addr: format!("{host}:{port}"),
+            pipe,
+            addr,
             host: authority.as_str().to_owned(),
             path,
             idle: Arc::new(Mutex::new(Vec::new())),
@@ -156,6 +168,21 @@ impl UpstreamClient {
             traceparent: traceparent.as_ref(),
         };
         let due = tokio::time::Instant::now() + self.config.timeout();
+        if let Some(pipe) = &self.pipe {
+            let mut request = Vec::new();
+            h1::lay_out(&mut request, &head, &body);
+            if let Some(reply) = pipe.submit(request, due) {
+                return match tokio::time::timeout_at(due, reply).await {
+                    Ok(Ok(outcome)) => self.answered(outcome),
+                    Ok(Err(_)) => Err(self.unreachable("the pipelined connection's task ended")),
+                    Err(_) => Err(GatewayError::UpstreamTimeout {
+                        upstream: self.config.name.clone(),
+                        timeout_ms: self.config.timeout_ms,
+                    }),
+                };
+            }
+            // Every lane full: the pooled path, below.
+        }
         let timed_out = || GatewayError::UpstreamTimeout {
             upstream: self.config.name.clone(),
             timeout_ms: self.config.timeout_ms,

@@ -31,7 +31,7 @@ use crate::rpc::{Binding, Gateway};
 use crate::scope;
 use crate::stream as sse_stream;
 use crate::telemetry;
-use crate::trace::{TraceContext, TRACEPARENT};
+use crate::trace::TraceContext;
 
 mod calls;
 mod conn;
@@ -39,6 +39,7 @@ mod cors;
 mod h1;
 pub mod reload;
 mod streams;
+pub(crate) use h1::content_length;
 
 use self::calls::{a2a_rpc, into_response, not_configured, rpc, rpc_call, rpc_reply};
 
@@ -440,7 +441,7 @@ impl Front {
         read: Result<bytes::Bytes, GatewayError>,
     ) -> (TraceContext, ReplyFuture) {
         debug_assert!(!live.access && self.activity.is_none());
-        let trace = TraceContext::for_parent(Headers::Head(&head).get(&TRACEPARENT)).0;
+        let trace = TraceContext::for_call(&head);
         let peer = self.peer;
         let call = Box::pin(async move {
             rpc_reply(

@@ -13,6 +13,8 @@ pub(crate) mod scan;
 pub mod sse;
 pub mod translate;
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Deserializer};
 
 /// A constructor was handed values the protocol forbids.
@@ -52,6 +54,19 @@ pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
         out.push(b'"');
     } else {
         serde_json::to_writer(out, s).expect("a str always serialises");
+    }
+}
+
+/// `s` as a JSON string's contents (no quotes), as [`write_json_str`] writes them: borrowed when
+/// nothing needs escaping (the usual ids and names), escaped by serde_json otherwise. For a writer
+/// that needs a string's length before its bytes (a frame sized exactly): one scan gives both,
+/// where a length of its own and then [`write_json_str`] scanned the string twice.
+pub(crate) fn json_str_contents(s: &str) -> Cow<'_, str> {
+    if scan::is_plain(s.as_bytes()) {
+        Cow::Borrowed(s)
+    } else {
+        let quoted = serde_json::to_string(s).expect("a str always serialises");
+        Cow::Owned(quoted[1..quoted.len() - 1].to_owned())
     }
 }
 

@@ -54,6 +54,26 @@ pub fn write_json_frame<T: serde::Serialize + ?Sized>(
     w.into_inner().put_slice(b"\n\n");
 }
 
+/// [`write_json_frame`] for data already written as compact JSON (one line, so one `data:`
+/// line), appended to `out`.
+pub fn write_json_line_frame(
+    out: &mut BytesMut,
+    event: Option<&str>,
+    id: Option<&str>,
+    json: &[u8],
+) {
+    debug_assert!(memchr::memchr2(b'\r', b'\n', json).is_none());
+    if let Some(event) = event {
+        field(out, "event", event);
+    }
+    if let Some(id) = id {
+        field(out, "id", id);
+    }
+    out.put_slice(b"data: ");
+    out.put_slice(json);
+    out.put_slice(b"\n\n");
+}
+
 /// An event frame whose data line `write` appends as compact JSON (one line, as
 /// [`json_frame`] gives): for a payload written by hand into a plain buffer, the stream's hot path.
 pub fn json_frame_with(

@@ -245,7 +245,9 @@ impl<'a> ServerLine<'a> {
             Some("thinking_delta") => DeltaArtifact::Thinking,
             _ => return event_message(f).map(ServerLine::Message),
         };
-        // What `event_message` checks of a delta, in its order (so its errors).
+        // A delta's fields checked in the order `event_message` checks any event's (`depth`,
+        // the event's own fields, `protocol_version`, `request_id`), so a bad delta line's
+        // error names the field another event line's would.
         let depth = need(f.depth, "depth")?;
         let text = need(f.text, "text")?;
         let protocol_version = need(f.protocol_version, "protocol_version")?;
@@ -274,7 +276,10 @@ impl ServerMessage {
     }
 }
 
-/// An event line other than a text delta, from its flat fields.
+/// An event line other than a text delta, from its flat fields. Its one caller,
+/// [`ServerLine::parse_any_version`], reads the two text deltas (`assistant_text_delta`,
+/// `thinking_delta`) itself as a [`DeltaLine`] and hands every other event here, so they have
+/// no arm: one would be dead code, and a second reading of a delta's fields to keep in step.
 fn event_message(f: Flat<'_>) -> Result<ServerMessage, serde_json::Error> {
     let label = own(f.label);
     let depth = || need(f.depth, "depth");
@@ -287,16 +292,6 @@ fn event_message(f: Flat<'_>) -> Result<ServerMessage, serde_json::Error> {
             label,
             depth: depth()?,
             stop_reason: own(f.stop_reason),
-        },
-        "assistant_text_delta" => Event::AssistantTextDelta {
-            label,
-            depth: depth()?,
-            text: need_own(f.text, "text")?,
-        },
-        "thinking_delta" => Event::ThinkingDelta {
-            label,
-            depth: depth()?,
-            text: need_own(f.text, "text")?,
         },
         "info" => Event::Info {
             label,
