@@ -163,7 +163,7 @@ async fn run(
     lines: usize,
     rate: usize,
     watch: Option<&Watch<'_>>,
-) {
+) -> f64 {
     let ctx = context_of(&send_text(owner, None, "hello").await);
     let after = last_id(owner, &ctx).await;
     let mut conns = Vec::new();
@@ -188,16 +188,17 @@ async fn run(
     }
     let elapsed = started.elapsed();
     flood.await.unwrap();
+    let per_s = (lines * subs) as f64 / elapsed.as_secs_f64();
     println!(
-        "{label:<34} {subs:>5} subscribers {lines:>7} lines rate {:>7}  {:>10.0} events/s delivered  p50 {:>7.2} ms  p99 {:>7.2} ms",
+        "{label:<34} {subs:>5} subscribers {lines:>7} lines rate {:>7}  {per_s:>10.0} events/s delivered  p50 {:>7.2} ms  p99 {:>7.2} ms",
         if rate == 0 { "max".to_owned() } else { format!("{rate}/s") },
-        (lines * subs) as f64 / elapsed.as_secs_f64(),
         pct(&mut lat, 0.5),
         pct(&mut lat, 0.99),
     );
     if let (Some(w), Some(before)) = (watch, before) {
         w.report(before, lines * subs);
     }
+    per_s
 }
 
 #[tokio::main]
@@ -207,22 +208,16 @@ async fn main() {
     let rate_lines = env_or("RATE_LINES", 5_000);
     // How many times each maximum-rate run is repeated.
     let rounds = env_or("ROUNDS", 1);
-    {
-        let port = free_port();
-        let solo = gateway(port, None);
-        let pids = [("gateway", solo.child.id())];
-        let watch = Watch {
-            pids: &pids,
-            redis: None,
-        };
-        let label = "in memory, same process";
-        for _ in 0..rounds {
-            run(label, port, &[port], 1, lines, 0, Some(&watch)).await;
-        }
-        if rate_lines > 0 {
-            run(label, port, &[port], 1, rate_lines, 1000, None).await;
-        }
-    }
+    // Both set up first, then the maximum-rate rounds alternate (in memory, then across
+    // replicas), so each ratio compares rounds run a moment apart: on a shared machine the
+    // load moves between rounds far more than within one.
+    let port = free_port();
+    let solo = gateway(port, None);
+    let solo_pids = [("gateway", solo.child.id())];
+    let solo_watch = Watch {
+        pids: &solo_pids,
+        redis: None,
+    };
     let rp = free_port();
     let redis = redis_server(rp);
     let (pa, pb, pc) = (free_port(), free_port(), free_port());
@@ -238,11 +233,29 @@ async fn main() {
         pids: &pids,
         redis: Some(rp),
     };
-    let label = "cluster, owner A -> subscriber on B";
+    let (solo_label, label) = (
+        "in memory, same process",
+        "cluster, owner A -> subscriber on B",
+    );
+    let mut ratios = Vec::new();
     for _ in 0..rounds {
-        run(label, pa, &[pb], 1, lines, 0, Some(&watch)).await;
+        let one = run(solo_label, port, &[port], 1, lines, 0, Some(&solo_watch)).await;
+        let across = run(label, pa, &[pb], 1, lines, 0, Some(&watch)).await;
+        println!("    on B / in memory: {:.0} %", 100.0 * across / one);
+        ratios.push(across / one);
+    }
+    if let (Some(min), Some(max)) = (
+        ratios.iter().copied().reduce(f64::min),
+        ratios.iter().copied().reduce(f64::max),
+    ) {
+        println!(
+            "max rate, on B / in memory over {rounds} rounds: min {:.0} %, max {:.0} %",
+            100.0 * min,
+            100.0 * max
+        );
     }
     if rate_lines > 0 {
+        run(solo_label, port, &[port], 1, rate_lines, 1000, None).await;
         run(label, pa, &[pb], 1, rate_lines, 1000, Some(&watch)).await;
         let label = "cluster, 1000 over A, B and C";
         run(label, pa, &[pa, pb, pc], 1000, rate_lines, 1000, None).await;
