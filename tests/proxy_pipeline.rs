@@ -192,21 +192,27 @@ async fn pipelining_to_a_hyper_upstream_answers_every_call_with_its_own_result()
     assert_eq!(up.seen().len(), 64);
 }
 
-#[tokio::test]
-async fn an_upstream_closing_mid_pipeline_fails_the_written_calls_like_the_pooled_path() {
-    // Three requests in flight on the first connection; the upstream answers the first and
-    // closes. Later connections answer everything.
-    let (url, seen) = raw_upstream(|i, mut c| async move {
+/// An upstream whose first connection takes three requests, answers the first (with
+/// `Connection: close` when `close`) and closes; later connections answer everything.
+async fn first_answered_then_gone(close: bool) -> (String, Arc<Seen>) {
+    raw_upstream(move |i, mut c| async move {
         if i == 0 {
             let reqs = c.requests(3).await;
-            c.answer(&reqs[0], false).await.unwrap();
+            c.answer(&reqs[0], close).await.unwrap();
             return;
         }
         while let Some(req) = c.one().await {
             let _ = c.answer(&req, false).await;
         }
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn an_upstream_closing_mid_pipeline_fails_the_written_calls_like_the_pooled_path() {
+    // Three requests in flight on the first connection; the upstream answers the first and
+    // closes. Later connections answer everything.
+    let (url, seen) = first_answered_then_gone(false).await;
     let gw = pipelined(&url, 8, 5000).await;
     let answers = all_at_once(&gw, &[1, 2, 3]).await;
     let first = seen.requests.lock().unwrap()[0];
@@ -234,17 +240,7 @@ async fn an_upstream_closing_mid_pipeline_fails_the_written_calls_like_the_poole
 async fn an_answer_with_connection_close_gets_the_calls_behind_it_sent_again() {
     // The first connection: three requests in flight, the first answered with
     // `Connection: close`; later connections answer everything.
-    let (url, seen) = raw_upstream(|i, mut c| async move {
-        if i == 0 {
-            let reqs = c.requests(3).await;
-            c.answer(&reqs[0], true).await.unwrap();
-            return;
-        }
-        while let Some(req) = c.one().await {
-            let _ = c.answer(&req, false).await;
-        }
-    })
-    .await;
+    let (url, seen) = first_answered_then_gone(true).await;
     let gw = pipelined(&url, 8, 5000).await;
     let answers = all_at_once(&gw, &[1, 2, 3]).await;
     for (n, a) in [1u64, 2, 3].iter().zip(&answers) {

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use wiregate::config::{Config, Dialect, ServerTls, Upstream};
 
 use support::pki::{self, Pki};
-use support::{gateway, legacy_echo};
+use support::{gateway, legacy_echo, Listening, TestGateway};
 
 fn call() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "plan.get", "params": {"plan_id": "P1"}})
@@ -285,11 +285,10 @@ async fn closed_by_gateway(tcp: &mut tokio::net::TcpStream) -> bool {
     }
 }
 
-#[tokio::test]
-async fn clients_stalled_in_their_handshake_do_not_hold_back_another_clients_handshake() {
-    // The CPU step of a handshake is taken in turns (one per worker, `listener::Handshakes`); a
-    // turn must never be held across a wait on a client, or a few stalled clients would hold
-    // every new TLS connection until their deadline (30 s here).
+/// A TLS gateway (a certificate of a new CA for `localhost`) in front of a legacy echo, with a
+/// handshake deadline of `header_read_timeout_ms`; the CA, the upstream (kept running) and the
+/// gateway.
+async fn tls_front(header_read_timeout_ms: u64) -> (Pki, Listening, TestGateway) {
     let pki = Pki::new("wiregate test CA");
     let server = pki.issue("gateway", &["localhost", "127.0.0.1"]);
     let up = legacy_echo().run().await;
@@ -299,10 +298,19 @@ async fn clients_stalled_in_their_handshake_do_not_hold_back_another_clients_han
         .route(&["*"], "legacy")
         .with(move |c| {
             c.server.tls = tls;
-            c.server.header_read_timeout_ms = 30_000;
+            c.server.header_read_timeout_ms = header_read_timeout_ms;
         })
         .start()
         .await;
+    (pki, up, gw)
+}
+
+#[tokio::test]
+async fn clients_stalled_in_their_handshake_do_not_hold_back_another_clients_handshake() {
+    // The CPU step of a handshake is taken in turns (one per worker, `listener::Handshakes`); a
+    // turn must never be held across a wait on a client, or a few stalled clients would hold
+    // every new TLS connection until their deadline (30 s here).
+    let (pki, _up, gw) = tls_front(30_000).await;
     let port = gw.addr.port();
     let mut stalled = Vec::new();
     for _ in 0..4 {
@@ -331,19 +339,7 @@ async fn clients_stalled_in_their_handshake_do_not_hold_back_another_clients_han
 async fn a_handshake_left_unfinished_is_closed_at_its_deadline() {
     // `server.header_read_timeout_ms` bounds a TLS handshake as it bounds a plain connection's
     // first bytes: a client that sends its ClientHello and nothing after is closed then.
-    let pki = Pki::new("wiregate test CA");
-    let server = pki.issue("gateway", &["localhost", "127.0.0.1"]);
-    let up = legacy_echo().run().await;
-    let tls = listener_tls(&server, "");
-    let gw = gateway()
-        .upstream("legacy", &up.url(), Dialect::Legacy, 2000)
-        .route(&["*"], "legacy")
-        .with(move |c| {
-            c.server.tls = tls;
-            c.server.header_read_timeout_ms = 300;
-        })
-        .start()
-        .await;
+    let (_pki, _up, gw) = tls_front(300).await;
     let mut tcp = stalled_hello(gw.addr.port()).await;
     let t0 = std::time::Instant::now();
     let closed = tokio::time::timeout(std::time::Duration::from_secs(20), async {
