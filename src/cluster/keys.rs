@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::events::{A2aEvent, DeltaArtifact, EventKind, Payload, TextDelta};
+use crate::wire::scan;
 
 /// Every key starts with this, so a shared Redis can tell the gateway's keys apart.
 pub const PREFIX: &str = "wiregate:";
@@ -198,83 +199,53 @@ fn decode_delta(x: &str, escaped: &str, c: Option<String>) -> Option<Payload> {
     Some(data)
 }
 
-/// Splits a JSON string off the front of `s`: what is between its quotes, as written, and the
-/// rest. `None` for anything serde_json would not read as the same string, or that it writes
-/// another way (a `\u` escape): such a line is read the slow way.
-fn json_str(s: &str) -> Option<(&str, &str)> {
-    let body = s.strip_prefix('"')?;
-    let b = body.as_bytes();
-    let mut at = 0;
-    let end = loop {
-        let j = at + memchr::memchr2(b'"', b'\\', &b[at..])?;
-        if b[j] == b'"' {
-            break j;
-        }
-        match b.get(j + 1)? {
-            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at = j + 2,
-            _ => return None,
-        }
-    };
-    let raw = &body[..end];
-    if raw.bytes().any(|c| c < 0x20) {
-        return None;
-    }
-    Some((raw, &body[end + 1..]))
-}
-
-/// A string [`json_str`] split off, unescaped.
-fn owned(raw: &str) -> Option<String> {
-    match raw.contains('\\') {
-        true => serde_json::from_str(&format!("\"{raw}\"")).ok(),
-        false => Some(raw.to_owned()),
-    }
-}
-
-/// The field `name` ([`json_str`]) at the front of `s`, if it is there, and the rest.
-fn optional<'a>(s: &'a str, name: &str) -> Option<(Option<&'a str>, &'a str)> {
-    match s.strip_prefix(name) {
-        Some(r) => json_str(r).map(|(v, r)| (Some(v), r)),
-        None => Some((None, s)),
-    }
-}
-
-/// A text delta's line exactly as [`encode_delta`] writes it, read without a JSON parser:
-/// fields in their order, each string found by its closing quote. `None` for any other line
-/// (read by [`decode_event`]'s parser instead), so both read the same event from a line.
+/// A text delta's line as [`encode_delta`] writes it (its members `k`, `x`, `e`, `t` and the
+/// optional `p`, `i`, `c`, all strings, and no text after it), read by the line scanner of sid's
+/// deltas ([`scan::members`]) rather than the JSON parser. `None` for any other line (read by
+/// [`decode_event`]'s parser instead); the scanner vouches only for what serde_json reads the
+/// same (a `\u` escape goes to the parser), so both read the same event from a line.
 fn decode_delta_line(seq: u64, line: &str) -> Option<A2aEvent> {
-    let r = line.strip_prefix("{\"k\":\"")?;
-    let (event_type, r) = match r.as_bytes().first()? {
-        b's' => (EventKind::Status, &r[1..]),
-        b'a' => (EventKind::Artifact, &r[1..]),
-        _ => return None,
-    };
-    let r = r.strip_prefix('"')?;
-    let (p, r) = optional(r, ",\"p\":")?;
-    let (i, r) = optional(r, ",\"i\":")?;
-    let (x, r) = match r.strip_prefix(",\"x\":\"r\"") {
-        Some(r) => ("r", r),
-        None => ("t", r.strip_prefix(",\"x\":\"t\"")?),
-    };
-    let (c, r) = optional(r, ",\"c\":")?;
-    let (e, r) = json_str(r.strip_prefix(",\"e\":")?)?;
-    let (t, r) = json_str(r.strip_prefix(",\"t\":")?)?;
-    if r != "}" {
+    if !line.ends_with('}') {
         return None;
     }
-    // An absent field is `Some(None)`; one that does not unescape, `None`.
-    let maybe = |v: Option<&str>| match v {
-        Some(v) => owned(v).map(Some),
+    // Each member's raw value and whether it holds an escape (as `scan::string` takes them).
+    let mut m: [Option<(&str, bool)>; 7] = [None; 7];
+    scan::members(line, |name, raw, escaped| {
+        let slot = match name {
+            "k" => 0,
+            "x" => 1,
+            "e" => 2,
+            "t" => 3,
+            "p" => 4,
+            "i" => 5,
+            "c" => 6,
+            _ => return None,
+        };
+        // Strings only, each once.
+        (raw.starts_with('"') && m[slot].replace((raw, escaped)).is_none()).then_some(())
+    })?;
+    let [k, x, e, t, p, i, c] = m;
+    let text = |v: (&str, bool)| scan::string(v.0, v.1).map(Into::into);
+    let optional = |v: Option<(&str, bool)>| match v {
+        Some(v) => text(v).map(Some),
         None => Some(None),
     };
+    let event_type = match k?.0 {
+        "\"s\"" => EventKind::Status,
+        "\"a\"" => EventKind::Artifact,
+        _ => return None,
+    };
+    let x = x?.0.strip_prefix('"')?.strip_suffix('"')?;
+    let escaped = e?.0.strip_prefix('"')?.strip_suffix('"')?;
     Some(A2aEvent {
         event_id: match i {
-            Some(i) => owned(i)?,
+            Some(i) => text(i)?,
             None => seq.to_string(),
         },
         event_type,
-        plan_id: maybe(p)?,
-        data: decode_delta(x, e, maybe(c)?)?,
-        timestamp: owned(t)?.into(),
+        plan_id: optional(p)?,
+        data: decode_delta(x, escaped, optional(c)?)?,
+        timestamp: text(t?)?.into(),
     })
 }
 

@@ -15,6 +15,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::wire::head::content_length;
+
 /// Largest answer head (status line and headers) read.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// Most headers an answer may carry.
@@ -147,15 +149,10 @@ pub fn parse_head_with(
     for h in resp.headers.iter() {
         on_header(h.name.as_bytes(), h.value);
         if h.name.eq_ignore_ascii_case("content-length") {
-            // Plain digits (nearly every answer) read without `str` parsing; the rest as before.
-            let n = crate::server::content_length(h.value)
-                .or_else(|| {
-                    std::str::from_utf8(h.value)
-                        .ok()
-                        .map(str::trim)
-                        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                        .and_then(|v| v.parse::<usize>().ok())
-                })
+            // Plain digits (nearly every answer) as they are; else trimmed of what httparse
+            // leaves (Unicode white space around the digits), as this reader always allowed.
+            let n = content_length(h.value)
+                .or_else(|| content_length(std::str::from_utf8(h.value).ok()?.trim().as_bytes()))
                 .ok_or(Error::Malformed("invalid Content-Length"))?;
             if length.is_some_and(|m| m != n) {
                 return Err(Error::Malformed("conflicting Content-Length values"));

@@ -168,6 +168,10 @@ impl UpstreamClient {
             traceparent: traceparent.as_ref(),
         };
         let due = tokio::time::Instant::now() + self.config.timeout();
+        let timed_out = || GatewayError::UpstreamTimeout {
+            upstream: self.config.name.clone(),
+            timeout_ms: self.config.timeout_ms,
+        };
         if let Some(pipe) = &self.pipe {
             let mut request = Vec::new();
             h1::lay_out(&mut request, &head, &body);
@@ -175,18 +179,11 @@ impl UpstreamClient {
                 return match tokio::time::timeout_at(due, reply).await {
                     Ok(Ok(outcome)) => self.answered(outcome),
                     Ok(Err(_)) => Err(self.unreachable("the pipelined connection's task ended")),
-                    Err(_) => Err(GatewayError::UpstreamTimeout {
-                        upstream: self.config.name.clone(),
-                        timeout_ms: self.config.timeout_ms,
-                    }),
+                    Err(_) => Err(timed_out()),
                 };
             }
             // Every lane full: the pooled path, below.
         }
-        let timed_out = || GatewayError::UpstreamTimeout {
-            upstream: self.config.name.clone(),
-            timeout_ms: self.config.timeout_ms,
-        };
         // A pooled connection may turn out dead only when used; the request then could not be
         // written, and goes once more on a fresh connection. The call is timed by the pooled
         // connection's timer when there is one.

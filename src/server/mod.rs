@@ -39,7 +39,6 @@ mod cors;
 mod h1;
 pub mod reload;
 mod streams;
-pub(crate) use h1::content_length;
 
 use self::calls::{a2a_rpc, into_response, not_configured, rpc, rpc_call, rpc_reply};
 

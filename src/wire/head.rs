@@ -1,8 +1,20 @@
 //! HTTP/1 head lines written by hand, for the writers that lay out a head without hyper (the
 //! HTTP/1 loop's answers, the pass-through's relayed heads, an SSE connection's head): the status
-//! line's and a header line's bytes in one place.
+//! line's and a header line's bytes in one place; and the one value both hand-read heads (the
+//! HTTP/1 loop's requests, the upstream client's answers) read as a number, `Content-Length`.
 
 use axum::http::{HeaderMap, StatusCode};
+
+/// A `Content-Length` value: ASCII digits only (RFC 9110 §8.6), within `usize`.
+pub(crate) fn content_length(value: &[u8]) -> Option<usize> {
+    if value.is_empty() {
+        return None;
+    }
+    value.iter().try_fold(0usize, |n, &b| match b {
+        b'0'..=b'9' => n.checked_mul(10)?.checked_add(usize::from(b - b'0')),
+        _ => None,
+    })
+}
 
 /// Appends `{version} {code} {reason}\r\n`; `version` is `b"HTTP/1.1"` or `b"HTTP/1.0"`.
 pub(crate) fn status_line(out: &mut Vec<u8>, version: &[u8], status: StatusCode) {
@@ -42,6 +54,28 @@ pub(crate) fn answer_headers(out: &mut Vec<u8>, headers: &HeaderMap, also_skip: 
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn a_length_is_read_as_the_number_parser_reads_digits() {
+        for v in [
+            "0",
+            "12",
+            "007",
+            "18446744073709551615",
+            "18446744073709551616",
+            "",
+            "+2",
+            "1 2",
+            "-1",
+            "1a",
+        ] {
+            let parsed = std::str::from_utf8(v.as_bytes())
+                .ok()
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<usize>().ok());
+            assert_eq!(content_length(v.as_bytes()), parsed, "{v:?}");
+        }
+    }
 
     #[test]
     fn framing_and_skipped_names_are_left_out() {
