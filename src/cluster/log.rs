@@ -120,6 +120,8 @@ impl Exporter {
                             tracing::error!(context = %context_id, missed = n,
                                 "Redis fell behind this context's events; other replicas miss them");
                             metrics::counter!("wiregate_cluster_events_lost_total").increment(n);
+                            // On from the oldest event left (else every read finds this lag).
+                            cursor.skip(n);
                             if batch.is_empty() {
                                 continue;
                             }

@@ -125,6 +125,14 @@ impl Cursor {
         Read::Events(n)
     }
 
+    /// After [`Read::Lagged`]`(missed)`: moves the cursor on past the `missed` events, to the
+    /// oldest the log still holds, for a reader that goes on with a gap rather than stopping
+    /// (the cluster's exporter; an SSE subscriber is cut off instead). Without it, every read
+    /// would find the same lag again.
+    pub fn skip(&mut self, missed: u64) {
+        self.next += missed;
+    }
+
     /// Says that every event before the cursor is done with.
     fn release(&self) {
         if self.shared.swap(self.next, Ordering::AcqRel) != self.next
@@ -585,6 +593,13 @@ mod tests {
         }
         assert_eq!(all(&mut fast), (vec![4, 5, 6], Read::Events(3)));
         assert_eq!(all(&mut slow).1, Read::Lagged(2), "1 and 2 left a log of 4");
+        assert_eq!(
+            all(&mut slow).1,
+            Read::Lagged(2),
+            "a lag stays until skipped"
+        );
+        slow.skip(2);
+        assert_eq!(all(&mut slow), (vec![3, 4, 5, 6], Read::Events(4)));
         q.close();
         assert_eq!(all(&mut fast).1, Read::Closed);
     }
