@@ -29,6 +29,11 @@
 //! - an answer that is not valid HTTP/1.1 or too large: that call gets the pooled path's error,
 //!   the connection is dropped and the calls behind it fail as above.
 //!
+//! ACKs: an answer read is acknowledged within [`ACK_DELAY`] even when no request follows to
+//! carry the ACK ([`Open::ack_now`]): an upstream with Nagle on otherwise holds its next
+//! answers for Linux's delayed ACK, 40 ms in which every call on the lane waits (issue #18's
+//! p99 at 32 connections; README, "Pipelining to the upstream").
+//!
 //! Limits: plain `http://` only (validated), a `POST` with a body read whole like the pooled
 //! path; one lane per runtime worker, each call on the least loaded lane, and a slow call holds
 //! up to `depth` calls behind it on its lane for at most its own timeout.
