@@ -9,9 +9,13 @@
 #   benches/load.sh                 # 32 and 256 connections, 10 s each
 #   DURATION=5s CONNS="32" benches/load.sh
 #   BASE_BIN=/path/to/old/wiregate benches/load.sh   # adds the same translating row (and, with
-#                                                    # the tls rows, a TLS row) for an older
-#                                                    # build, for before/after in one run
+#                                                    # the tls rows, a TLS row; with the
+#                                                    # pipelined row, a pipelined row) for an
+#                                                    # older build, for before/after in one run
 #   NO_BUILD=1 benches/load.sh                       # the release binaries already built
+#   WG_BIN=/path/to/wiregate benches/load.sh         # that build in the wiregate rows (default:
+#                                                    # target/release/wiregate), e.g. to swap
+#                                                    # it with BASE_BIN in alternate runs
 #   ROWS="nginx passthrough tls" benches/load.sh     # only these rows (default: all). Names:
 #                                                    # direct nginx haproxy wiregate pipelined
 #                                                    # passthrough tls (nginx's and wiregate's
@@ -51,7 +55,9 @@ GW_TLS_PORT=${GW_TLS_PORT:-19005}
 BASE_PORT=${BASE_PORT:-19006}
 BASE_TLS_PORT=${BASE_TLS_PORT:-19007}
 PIPE_PORT=${PIPE_PORT:-19008}
+BASE_PIPE_PORT=${BASE_PIPE_PORT:-19009}
 PIPELINE=${PIPELINE:-256}
+WG_BIN=${WG_BIN:-./target/release/wiregate}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
 ROWS=${ROWS:-"direct nginx haproxy wiregate pipelined passthrough tls"}
 # wants ROW -> exit 0 when ROW was asked for.
@@ -146,13 +152,13 @@ printf '[server.tls]\ncert = "%s"\nkey = "%s"\n' "$work/cert.pem" "$work/key.pem
 sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$PIPE_PORT/" "$work/base.toml" |
   sed "s/^dialect = \"legacy\"$/dialect = \"legacy\"\npipeline = $PIPELINE/" >"$work/pipe.toml"
 
-RUST_LOG=warn ./target/release/wiregate --config "$work/gateway.toml" >/dev/null 2>&1 &
+RUST_LOG=warn "$WG_BIN" --config "$work/gateway.toml" >/dev/null 2>&1 &
 gw_pid=$!
 pids+=($!)
-RUST_LOG=warn ./target/release/wiregate --config "$work/tls.toml" >/dev/null 2>&1 &
+RUST_LOG=warn "$WG_BIN" --config "$work/tls.toml" >/dev/null 2>&1 &
 gw_tls_pid=$!
 pids+=($!)
-RUST_LOG=warn ./target/release/wiregate --config "$work/pipe.toml" >/dev/null 2>&1 &
+RUST_LOG=warn "$WG_BIN" --config "$work/pipe.toml" >/dev/null 2>&1 &
 pipe_pid=$!
 pids+=($!)
 if [ -n "${BASE_BIN:-}" ]; then
@@ -162,6 +168,10 @@ if [ -n "${BASE_BIN:-}" ]; then
   sed "s/127.0.0.1:$GW_TLS_PORT/127.0.0.1:$BASE_TLS_PORT/" "$work/tls.toml" >"$work/base_tls.toml"
   RUST_LOG=warn "$BASE_BIN" --config "$work/base_tls.toml" >/dev/null 2>&1 &
   base_tls_pid=$!
+  pids+=($!)
+  sed "s/127.0.0.1:$PIPE_PORT/127.0.0.1:$BASE_PIPE_PORT/" "$work/pipe.toml" >"$work/base_pipe.toml"
+  RUST_LOG=warn "$BASE_BIN" --config "$work/base_pipe.toml" >/dev/null 2>&1 &
+  base_pipe_pid=$!
   pids+=($!)
 fi
 sleep 1
@@ -194,6 +204,7 @@ answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$GW_TLS_PORT/rpc"
 answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$PIPE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$BASE_TLS_PORT/rpc"
+[ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PIPE_PORT/rpc"
 
 # sample GOOD BODY URL OUT: while $work/sampling exists, checks one answer every 0.2 s (beside
 # wrk's load, so answers under load are seen, not just before it); writes "checked wrong".
@@ -277,13 +288,16 @@ for c in $CONNS; do
   show tls "wiregate TLS (translating)" "$c" "$wt_rps" "$wt_p50" "$wt_p99" "$wt_u" "$wt_s" "$wt_err"
   b_err=none
   bt_err=none
+  bq_err=none
   if [ -n "${BASE_BIN:-}" ]; then
     read -r b_rps b_p50 b_p99 b_u b_s b_err < <(measure wiregate base "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$c" "$base_pid" "$rpc_ok" "$rpc_body")
     show wiregate "wiregate BASE_BIN (transl.)" "$c" "$b_rps" "$b_p50" "$b_p99" "$b_u" "$b_s" "$b_err"
     read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err < <(measure tls base_tls "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$base_tls_pid" "$rpc_ok" "$rpc_body")
     show tls "wiregate BASE_BIN TLS" "$c" "$bt_rps" "$bt_p50" "$bt_p99" "$bt_u" "$bt_s" "$bt_err"
+    read -r bq_rps bq_p50 bq_p99 bq_u bq_s bq_err < <(measure pipelined base_pipe "http://127.0.0.1:$BASE_PIPE_PORT/rpc" "$work/rpc.lua" "$c" "$base_pipe_pid" "$rpc_ok" "$rpc_body")
+    show pipelined "BASE_BIN pipelined" "$c" "$bq_rps" "$bq_p50" "$bq_p99" "$bq_u" "$bq_s" "$bq_err"
   fi
-  if [ "$d_err$n_err$h_err$w_err$q_err$p_err$nt_err$wt_err$b_err$bt_err" != nonenonenonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$h_err$w_err$q_err$p_err$nt_err$wt_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
@@ -307,6 +321,10 @@ for c in $CONNS; do
   if [ -n "${BASE_BIN:-}" ] && wants wiregate && wants nginx; then
     awk -v w="$w_rps" -v b="$b_rps" -v n="$n_rps" -v wp="$w_p99" -v bp="$b_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: wiregate/BASE_BIN %.2f  wiregate/nginx %.2f vs BASE_BIN/nginx %.2f  p99 wiregate/BASE_BIN %.2f\n", c, w/b, w/n, b/n, wp/bp }'
+  fi
+  if [ -n "${BASE_BIN:-}" ] && wants pipelined && wants nginx && wants haproxy; then
+    awk -v q="$bq_rps" -v n="$n_rps" -v h="$h_rps" -v qp="$bq_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: BASE_BIN pipelined/nginx %.2f  /haproxy %.2f  p99 BASE_BIN pipelined/nginx %.2f  p99 /haproxy %.2f\n", c, q/n, q/h, qp/np, qp/hp }'
   fi
   if [ -n "${BASE_BIN:-}" ] && wants tls; then
     awk -v wt="$wt_rps" -v bt="$bt_rps" -v nt="$nt_rps" -v wtp="$wt_p99" -v btp="$bt_p99" -v ntp="$nt_p99" -v c="$c" 'BEGIN {

@@ -29,6 +29,11 @@
 //! - an answer that is not valid HTTP/1.1 or too large: that call gets the pooled path's error,
 //!   the connection is dropped and the calls behind it fail as above.
 //!
+//! ACKs: an answer read is acknowledged within [`ACK_DELAY`] even when no request follows to
+//! carry the ACK ([`Open::ack_now`]): an upstream with Nagle on otherwise holds its next
+//! answers for Linux's delayed ACK, 40 ms in which every call on the lane waits (issue #18's
+//! p99 at 32 connections; README, "Pipelining to the upstream").
+//!
 //! Limits: plain `http://` only (validated), a `POST` with a body read whole like the pooled
 //! path; one lane per runtime worker, each call on the least loaded lane, and a slow call holds
 //! up to `depth` calls behind it on its lane for at most its own timeout.
@@ -53,6 +58,9 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// How many times a call is sent at most (a resend only when none of it was written, or the
 /// upstream said it would not process it).
 const MAX_SENDS: u8 = 2;
+/// How long an answer read stays unacknowledged at most when no request follows to carry the
+/// ACK ([`Open::ack_now`]); tokio's timer rounds it up to its 1 ms tick.
+const ACK_DELAY: Duration = Duration::from_millis(1);
 
 /// What a call's waiter gets: the pooled exchange's answer or error.
 pub(crate) type Outcome = Result<h1::Answer, h1::Error>;
@@ -170,6 +178,9 @@ struct Open {
     /// The head of the answer being read, when it is complete and its body is not.
     head: Option<(Parsed, bool, Chunked)>,
     last_used: std::time::Instant,
+    /// Answers were read since the last write and more are awaited: the ACK is due by the ACK
+    /// timer unless a write carries it first.
+    unacked: bool,
 }
 
 /// What woke a lane.
@@ -178,12 +189,14 @@ enum Event {
     Writable,
     Queued(Option<Call>),
     Due,
+    Ack,
 }
 
 impl Task {
     async fn run(mut self) {
         let mut conn: Option<Open> = None;
         let mut timer = Box::pin(tokio::time::sleep(Duration::from_secs(3600)));
+        let mut ack_timer = Box::pin(tokio::time::sleep(Duration::from_secs(3600)));
         loop {
             self.take_queued(conn.as_ref().map_or(0, |c| c.waiting.len()));
             let idle = conn.as_ref().is_none_or(|c| c.waiting.is_empty());
@@ -215,7 +228,11 @@ impl Task {
             }
             if c.sent < c.out.len() {
                 match c.tcp.try_write(&c.out[c.sent..]) {
-                    Ok(n) => c.advance(n),
+                    Ok(n) => {
+                        // The segment carries the ACK of everything read so far.
+                        c.unacked = false;
+                        c.advance(n);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => {
                         self.broken(conn.take(), || h1::Error::NotSent(clone(&e)));
@@ -233,6 +250,7 @@ impl Task {
                 _ = c.tcp.writable(), if c.sent < c.out.len() => Event::Writable,
                 call = self.rx.recv(), if room => Event::Queued(call),
                 () = &mut timer, if !c.waiting.is_empty() => Event::Due,
+                () = &mut ack_timer, if c.unacked => Event::Ack,
             };
             match event {
                 Event::Readable => {
@@ -245,6 +263,9 @@ impl Task {
                         Ok(_) => {
                             if !self.answers(c) {
                                 self.broken(conn.take(), || h1::Error::Closed);
+                            } else if !c.waiting.is_empty() && !c.unacked {
+                                c.unacked = true;
+                                ack_timer.as_mut().reset(Instant::now() + ACK_DELAY);
                             }
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -252,6 +273,10 @@ impl Task {
                     }
                 }
                 Event::Writable => {}
+                Event::Ack => {
+                    c.unacked = false;
+                    c.ack_now();
+                }
                 Event::Queued(Some(call)) => {
                     self.pending.push_back(call);
                     tokio::task::yield_now().await;
@@ -303,6 +328,7 @@ impl Task {
                     waiting: VecDeque::new(),
                     head: None,
                     last_used: std::time::Instant::now(),
+                    unacked: false,
                 })
             }
             Ok(Err(e)) => {
@@ -470,6 +496,18 @@ impl Open {
         self.last_used.elapsed() < IDLE_TIMEOUT
             && self.read.is_empty()
             && matches!(self.tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// Acknowledges what was read now instead of up to 40 ms later (Linux's delayed ACK on a
+    /// connection it sees as interactive), because an upstream that leaves Nagle on holds each
+    /// further small answer until its last one is acknowledged: pipelined answers flushed one
+    /// by one (hyper's default) then wait for this ACK whenever no request follows to carry
+    /// it, and every call on the lane waits with them. Only when a read stayed unacknowledged
+    /// for [`ACK_DELAY`]: an ACK after every read costs a system call, a segment, and the
+    /// upstream's batching of its answers (each then goes out alone).
+    fn ack_now(&self) {
+        #[cfg(target_os = "linux")]
+        let _ = socket2::SockRef::from(&self.tcp).set_tcp_quickack(true);
     }
 
     /// `n` more bytes of the batch written; calls written whole are marked so.
