@@ -67,20 +67,23 @@ impl TraceContext {
     }
 
     /// The same, laid out on the stack: what the RPC path writes into its request, allocating
-    /// nothing. Each part's digits by a plain loop over a fixed-size array (a chain of
-    /// iterators zipped with positions cost 0.19 k instructions a call).
+    /// nothing. The 25 bytes' digits at fixed places, by loops of fixed bounds the compiler
+    /// unrolls without bounds checks (a chain of iterators zipped with positions cost 0.6 k
+    /// instructions a call, chunks zipped with the bytes 0.2 k).
     pub fn traceparent_bytes(&self) -> [u8; 55] {
-        fn hex<const N: usize>(out: &mut [u8], bytes: &[u8; N]) {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-                pair[0] = HEX[usize::from(b >> 4)];
-                pair[1] = HEX[usize::from(b & 15)];
-            }
-        }
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
-        hex(&mut out[3..35], &self.trace_id);
-        hex(&mut out[36..52], &self.span_id);
-        hex(&mut out[53..55], &[self.flags]);
+        let mut digits = |at: usize, b: u8| {
+            out[at] = HEX[usize::from(b >> 4)];
+            out[at + 1] = HEX[usize::from(b & 15)];
+        };
+        for i in 0..16 {
+            digits(3 + 2 * i, self.trace_id[i]);
+        }
+        for i in 0..8 {
+            digits(36 + 2 * i, self.span_id[i]);
+        }
+        digits(53, self.flags);
         out
     }
 }
