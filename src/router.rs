@@ -35,6 +35,18 @@ impl Router {
 
 /// `*` matches any run of characters (slashes and dots included), `?` exactly one.
 pub fn glob_match(pattern: &str, text: &str) -> bool {
+    // The shapes nearly every route uses, on every call: `*`, `prefix.*`, and a plain name.
+    match pattern
+        .as_bytes()
+        .iter()
+        .position(|&b| b == b'*' || b == b'?')
+    {
+        None => return pattern == text,
+        Some(i) if i == pattern.len() - 1 && pattern.ends_with('*') => {
+            return text.starts_with(&pattern[..i])
+        }
+        _ => {}
+    }
     // Method names are ASCII in practice: matched as bytes, without collecting characters.
     if pattern.is_ascii() && text.is_ascii() {
         return matches(pattern.as_bytes(), text.as_bytes(), b'*', b'?');
@@ -88,6 +100,16 @@ mod tests {
         );
         assert!(!glob_match("caf??.*", "caf\u{e9}.get"));
         assert!(glob_match("*\u{e9}", "caf\u{e9}"));
+        assert!(glob_match("", "") && !glob_match("", "a"));
+    }
+
+    proptest::proptest! {
+        /// The shortcuts for `*`, `prefix*` and plain names answer as the general matcher does.
+        #[test]
+        fn shortcuts_agree_with_the_matcher(p in "[ab.*?]{0,6}", t in "[ab.]{0,6}") {
+            let general = matches(p.as_bytes(), t.as_bytes(), b'*', b'?');
+            proptest::prop_assert_eq!(glob_match(&p, &t), general);
+        }
     }
 
     #[test]

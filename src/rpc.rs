@@ -61,8 +61,9 @@ pub struct Meta<'a> {
     pub headers: Option<crate::headers::Headers<'a>>,
     /// The client's address (`sticky = "ip"`).
     pub peer: Option<std::net::IpAddr>,
-    /// The request's `X-Request-Id` (named in shadow differences).
-    pub request_id: Option<&'a str>,
+    /// The request's `X-Request-Id` (named in shadow differences), as the header's bytes: read
+    /// as text only for a shadowed call.
+    pub request_id: Option<&'a [u8]>,
     /// Which binding the body arrived on.
     pub binding: Binding,
 }
@@ -470,7 +471,7 @@ impl Gateway {
                 .as_ref()
                 .and_then(Id::as_text)
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                .unwrap_or_else(|| crate::ids::uuid_v4().to_string()),
             notification: id.is_none(),
             method: req.method,
             params: req.params,
@@ -574,10 +575,9 @@ impl Gateway {
             let shadow = self.migration.shadow_copy(route, pick, &call);
             let up = &self.upstreams[pick.upstream];
             let r = forward(up, &self.table, call).await;
-            let request_id = meta.request_id.unwrap_or_default();
             let took = *elapsed.insert(started.elapsed());
             self.migration
-                .finished(route, pick, &r, took, shadow, request_id);
+                .finished(route, pick, &r, took, shadow, meta.request_id);
             if let Err(e) = &r {
                 telemetry::record_upstream_error(up.name(), e.kind());
                 tracing::warn!(upstream = up.name(), method = %method, error = %e, "upstream call failed");
@@ -682,7 +682,7 @@ async fn to_legacy_upstream(
     let legacy = translate::request_to_legacy(req, call.upstream_id, call.auth)
         .map_err(|e| GatewayError::InvalidParams(e.message))?;
     let body = legacy.to_vec();
-    let answer = up.post(Bytes::from(body), None).await?;
+    let answer = up.post(&body, None).await?;
     let resp: LegacyResponse = crate::wire::from_json(&answer.body)
         .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
     let timing_ms = resp.timing_ms;
@@ -701,7 +701,7 @@ async fn to_jsonrpc_upstream(up: &UpstreamClient, call: Call) -> Result<Done, Ga
     };
     let body = serde_json::to_vec(&req).expect("a request always serialises");
     let authorization = call.auth.as_ref().and_then(Auth::to_header);
-    let answer = up.post(Bytes::from(body), authorization.as_deref()).await?;
+    let answer = up.post(&body, authorization.as_deref()).await?;
     if call.notification {
         // Nothing is answered to a notification; the upstream's body, if any, is dropped.
         return Ok(Done {

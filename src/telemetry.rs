@@ -110,6 +110,30 @@ static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
 thread_local! {
     /// The lookup key, built in place so a hit allocates nothing.
     static KEY: RefCell<String> = const { RefCell::new(String::new()) };
+    /// The label set this thread counted last, and its handles: a run of calls with the same
+    /// labels (nearly every call of a busy route) is counted without building the key, hashing
+    /// it or taking the cache's lock. The handles are the cache's own (clones of one counter and
+    /// one histogram), so every thread still counts into the same series.
+    static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
+}
+
+/// [`LAST`]'s entry: a labelled set the cache holds.
+struct Last {
+    client_dialect: &'static str,
+    upstream: Box<str>,
+    method: Box<str>,
+    outcome: Box<str>,
+    requests: Counter,
+    latency: Histogram,
+}
+
+impl Last {
+    fn is(&self, l: &CallLabels<'_>, method: &str) -> bool {
+        self.client_dialect == l.client_dialect
+            && *self.method == *method
+            && *self.upstream == *l.upstream
+            && *self.outcome == *l.outcome
+    }
 }
 
 /// Records one served call. The handles of a label set are looked up in a cache rather than
@@ -129,7 +153,19 @@ pub fn record_routed_call(l: CallLabels<'_>, served: Option<Dialect>, elapsed: D
         .char_indices()
         .nth(64)
         .map_or(l.method.len(), |(i, _)| i)];
-    KEY.with_borrow_mut(|key| {
+    let seconds = elapsed.as_secs_f64();
+    let counted = LAST.with_borrow(|last| match last {
+        Some(m) if m.is(&l, method) => {
+            m.requests.increment(1);
+            m.latency.record(seconds);
+            true
+        }
+        _ => false,
+    });
+    if counted {
+        return;
+    }
+    let cached = KEY.with_borrow_mut(|key| {
         key.clear();
         for part in [l.client_dialect, l.upstream, method, l.outcome] {
             key.push_str(part);
@@ -138,8 +174,8 @@ pub fn record_routed_call(l: CallLabels<'_>, served: Option<Dialect>, elapsed: D
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = cache.calls.get(key.as_str()) {
             m.requests.increment(1);
-            m.latency.record(elapsed.as_secs_f64());
-            return;
+            m.latency.record(seconds);
+            return Some((m.requests.clone(), m.latency.clone()));
         }
         let labelled = cache.methods.contains(method) || cache.methods.len() < MAX_METHODS;
         let method_label = if labelled {
@@ -159,12 +195,25 @@ pub fn record_routed_call(l: CallLabels<'_>, served: Option<Dialect>, elapsed: D
                 "upstream" => l.upstream.to_owned()),
         };
         m.requests.increment(1);
-        m.latency.record(elapsed.as_secs_f64());
+        m.latency.record(seconds);
         // Label sets of methods counted as `other` are not cached, so the cache stays bounded.
-        if labelled {
-            cache.calls.insert(key.as_str().into(), m);
+        if !labelled {
+            return None;
         }
+        let handles = (m.requests.clone(), m.latency.clone());
+        cache.calls.insert(key.as_str().into(), m);
+        Some(handles)
     });
+    if let Some((requests, latency)) = cached {
+        LAST.set(Some(Last {
+            client_dialect: l.client_dialect,
+            upstream: l.upstream.into(),
+            method: method.into(),
+            outcome: l.outcome.into(),
+            requests,
+            latency,
+        }));
+    }
 }
 
 /// The counter of calls to one side of a route, registered once when the route is built (the

@@ -29,9 +29,7 @@ impl TraceContext {
     /// The same from the client's `traceparent` value, if it sent one; also whether it was a
     /// valid one (its `tracestate` goes on only then).
     pub fn for_parent(traceparent: Option<&[u8]>) -> (Self, bool) {
-        let random = uuid::Uuid::new_v4().into_bytes();
-        let mut span_id = [0u8; 8];
-        span_id.copy_from_slice(&random[..8]);
+        let mut span_id = crate::ids::random_u64().to_le_bytes();
         if span_id == [0; 8] {
             span_id[7] = 1;
         }
@@ -46,7 +44,7 @@ impl TraceContext {
                 flags,
             },
             None => {
-                let mut trace_id = uuid::Uuid::new_v4().into_bytes();
+                let mut trace_id = crate::ids::random_bytes();
                 trace_id[0] |= 1; // never all zeros
                 TraceContext {
                     trace_id,
@@ -69,24 +67,23 @@ impl TraceContext {
     }
 
     /// The same, laid out on the stack: what the RPC path writes into its request, allocating
-    /// nothing.
+    /// nothing. The 25 bytes' digits at fixed places, by loops of fixed bounds the compiler
+    /// unrolls without bounds checks (a chain of iterators zipped with positions cost 0.6 k
+    /// instructions a call, chunks zipped with the bytes 0.2 k).
     pub fn traceparent_bytes(&self) -> [u8; 55] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
-        let digits = self
-            .trace_id
-            .iter()
-            .chain(&self.span_id)
-            .chain(std::iter::once(&self.flags));
-        // Positions of each byte's two digits: 3.., 36.., 53..
-        let starts = (0..16)
-            .map(|i| 3 + 2 * i)
-            .chain((0..8).map(|i| 36 + 2 * i))
-            .chain(std::iter::once(53));
-        for (b, at) in digits.zip(starts) {
-            out[at] = HEX[(b >> 4) as usize];
-            out[at + 1] = HEX[(b & 15) as usize];
+        let mut digits = |at: usize, b: u8| {
+            out[at] = HEX[usize::from(b >> 4)];
+            out[at + 1] = HEX[usize::from(b & 15)];
+        };
+        for i in 0..16 {
+            digits(3 + 2 * i, self.trace_id[i]);
         }
+        for i in 0..8 {
+            digits(36 + 2 * i, self.span_id[i]);
+        }
+        digits(53, self.flags);
         out
     }
 }
@@ -190,6 +187,36 @@ mod tests {
             assert_ne!(ctx.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
             assert_eq!(ctx.traceparent().len(), 55);
         }
+    }
+
+    #[test]
+    fn traceparent_lays_out_every_digit() {
+        let ctx = TraceContext {
+            trace_id: [
+                0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e,
+                0x47, 0x36,
+            ],
+            span_id: [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7],
+            flags: 0x1f,
+        };
+        assert_eq!(
+            &ctx.traceparent_bytes()[..],
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1f"
+        );
+    }
+
+    #[test]
+    fn every_call_gets_its_own_span_and_every_new_trace_its_own_id() {
+        let mut h = HeaderMap::new();
+        let fresh: Vec<TraceContext> = (0..1000).map(|_| TraceContext::for_call(&h)).collect();
+        h.insert(TRACEPARENT, SAMPLE.parse().unwrap());
+        let continued: Vec<TraceContext> = (0..1000).map(|_| TraceContext::for_call(&h)).collect();
+        let traces: std::collections::HashSet<_> = fresh.iter().map(|c| c.trace_id).collect();
+        assert_eq!(traces.len(), 1000);
+        let spans: std::collections::HashSet<_> =
+            fresh.iter().chain(&continued).map(|c| c.span_id).collect();
+        assert_eq!(spans.len(), 2000);
+        assert!(fresh.iter().chain(&continued).all(|c| c.span_id != [0; 8]));
     }
 
     #[test]

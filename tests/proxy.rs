@@ -493,6 +493,22 @@ async fn request_ids_are_echoed_or_made_and_content_types_matched_exactly() {
     assert_eq!(a.header("x-request-id").as_deref(), Some("trace-42"));
     let made = gw.rpc(&call).await.header("x-request-id").unwrap();
     assert!(uuid::Uuid::parse_str(&made).is_ok(), "{made}");
+    // Made ids are random (version 4) UUIDs, a new one for every call.
+    let more: std::collections::HashSet<String> = futures_util::future::join_all(
+        (0..50).map(|_| async { gw.rpc(&call).await.header("x-request-id").unwrap() }),
+    )
+    .await
+    .into_iter()
+    .chain([made])
+    .collect();
+    assert_eq!(more.len(), 51, "every call has its own id");
+    for id in &more {
+        assert_eq!(
+            uuid::Uuid::parse_str(id).unwrap().get_version_num(),
+            4,
+            "{id}"
+        );
+    }
     let long = "x".repeat(129);
     let replaced = gw
         .rpc_with(&call, &[("x-request-id", long.as_str())])

@@ -556,7 +556,7 @@ async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) 
                 outcome = "refused";
                 break;
             }
-            match client.post(body.clone(), authorization.as_deref()).await {
+            match client.post(&body, authorization.as_deref()).await {
                 Ok(a) if a.status.is_success() => {
                     outcome = "delivered";
                     break;

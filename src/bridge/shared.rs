@@ -348,7 +348,7 @@ impl Bridge {
             .map(|t| format!("Bearer {t}"));
         metrics::counter!("wiregate_cluster_forwarded_total").increment(1);
         let answer = client
-            .post(body.to_string().into(), auth.as_deref())
+            .post(body.to_string().as_bytes(), auth.as_deref())
             .await
             .map_err(|e| {
                 GatewayError::SidUnavailable(format!(

@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{LazyLock, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -277,9 +277,7 @@ pub struct Snapshot {
 static SAMPLER: LazyLock<Mutex<Sampler>> = LazyLock::new(Mutex::default);
 
 fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    crate::clock::unix_second()
 }
 
 /// Counts one served call in the process's sampler (process-global, as the metrics recorder);

@@ -21,22 +21,33 @@ const MAX_NAME_CHARS: usize = 64;
 
 /// The id a caller is reported under. Credentials only ever as a short hash.
 pub fn caller_id(rule: &Sticky, who: &Who<'_>) -> String {
-    match rule {
+    let mut id = String::new();
+    write_caller_id(rule, who, &mut id);
+    id
+}
+
+/// [`caller_id`], appended to `out`: every call names its caller, and a buffer kept by the
+/// caller spares it an allocation each time.
+pub fn write_caller_id(rule: &Sticky, who: &Who<'_>, out: &mut String) {
+    use std::fmt::Write;
+    // Writing to a `String` cannot fail.
+    let _ = match rule {
         Sticky::Auth => match super::split::key_hash(rule, who) {
-            Some(h) => format!("auth:{:012x}", h >> 16),
-            None => "(no auth)".to_owned(),
+            Some(h) => write!(out, "auth:{:012x}", h >> 16),
+            None => out.write_str("(no auth)"),
         },
         Sticky::Header(name) => match who.headers.and_then(|h| h.get(name.as_str())) {
             Some(v) => match crate::headers::visible(v) {
-                Some(s) => super::compare::cut(s, MAX_NAME_CHARS),
-                None => format!("hash:{:012x}", hash(v) >> 16),
+                Some(s) => out.write_str(super::compare::cut_str(s, MAX_NAME_CHARS)),
+                None => write!(out, "hash:{:012x}", hash(v) >> 16),
             },
-            None => format!("(no {name})"),
+            None => write!(out, "(no {name})"),
         },
-        Sticky::Ip => who
-            .ip
-            .map_or_else(|| "(unknown)".to_owned(), |ip| ip.to_string()),
-    }
+        Sticky::Ip => match who.ip {
+            Some(ip) => write!(out, "{ip}"),
+            None => out.write_str("(unknown)"),
+        },
+    };
 }
 
 /// One caller's row.

@@ -176,9 +176,14 @@ fn value_at(v: &Value, pointer: &str) -> String {
 
 /// `s` cut to at most `max` characters.
 pub fn cut(s: &str, max: usize) -> String {
+    cut_str(s, max).to_owned()
+}
+
+/// [`cut`], borrowed.
+pub fn cut_str(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
-        Some((i, _)) => s[..i].to_owned(),
-        None => s.to_owned(),
+        Some((i, _)) => &s[..i],
+        None => s,
     }
 }
 

@@ -268,8 +268,15 @@ impl Migration {
 
     /// Records a call in the caller report.
     pub fn saw(&self, who: &Who<'_>, dialect: &'static str, method: &str) {
-        let id = callers::caller_id(&self.caller_rule, who);
-        lock(&self.callers).saw(&id, dialect, method, unix_ms());
+        thread_local! {
+            /// The caller's id, written in place (no allocation a call).
+            static ID: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        ID.with_borrow_mut(|id| {
+            id.clear();
+            callers::write_caller_id(&self.caller_rule, who, id);
+            lock(&self.callers).saw(id, dialect, method, unix_ms());
+        });
     }
 
     /// The side of route `route` serving this caller, counted; `None` for a route without an
@@ -335,7 +342,7 @@ impl Migration {
         result: &Result<Done, GatewayError>,
         elapsed: Duration,
         shadow: Option<Call>,
-        request_id: &str,
+        request_id: Option<&[u8]>,
     ) {
         let r = &self.routes[route];
         if let (Some(rule), true) = (&r.rollback, pick.side > 0) {
@@ -465,7 +472,7 @@ fn hand_off(
     target: &Arc<Target>,
     call: Call,
     result: &Result<Done, GatewayError>,
-    request_id: &str,
+    request_id: Option<&[u8]>,
 ) {
     let primary = match result {
         Ok(d) => d.outcome.clone(),
@@ -476,7 +483,10 @@ fn hand_off(
         call,
         primary,
         // Without an `X-Request-Id`, the shadow thread names the call by its upstream id.
-        request_id: (!request_id.is_empty()).then(|| request_id.to_owned()),
+        request_id: request_id
+            .and_then(|id| std::str::from_utf8(id).ok())
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned),
     });
 }
 

@@ -105,7 +105,7 @@ fn an_erroring_canary_is_rolled_back_and_stays_out_until_its_route_changes() {
     let m = build(&c, None);
     let (auth, pick) = canary_pick(&m);
     for _ in 0..4 {
-        m.finished(0, pick, &failed(), Duration::from_millis(1), None, "");
+        m.finished(0, pick, &failed(), Duration::from_millis(1), None, None);
     }
     assert_eq!(
         m.pick(0, &who(&auth)).unwrap().side,
@@ -122,9 +122,9 @@ fn an_erroring_canary_is_rolled_back_and_stays_out_until_its_route_changes() {
         &failed(),
         Duration::ZERO,
         None,
-        "",
+        None,
     );
-    m.finished(0, pick, &failed(), Duration::from_millis(1), None, "");
+    m.finished(0, pick, &failed(), Duration::from_millis(1), None, None);
     assert_eq!(
         m.pick(0, &who(&auth)).unwrap().side,
         0,
@@ -177,7 +177,7 @@ fn a_healthy_canary_stays() {
     let m = build(&config((50, 50), Some(rule)), None);
     let (auth, pick) = canary_pick(&m);
     for _ in 0..50 {
-        m.finished(0, pick, &ok(), Duration::from_millis(1), None, "");
+        m.finished(0, pick, &ok(), Duration::from_millis(1), None, None);
     }
     assert_eq!(m.pick(0, &who(&auth)).unwrap().side, 1);
     assert_eq!(m.report()["routes"][0]["rollback"]["state"], "armed");

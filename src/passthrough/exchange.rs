@@ -187,9 +187,11 @@ pub(crate) async fn relay(
     out: &mut Vec<u8>,
     timeout: std::time::Duration,
 ) -> Result<Relayed, Unanswered> {
-    let due = tokio::time::Instant::now() + timeout;
+    let now = tokio::time::Instant::now();
+    let due = now + timeout;
+    let now = now.into_std();
     let (pooled, kept) = client
-        .checkout_timed()
+        .checkout_timed(now)
         .map_or((None, None), |(c, t)| (Some(c), t));
     let mut timer = kept.unwrap_or_else(|| Box::pin(tokio::time::sleep_until(due)));
     let answered = tokio::select! {
@@ -199,7 +201,7 @@ pub(crate) async fn relay(
     };
     let (relayed, idle) = answered.map_err(Unanswered::Failed)?;
     if let Some(conn) = idle {
-        client.checkin_timed(conn, Some(timer));
+        client.checkin_timed(conn, Some(timer), now);
     }
     Ok(relayed)
 }

@@ -32,7 +32,10 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// One idle upstream connection.
 struct Pooled {
     conn: h1::Conn,
-    idle_since: Instant,
+    /// When it is too old to reuse ([`IDLE_TIMEOUT`] after the call that used it last began:
+    /// that call's clock reading serves, so a call reads the clock once for its timer and
+    /// not again for the pool).
+    idle_until: Instant,
     /// The timer of the calls made on it (see [`UpstreamClient::post`]), kept with it.
     timer: Option<Timer>,
 }
@@ -58,9 +61,9 @@ pub(crate) async fn until(timer: &mut Timer, due: tokio::time::Instant) {
 }
 
 impl Pooled {
-    /// Still usable: not idle for too long, and not closed by the upstream meanwhile.
-    fn is_reusable(&self) -> bool {
-        self.idle_since.elapsed() < IDLE_TIMEOUT && self.conn.is_open()
+    /// Still usable at `now`: not idle for too long, and not closed by the upstream meanwhile.
+    fn is_reusable(&self, now: Instant) -> bool {
+        now < self.idle_until && self.conn.is_open()
     }
 }
 
@@ -154,10 +157,12 @@ impl UpstreamClient {
     }
 
     /// POSTs a JSON body, within the upstream's timeout, and reads the whole answer. An
-    /// `authorization` that is not a valid header value is not sent.
+    /// `authorization` that is not a valid header value is not sent. The body is copied into
+    /// the request's buffer, so it is borrowed (a `Bytes` of a fresh `Vec` cost an allocation
+    /// of its own).
     pub async fn post(
         &self,
-        body: Bytes,
+        body: &[u8],
         authorization: Option<&str>,
     ) -> Result<Answer, GatewayError> {
         let traceparent = crate::scope::trace().map(|t| t.traceparent_bytes());
@@ -167,14 +172,15 @@ impl UpstreamClient {
             authorization: authorization.filter(|a| h1::is_header_value(a)),
             traceparent: traceparent.as_ref(),
         };
-        let due = tokio::time::Instant::now() + self.config.timeout();
+        let now = tokio::time::Instant::now();
+        let due = now + self.config.timeout();
         let timed_out = || GatewayError::UpstreamTimeout {
             upstream: self.config.name.clone(),
             timeout_ms: self.config.timeout_ms,
         };
         if let Some(pipe) = &self.pipe {
             let mut request = Vec::new();
-            h1::lay_out(&mut request, &head, &body);
+            h1::lay_out(&mut request, &head, body);
             if let Some(reply) = pipe.submit(request, due) {
                 return match tokio::time::timeout_at(due, reply).await {
                     Ok(Ok(outcome)) => self.answered(outcome),
@@ -188,11 +194,12 @@ impl UpstreamClient {
         // written, and goes once more on a fresh connection. The call is timed by the pooled
         // connection's timer when there is one.
         let mut timer = None;
-        if let Some((conn, kept)) = self.checkout_timed() {
+        let now = now.into_std();
+        if let Some((conn, kept)) = self.checkout_timed(now) {
             let mut t = kept.unwrap_or_else(|| Box::pin(tokio::time::sleep_until(due)));
             let done = tokio::select! {
                 biased;
-                done = self.attempt(conn, &head, &body) => done,
+                done = self.attempt(conn, &head, body) => done,
                 () = until(&mut t, due) => return Err(timed_out()),
             };
             timer = Some(t);
@@ -200,7 +207,7 @@ impl UpstreamClient {
                 (Err(h1::Error::NotSent(_)), _) => {}
                 (answer, conn) => {
                     if let Some(conn) = conn {
-                        self.checkin_timed(conn, timer);
+                        self.checkin_timed(conn, timer, now);
                     }
                     return self.answered(answer);
                 }
@@ -210,7 +217,7 @@ impl UpstreamClient {
         // it would make every exchange's future, and every one around it, larger.
         let fresh = async {
             let fresh = Box::pin(self.connect()).await?;
-            Ok(self.attempt(fresh, &head, &body).await)
+            Ok(self.attempt(fresh, &head, body).await)
         };
         let (answer, conn) = match tokio::time::timeout_at(due, fresh).await {
             Ok(Ok(done)) => done,
@@ -218,7 +225,7 @@ impl UpstreamClient {
             Err(_) => return Err(timed_out()),
         };
         if let Some(conn) = conn {
-            self.checkin_timed(conn, timer);
+            self.checkin_timed(conn, timer, now);
         }
         self.answered(answer)
     }
@@ -252,14 +259,15 @@ impl UpstreamClient {
 
     /// An idle connection still usable, the most recently used first.
     pub(crate) fn checkout(&self) -> Option<h1::Conn> {
-        self.checkout_timed().map(|(conn, _)| conn)
+        self.checkout_timed(Instant::now()).map(|(conn, _)| conn)
     }
 
-    /// [`checkout`](Self::checkout), with the connection's timer.
-    pub(crate) fn checkout_timed(&self) -> Option<(h1::Conn, Option<Timer>)> {
+    /// [`checkout`](Self::checkout) at `now` (the call's own reading of the clock), with the
+    /// connection's timer.
+    pub(crate) fn checkout_timed(&self, now: Instant) -> Option<(h1::Conn, Option<Timer>)> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(p) = idle.pop() {
-            if p.is_reusable() {
+            if p.is_reusable(now) {
                 return Some((p.conn, p.timer));
             }
         }
@@ -268,16 +276,18 @@ impl UpstreamClient {
 
     /// Keeps a connection whose last answer is complete for the next call.
     pub(crate) fn checkin(&self, conn: h1::Conn) {
-        self.checkin_timed(conn, None);
+        self.checkin_timed(conn, None, Instant::now());
     }
 
-    /// [`checkin`](Self::checkin), with the timer of the calls made on it.
-    pub(crate) fn checkin_timed(&self, conn: h1::Conn, timer: Option<Timer>) {
+    /// [`checkin`](Self::checkin), with the timer of the calls made on it; `began` is when
+    /// the call that used it began (the clock read for its timer), from which its idle time
+    /// is counted.
+    pub(crate) fn checkin_timed(&self, conn: h1::Conn, timer: Option<Timer>, began: Instant) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(Pooled {
                 conn,
-                idle_since: Instant::now(),
+                idle_until: began + IDLE_TIMEOUT,
                 timer,
             });
         }

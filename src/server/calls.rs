@@ -44,16 +44,60 @@ pub(super) fn is_json(headers: Headers<'_>) -> bool {
             || (sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case(b"+json")))
 }
 
-/// The caller's `X-Request-Id` when it is usable (1–128 visible characters), else a fresh one.
-pub(super) fn request_id(headers: Headers<'_>) -> HeaderValue {
-    headers
+/// A call's request id: the caller's `X-Request-Id`, or one made here.
+///
+/// A made id stays the bytes it was written as: most calls carry none, and a header value of
+/// it (copied into shared bytes, its characters checked, then checked again as text for the
+/// call) cost more than making it. Only an answer written through a response object makes one.
+#[derive(Clone, Debug)]
+pub(super) enum RequestId {
+    /// The caller's, checked to be 1–128 visible characters.
+    Sent(HeaderValue),
+    /// A random UUID, hyphenated (36 ASCII characters).
+    Made([u8; 36]),
+}
+
+impl RequestId {
+    /// The id as text.
+    pub(super) fn as_str(&self) -> &str {
+        match self {
+            // Checked to be visible ASCII when it was taken.
+            RequestId::Sent(v) => v.to_str().unwrap_or_default(),
+            RequestId::Made(b) => std::str::from_utf8(b).expect("a uuid is ASCII"),
+        }
+    }
+
+    /// The id as a header value's bytes.
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        match self {
+            RequestId::Sent(v) => v.as_bytes(),
+            RequestId::Made(b) => b,
+        }
+    }
+
+    /// The id as a header value.
+    pub(super) fn into_value(self) -> HeaderValue {
+        match self {
+            RequestId::Sent(v) => v,
+            RequestId::Made(b) => HeaderValue::from_bytes(&b).expect("a uuid is a header value"),
+        }
+    }
+}
+
+/// The caller's `X-Request-Id` when it is usable (1–128 visible characters), else a fresh one
+/// (a random UUID, see [`crate::ids`]).
+pub(super) fn request_id(headers: Headers<'_>) -> RequestId {
+    match headers
         .value(&X_REQUEST_ID)
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.to_str().is_ok())
-        .unwrap_or_else(|| {
-            let mut buf = uuid::Uuid::encode_buffer();
-            let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
-            HeaderValue::from_str(id).expect("a uuid is a header value")
-        })
+    {
+        Some(v) => RequestId::Sent(v),
+        None => {
+            let mut buf = [0u8; 36];
+            crate::ids::uuid_v4().hyphenated().encode_lower(&mut buf);
+            RequestId::Made(buf)
+        }
+    }
 }
 
 pub(super) async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
@@ -99,7 +143,7 @@ pub(super) async fn rpc_call(
         }
     };
     let (reply, request_id) = rpc_reply(&state, Headers::Map(headers), read, peer, binding).await;
-    into_response(reply, request_id)
+    into_response(reply, request_id.into_value())
 }
 
 /// The reply to a call on an RPC path whose body has been read (or failed to be), and the
@@ -111,7 +155,7 @@ pub(super) async fn rpc_reply(
     read: Result<bytes::Bytes, GatewayError>,
     peer: Option<crate::admin::Peer>,
     binding: Binding,
-) -> (Reply, HeaderValue) {
+) -> (Reply, RequestId) {
     // Only the debug line reads the clock here (the call's latency is measured where it is
     // recorded).
     let started = tracing::enabled!(tracing::Level::DEBUG).then(Instant::now);
@@ -132,7 +176,7 @@ pub(super) async fn rpc_reply(
                 a2a_version: headers.str(&A2A_VERSION),
                 headers: Some(headers),
                 peer: peer.map(|p| p.0.ip()),
-                request_id: request_id.to_str().ok(),
+                request_id: Some(request_id.as_bytes()),
                 binding,
             };
             state.gateway.handle(&bytes, &meta).await
@@ -140,7 +184,7 @@ pub(super) async fn rpc_reply(
     };
     if let Some(started) = started {
         tracing::debug!(
-            request_id = request_id.to_str().unwrap_or_default(),
+            request_id = request_id.as_str(),
             status = reply.status.as_u16(),
             latency_us = started.elapsed().as_micros() as u64,
             "rpc"

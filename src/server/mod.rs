@@ -424,7 +424,7 @@ impl Front {
 }
 
 /// What the HTTP/1 loop awaits for a call it answers itself: the reply and its request id.
-type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, HeaderValue)> + Send>>;
+type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, calls::RequestId)> + Send>>;
 
 impl Front {
     /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call

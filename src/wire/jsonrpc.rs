@@ -157,7 +157,7 @@ impl Serialize for IdNumber {
 impl Id {
     /// A fresh, unique string id.
     pub fn fresh() -> Self {
-        Id::String(uuid::Uuid::new_v4().to_string())
+        Id::String(crate::ids::uuid_v4().to_string())
     }
 
     /// The id as plain text, for upstreams (legacy `request_id`) that only know strings.
@@ -183,6 +183,17 @@ impl Id {
     }
 
     /// Writes the id as JSON.
+    /// The length of what [`write_json`](Self::write_json) writes, when it is known without
+    /// writing it (a string that needs escaping is not).
+    fn json_len(&self) -> Option<usize> {
+        match self {
+            Id::Null => Some(4),
+            Id::Number(IdNumber(NumberText::Int(n))) => Some(itoa::Buffer::new().format(*n).len()),
+            Id::Number(IdNumber(NumberText::Raw(r))) => Some(r.get().len()),
+            Id::String(s) => super::scan::is_plain(s.as_bytes()).then_some(s.len() + 2),
+        }
+    }
+
     pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         match self {
             Id::Null => out.extend_from_slice(b"null"),
@@ -461,11 +472,15 @@ impl Response {
     }
 
     /// The response as JSON (the same bytes as its `Serialize`), in a buffer sized up front. A
-    /// result, the proxy's hot path, is written by hand around its raw bytes.
+    /// result, the proxy's hot path, is written by hand around its raw bytes, in a buffer of
+    /// exactly its length when the id's is known: a `Bytes` made of a full `Vec` takes it over
+    /// as it is, where one with room to spare allocates a shared header besides.
     pub fn to_vec(&self) -> Vec<u8> {
+        const FRAME: usize = r#"{"jsonrpc":"2.0","result":,"id":}"#.len();
         match &self.outcome {
             Outcome::Result(r) => {
-                let mut out = Vec::with_capacity(r.get().len() + 64);
+                let len = self.id.json_len().map_or(64, |n| FRAME + n) + r.get().len();
+                let mut out = Vec::with_capacity(len);
                 out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"result\":");
                 out.extend_from_slice(r.get().as_bytes());
                 out.extend_from_slice(b",\"id\":");
@@ -565,7 +580,12 @@ mod tests {
         #[test]
         fn to_vec_is_serialize(id in any_id(), text in ".*") {
             let r = Response::result_value(id.clone(), &json!({"text": text, "n": [1, 2.5]}));
-            prop_assert_eq!(r.to_vec(), serde_json::to_vec(&r).unwrap());
+            let v = r.to_vec();
+            prop_assert_eq!(&v, &serde_json::to_vec(&r).unwrap());
+            // Sized exactly whenever the id's length is known up front.
+            if id.json_len().is_some() {
+                prop_assert_eq!(v.len(), v.capacity());
+            }
             let e = Response::error(id, ErrorObject::new(-32000, text));
             prop_assert_eq!(e.to_vec(), serde_json::to_vec(&e).unwrap());
         }

@@ -6,7 +6,7 @@
 use std::pin::Pin;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
 use http_body_util::BodyExt;
@@ -20,25 +20,23 @@ use crate::wire::head;
 /// Answers up to this size are written with their head in one write.
 const GATHER: usize = 64 * 1024;
 
-/// The answer's `Date`, formatted once a second per thread.
-pub(super) fn date() -> HeaderValue {
+/// Appends the answer's `Date` value, formatted once a second per thread (the second read
+/// through [`crate::clock`]).
+pub(super) fn write_date(out: &mut Vec<u8>) {
     use std::cell::RefCell;
+    use std::time::{Duration, UNIX_EPOCH};
     thread_local! {
-        static NOW: RefCell<(u64, Option<HeaderValue>)> = const { RefCell::new((u64::MAX, None)) };
+        static NOW: RefCell<Option<(u64, String)>> = const { RefCell::new(None) };
     }
-    let now = std::time::SystemTime::now();
-    let secs = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    NOW.with(|cell| {
-        let mut c = cell.borrow_mut();
-        if c.0 != secs || c.1.is_none() {
-            let v = HeaderValue::from_str(&httpdate::fmt_http_date(now))
-                .expect("an HTTP date is a header value");
-            *c = (secs, Some(v));
+    let second = crate::clock::unix_second();
+    NOW.with_borrow_mut(|kept| match kept {
+        Some((at, text)) if *at == second => out.extend_from_slice(text.as_bytes()),
+        _ => {
+            let text = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
+            out.extend_from_slice(text.as_bytes());
+            *kept = Some((second, text));
         }
-        c.1.clone().expect("set above")
-    })
+    });
 }
 
 /// Writes a call's JSON (or empty) `reply` on `io`, its head laid out here as [`write`] lays
@@ -48,7 +46,7 @@ pub(super) async fn write_reply<S>(
     io: &mut S,
     out: &mut Vec<u8>,
     reply: Reply,
-    request_id: &HeaderValue,
+    request_id: &super::super::calls::RequestId,
     close: bool,
 ) -> Result<(), Broken>
 where
@@ -130,7 +128,7 @@ pub(super) fn end_head(
     }
     if !has_date {
         out.extend_from_slice(b"date: ");
-        out.extend_from_slice(date().as_bytes());
+        write_date(out);
         out.extend_from_slice(b"\r\n");
     }
     if close {

@@ -174,6 +174,10 @@ where
     // then leave the timer wheel alone.
     let mut deadline = std::pin::pin!(tokio::time::sleep(timeout));
     let mut due;
+    // The stop is awaited only while the loop waits for a request; while a call runs it is
+    // read from `flag` once the call is done (polling the wait beside every call cost 0.13 k
+    // instructions per proxied call, its waiter list locked each time).
+    let flag = stopped.clone();
     let mut stop = std::pin::pin!(stopped.wait_for(|s| *s));
     let mut stopping = false;
     loop {
@@ -242,7 +246,7 @@ where
                 head,
                 &live,
                 origin,
-                &mut stop,
+                &flag,
                 &mut stopping,
             );
             if !served.await || stopping {
@@ -325,14 +329,14 @@ where
             Ok((trace, call)) => {
                 let call = std::pin::pin!(crate::scope::run(trace, false, call));
                 let Some(((reply, request_id), _)) =
-                    watch_client(call, io, &mut buf, &mut stop, &mut stopping, complete).await
+                    watch_client(call, io, &mut buf, &flag, &mut stopping, complete).await
                 else {
                     return Served::Closed;
                 };
                 let close = close_after(stopping);
                 let written = match reply.body {
                     ReplyBody::Stream(_) => {
-                        let resp = super::into_response(reply, request_id);
+                        let resp = super::into_response(reply, request_id.into_value());
                         write(io, &mut out, &mut buf, resp, close).await
                     }
                     _ => write_reply(io, &mut out, reply, &request_id, close).await,
@@ -352,7 +356,7 @@ where
                 *req.headers_mut() = headers;
                 let call = front.respond(live, req, lane, read);
                 let Some(resp) =
-                    watch_client(call, io, &mut buf, &mut stop, &mut stopping, complete).await
+                    watch_client(call, io, &mut buf, &flag, &mut stopping, complete).await
                 else {
                     return Served::Closed;
                 };
@@ -390,19 +394,19 @@ fn fired(timer: Pin<&mut tokio::time::Sleep>, due: Instant) -> bool {
 
 /// Awaits `call` while the client is watched: its leaving cancels the call (as hyper does;
 /// `None`), what it sends meanwhile is kept in `buf` for the next request (unless the body is
-/// not `complete`), and the gateway's stop is noted in `stopping`.
-async fn watch_client<S, F, G>(
+/// not `complete`), and the gateway's stop (`stopped`, read when the call is done) is noted in
+/// `stopping`.
+async fn watch_client<S, F>(
     call: F,
     io: &mut S,
     buf: &mut BytesMut,
-    stop: &mut Pin<&mut G>,
+    stopped: &watch::Receiver<bool>,
     stopping: &mut bool,
     complete: bool,
 ) -> Option<F::Output>
 where
     S: AsyncRead + Unpin,
     F: std::future::Future + Unpin,
-    G: std::future::Future,
 {
     let mut call = call;
     loop {
@@ -411,8 +415,10 @@ where
         }
         tokio::select! {
             biased;
-            r = &mut call => return Some(r),
-            _ = stop.as_mut(), if !*stopping => *stopping = true,
+            r = &mut call => {
+                *stopping = *stopping || *stopped.borrow();
+                return Some(r);
+            }
             n = io.read_buf(buf), if complete && buf.len() < MAX_AHEAD => match n {
                 Ok(n) if n > 0 => {}
                 _ => return None,
@@ -434,19 +440,18 @@ fn rejoin(head: &Bytes, rest: &BytesMut) -> Bytes {
 /// response objects, no router (see [`crate::passthrough::raw`]). The client is watched while
 /// the upstream answers, as in [`serve`]. `false` when the connection is done.
 #[allow(clippy::too_many_arguments)]
-async fn pass_through<S, F>(
+async fn pass_through<S>(
     io: &mut S,
     out: &mut Vec<u8>,
     buf: &mut BytesMut,
     head: Head,
     live: &super::Live,
     origin: crate::passthrough::Origin,
-    stop: &mut Pin<&mut F>,
+    stopped: &watch::Receiver<bool>,
     stopping: &mut bool,
 ) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin,
-    F: std::future::Future,
 {
     let ready = {
         let bytes = &buf[..head.len];
@@ -466,7 +471,7 @@ where
     let answer = match ready {
         Some(ready) => {
             let call = std::pin::pin!(ready.relay(out));
-            match watch_client(call, io, buf, stop, stopping, true).await {
+            match watch_client(call, io, buf, stopped, stopping, true).await {
                 Some(r) => r,
                 None => return false,
             }
