@@ -45,6 +45,9 @@
 #        exchange is `forward`, or the `PollFn` of a `join!` when polled beside a noise
 #        exchange), and where the added instructions go, per crate (all threads).
 #
+# CONNS=256 drives the proxy and passthrough parts with that many connections (default 4): what a
+# call costs when many connections are open and served in turn (README, "Front deployment (#13)").
+#
 # NO_BUILD=1 uses the release binaries as they are. Installs valgrind and wrk with apt-get when
 # they are missing. Only loopback is used.
 set -euo pipefail
@@ -183,7 +186,7 @@ run() {
   local answer
   answer=$(curl -s -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT$path")
   [[ $answer == *"$expect"* ]] || { echo "the gateway did not answer a result: $answer" >&2; exit 1; }
-  wrk -t1 -c4 -d"$2s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.$1.$2" 2>&1
+  wrk -t1 -c"${CONNS:-4}" -d"$2s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.$1.$2" 2>&1
   grep -q 'Non-2xx\|Socket errors' "$work/wrk.$1.$2" && { echo "wrk saw errors:" >&2; cat "$work/wrk.$1.$2" >&2; exit 1; }
   [ "$1" = shadowed ] && shadows_settled
   local calls
