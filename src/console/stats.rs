@@ -276,14 +276,10 @@ pub struct Snapshot {
 
 static SAMPLER: LazyLock<Mutex<Sampler>> = LazyLock::new(Mutex::default);
 
-fn unix_now() -> u64 {
-    crate::clock::unix_second()
-}
-
 /// Counts one served call in the process's sampler (process-global, as the metrics recorder);
 /// `served`, for a routed call, is the dialect of the upstream that served it.
 pub fn record(dialect: &'static str, outcome: &str, served: Option<Dialect>, elapsed: Duration) {
-    let now = unix_now();
+    let now = crate::clock::unix_second();
     SAMPLER
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -292,7 +288,7 @@ pub fn record(dialect: &'static str, outcome: &str, served: Option<Dialect>, ela
 
 /// The process's last 15 minutes.
 pub fn snapshot() -> Snapshot {
-    let now = unix_now();
+    let now = crate::clock::unix_second();
     SAMPLER
         .lock()
         .unwrap_or_else(|e| e.into_inner())

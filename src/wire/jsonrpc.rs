@@ -182,7 +182,6 @@ impl Id {
         }
     }
 
-    /// Writes the id as JSON.
     /// The length of what [`write_json`](Self::write_json) writes, when it is known without
     /// writing it (a string that needs escaping is not).
     fn json_len(&self) -> Option<usize> {
@@ -194,6 +193,7 @@ impl Id {
         }
     }
 
+    /// Writes the id as JSON.
     pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         match self {
             Id::Null => out.extend_from_slice(b"null"),
