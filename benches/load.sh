@@ -8,6 +8,15 @@
 #
 #   benches/load.sh                 # 32 and 256 connections, 10 s each
 #   DURATION=5s CONNS="32" benches/load.sh
+#   ROUNDS=5 DURATION=2s benches/load.sh            # each row 5 times for 2 s, interleaved: the
+#                                                    # rows in turn, the order rotated each round,
+#                                                    # so that rows of one run see the same machine
+#                                                    # (on a VM whose speed drifts, a row measured
+#                                                    # 10 s apart from its peer sees a different
+#                                                    # machine); a row's figures are over all its
+#                                                    # rounds: requests over seconds, percentiles
+#                                                    # of the merged latency histogram, CPU per
+#                                                    # request
 #   BASE_BIN=/path/to/old/wiregate benches/load.sh   # adds the same translating row (and, with
 #                                                    # the tls rows, a TLS row; with the
 #                                                    # pipelined row, a pipelined row) for an
@@ -51,6 +60,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-1}
 CONNS=${CONNS:-"32 256"}
 THREADS=${THREADS:-2}
 UP_PORT=${UP_PORT:-19000}
@@ -190,7 +200,19 @@ sleep 1
 
 legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
 rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
-lua() { printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$1" >"$2"; }
+# The wrk script of a row: its body, and a done() that writes wrk's latency histogram (each distinct
+# latency in µs and its count) to $WRK_HIST, so that the rounds of a row (ROUNDS) merge into one
+# distribution, percentiles computed as wrk computes them.
+lua() {
+  printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$1" >"$2"
+  cat >>"$2" <<'LUA'
+done = function(summary, latency, requests)
+  local f = assert(io.open(os.getenv("WRK_HIST"), "w"))
+  for i = 1, #latency do local v, n = latency(i); f:write(string.format("%d %d\n", v, n)) end
+  f:close()
+end
+LUA
+}
 lua "$legacy_body" "$work/legacy.lua"
 lua "$rpc_body" "$work/rpc.lua"
 
@@ -233,34 +255,51 @@ sample() {
 # CPU seconds (user, system) a process has used so far, from /proc.
 cpu() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print $12 / t, $13 / t }' "/proc/$1/stat"; }
 
-# run NAME URL SCRIPT CONNS PID GOOD BODY -> "rps p50 p99 user_us sys_us errors" (latencies in ms;
-# CPU of PID per request: on a shared 2-core machine the steadier measure of what each proxy
-# costs). errors is "none", or what went wrong: wrk's socket errors (connect, read, write,
-# timeout), non-2xx/3xx answers, and sampled answers that were not right; such a run is no
-# throughput figure, and the caller prints it as one.
-run() {
-  read -r u0 s0 < <(cpu "$5")
+# once ID CONNS: one wrk run of row ID; appends "requests seconds user_s sys_s connect read write
+# timeout non_2xx checked wrong" to $work/ID.acc and wrk's latency histogram to $work/ID.hist.
+# CPU is the row's process's (from /proc), per request the steadier measure of what each proxy
+# costs on a shared 2-core machine.
+once() {
+  local id=$1
+  read -r u0 s0 < <(cpu "${pid[$id]}")
   : >"$work/sampling"
-  sample "$6" "$7" "$2" "$work/$1.sample" &
+  sample "${good[$id]}" "${body[$id]}" "${url[$id]}" "$work/$id.sample" &
   local sampler=$!
-  wrk -t"$THREADS" -c"$4" -d"$DURATION" --latency -s "$3" "$2" >"$work/$1.txt" 2>&1
+  WRK_HIST="$work/round.hist" wrk -t"$THREADS" -c"$2" -d"$DURATION" -s "${script[$id]}" "${url[$id]}" >"$work/$id.txt" 2>&1
   rm -f "$work/sampling"
   wait "$sampler"
-  read -r u1 s1 < <(cpu "$5")
-  read -r checked wrong <"$work/$1.sample"
+  read -r u1 s1 < <(cpu "${pid[$id]}")
+  read -r checked wrong <"$work/$id.sample"
+  cat "$work/round.hist" >>"$work/$id.hist" 2>/dev/null || true
   awk -v u0="$u0" -v u1="$u1" -v s0="$s0" -v s1="$s1" -v checked="$checked" -v wrong="$wrong" '
-    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
-    /requests in/ { n=$1 }
-    /Requests\/sec/ { rps=$2 }
-    $1=="50%" { p50=ms($2) }
-    $1=="99%" { p99=ms($2) }
+    function secs(v) { if (v ~ /ms$/) return v/1000; if (v ~ /m$/) return v*60; return v+0 }
+    /requests in/ { n=$1; t=secs(substr($4, 1, length($4)-1)) }
     /Socket errors:/ { conn=$4+0; rd=$6+0; wr=$8+0; to=$10+0 }
     /Non-2xx or 3xx responses:/ { bad=$NF+0 }
+    END { printf "%d %.3f %.3f %.3f %d %d %d %d %d %d %d\n", n, t, u1-u0, s1-s0, conn, rd, wr, to, bad, checked, wrong }' \
+    "$work/$id.txt" >>"$work/$id.acc"
+}
+
+# total ID -> "rps p50 p99 user_us sys_us errors" over all of the row's rounds: requests over
+# seconds, percentiles (ms) of the merged latency histogram (nearest rank), CPU per request.
+# errors is "none", or what went wrong: wrk's socket errors (connect, read, write, timeout),
+# non-2xx/3xx answers, and sampled answers that were not right; such a row is no throughput
+# figure, and is printed as one.
+total() {
+  local id=$1 p50 p99
+  read -r p50 p99 < <(sort -n "$work/$id.hist" | awk '
+    { v[NR]=$1; c[NR]=$2; all+=$2 }
+    END {
+      r50=int(0.50*all+0.5); r99=int(0.99*all+0.5); a=0; p50=p99=-1
+      for (i=1; i<=NR; i++) { a+=c[i]; if (p50<0 && a>=r50) p50=v[i]; if (p99<0 && a>=r99) p99=v[i] }
+      printf "%.3f %.3f\n", p50/1000, p99/1000 }')
+  awk -v p50="$p50" -v p99="$p99" '
+    { n+=$1; t+=$2; u+=$3; s+=$4; conn+=$5; rd+=$6; wr+=$7; to+=$8; bad+=$9; checked+=$10; wrong+=$11 }
     END {
       err = conn + rd + wr + to + bad + wrong
       if (n == 0 || checked == 0) err = 1
       errors = (err == 0) ? "none" : sprintf("socket_errors:connect=%d,read=%d,write=%d,timeout=%d;non_2xx=%d;wrong_answers=%d/%d_sampled;requests=%d", conn, rd, wr, to, bad, wrong, checked, n)
-      printf "%.0f %.3f %.3f %.1f %.1f %s\n", rps, p50, p99, (n ? (u1-u0)*1e6/n : 0), (n ? (s1-s0)*1e6/n : 0), errors }' "$work/$1.txt"
+      printf "%.0f %.3f %.3f %.1f %.1f %s\n", (t ? n/t : 0), p50, p99, (n ? u*1e6/n : 0), (n ? s*1e6/n : 0), errors }' "$work/$id.acc"
 }
 
 # row LABEL CONNS RPS P50 P99 USER SYS ERRORS: a run with errors shows no throughput or latency.
@@ -274,41 +313,58 @@ row() {
 }
 
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
+# The rows: ID -> ROWS name, label, URL, wrk script, process measured, right answer, body.
+declare -A group label url script pid good body
+def() { group[$1]=$2 label[$1]=$3 url[$1]=$4 script[$1]=$5 pid[$1]=$6 good[$1]=$7 body[$1]=$8; }
+def direct direct "direct (no proxy, upstream)" "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$up_pid" "$legacy_ok" "$legacy_body"
+def nginx nginx "nginx proxy_pass" "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
+def haproxy haproxy "haproxy (1 thread)" "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$haproxy_pid" "$legacy_ok" "$legacy_body"
+def wiregate wiregate "wiregate (translating)" "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$gw_pid" "$rpc_ok" "$rpc_body"
+def pipelined pipelined "wiregate transl. pipelined" "http://127.0.0.1:$PIPE_PORT/rpc" "$work/rpc.lua" "$pipe_pid" "$rpc_ok" "$rpc_body"
+def passthrough passthrough "wiregate pass-through" "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$gw_pid" "$legacy_ok" "$legacy_body"
+def nginx_tls tls "nginx TLS proxy_pass" "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
+def wiregate_tls tls "wiregate TLS (translating)" "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$gw_tls_pid" "$rpc_ok" "$rpc_body"
+order=(direct nginx haproxy wiregate pipelined passthrough nginx_tls wiregate_tls)
+if [ -n "${BASE_BIN:-}" ]; then
+  def base wiregate "wiregate BASE_BIN (transl.)" "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$base_pid" "$rpc_ok" "$rpc_body"
+  def base_tls tls "wiregate BASE_BIN TLS" "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$base_tls_pid" "$rpc_ok" "$rpc_body"
+  def base_pipe pipelined "BASE_BIN pipelined" "http://127.0.0.1:$BASE_PIPE_PORT/rpc" "$work/rpc.lua" "$base_pipe_pid" "$rpc_ok" "$rpc_body"
+  order+=(base base_tls base_pipe)
+fi
+asked=()
+for id in "${order[@]}"; do if wants "${group[$id]}"; then asked+=("$id"); fi; done
+
 printf '%-28s %6s %12s %10s %10s %12s %12s\n' target conns req/s p50_ms p99_ms user_us/req sys_us/req
-# skip -> the fields of a row that was not asked for ("-" figures, no errors).
-skip() { echo "- - - - - none"; }
-# measure ROW NAME URL SCRIPT CONNS PID GOOD BODY: run when ROW was asked for, else skip.
-measure() { if wants "$1"; then shift; run "$@"; else skip; fi; }
-# show ROW LABEL CONNS FIELDS...: a row that ran.
-show() { if wants "$1"; then shift; row "$@"; fi; }
+[ "$ROUNDS" = 1 ] || echo "(each row: $ROUNDS rounds of $DURATION, the rows in turn, the order rotated each round)"
 for c in $CONNS; do
-  read -r d_rps d_p50 d_p99 d_u d_s d_err < <(measure direct direct "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$c" "$up_pid" "$legacy_ok" "$legacy_body")
-  read -r n_rps n_p50 n_p99 n_u n_s n_err < <(measure nginx nginx "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
-  read -r h_rps h_p50 h_p99 h_u h_s h_err < <(measure haproxy haproxy "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$c" "$haproxy_pid" "$legacy_ok" "$legacy_body")
-  read -r w_rps w_p50 w_p99 w_u w_s w_err < <(measure wiregate wiregate "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$c" "$gw_pid" "$rpc_ok" "$rpc_body")
-  show direct "direct (no proxy, upstream)" "$c" "$d_rps" "$d_p50" "$d_p99" "$d_u" "$d_s" "$d_err"
-  show nginx "nginx proxy_pass" "$c" "$n_rps" "$n_p50" "$n_p99" "$n_u" "$n_s" "$n_err"
-  show haproxy "haproxy (1 thread)" "$c" "$h_rps" "$h_p50" "$h_p99" "$h_u" "$h_s" "$h_err"
-  show wiregate "wiregate (translating)" "$c" "$w_rps" "$w_p50" "$w_p99" "$w_u" "$w_s" "$w_err"
-  read -r q_rps q_p50 q_p99 q_u q_s q_err < <(measure pipelined pipelined "http://127.0.0.1:$PIPE_PORT/rpc" "$work/rpc.lua" "$c" "$pipe_pid" "$rpc_ok" "$rpc_body")
-  show pipelined "wiregate transl. pipelined" "$c" "$q_rps" "$q_p50" "$q_p99" "$q_u" "$q_s" "$q_err"
-  read -r p_rps p_p50 p_p99 p_u p_s p_err < <(measure passthrough passthrough "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$c" "$gw_pid" "$legacy_ok" "$legacy_body")
-  read -r nt_rps nt_p50 nt_p99 nt_u nt_s nt_err < <(measure tls nginx_tls "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$c" "$nginx_worker" "$legacy_ok" "$legacy_body")
-  read -r wt_rps wt_p50 wt_p99 wt_u wt_s wt_err < <(measure tls wiregate_tls "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$gw_tls_pid" "$rpc_ok" "$rpc_body")
-  show passthrough "wiregate pass-through" "$c" "$p_rps" "$p_p50" "$p_p99" "$p_u" "$p_s" "$p_err"
-  show tls "nginx TLS proxy_pass" "$c" "$nt_rps" "$nt_p50" "$nt_p99" "$nt_u" "$nt_s" "$nt_err"
-  show tls "wiregate TLS (translating)" "$c" "$wt_rps" "$wt_p50" "$wt_p99" "$wt_u" "$wt_s" "$wt_err"
-  b_err=none
-  bt_err=none
-  bq_err=none
-  if [ -n "${BASE_BIN:-}" ]; then
-    read -r b_rps b_p50 b_p99 b_u b_s b_err < <(measure wiregate base "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$c" "$base_pid" "$rpc_ok" "$rpc_body")
-    show wiregate "wiregate BASE_BIN (transl.)" "$c" "$b_rps" "$b_p50" "$b_p99" "$b_u" "$b_s" "$b_err"
-    read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err < <(measure tls base_tls "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$c" "$base_tls_pid" "$rpc_ok" "$rpc_body")
-    show tls "wiregate BASE_BIN TLS" "$c" "$bt_rps" "$bt_p50" "$bt_p99" "$bt_u" "$bt_s" "$bt_err"
-    read -r bq_rps bq_p50 bq_p99 bq_u bq_s bq_err < <(measure pipelined base_pipe "http://127.0.0.1:$BASE_PIPE_PORT/rpc" "$work/rpc.lua" "$c" "$base_pipe_pid" "$rpc_ok" "$rpc_body")
-    show pipelined "BASE_BIN pipelined" "$c" "$bq_rps" "$bq_p50" "$bq_p99" "$bq_u" "$bq_s" "$bq_err"
-  fi
+  for id in "${asked[@]}"; do : >"$work/$id.acc"; : >"$work/$id.hist"; done
+  for ((r = 0; r < ROUNDS; r++)); do
+    for ((i = 0; i < ${#asked[@]}; i++)); do
+      once "${asked[$(((i + r) % ${#asked[@]}))]}" "$c"
+    done
+  done
+  # Each row's totals into its variables (d_ direct, n_ nginx, h_ haproxy, w_ wiregate, q_
+  # pipelined, p_ pass-through, nt_/wt_ TLS, b_/bt_/bq_ BASE_BIN's), "-" for a row not asked for.
+  declare -A res=()
+  for id in "${asked[@]}"; do res[$id]=$(total "$id"); res[$id]=${res[$id]}; done
+  fields() { echo "${res[$1]:-- - - - - none}"; }
+  read -r d_rps d_p50 d_p99 d_u d_s d_err <<<"$(fields direct)"
+  read -r n_rps n_p50 n_p99 n_u n_s n_err <<<"$(fields nginx)"
+  read -r h_rps h_p50 h_p99 h_u h_s h_err <<<"$(fields haproxy)"
+  read -r w_rps w_p50 w_p99 w_u w_s w_err <<<"$(fields wiregate)"
+  read -r q_rps q_p50 q_p99 q_u q_s q_err <<<"$(fields pipelined)"
+  read -r p_rps p_p50 p_p99 p_u p_s p_err <<<"$(fields passthrough)"
+  read -r nt_rps nt_p50 nt_p99 nt_u nt_s nt_err <<<"$(fields nginx_tls)"
+  read -r wt_rps wt_p50 wt_p99 wt_u wt_s wt_err <<<"$(fields wiregate_tls)"
+  read -r b_rps b_p50 b_p99 b_u b_s b_err <<<"$(fields base)"
+  read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err <<<"$(fields base_tls)"
+  read -r bq_rps bq_p50 bq_p99 bq_u bq_s bq_err <<<"$(fields base_pipe)"
+  for id in "${order[@]}"; do
+    if [ -n "${res[$id]:-}" ]; then
+      # shellcheck disable=SC2086
+      row "${label[$id]}" "$c" ${res[$id]}
+    fi
+  done
   if [ "$d_err$n_err$h_err$w_err$q_err$p_err$nt_err$wt_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
