@@ -92,11 +92,7 @@ pub(super) fn request_id(headers: Headers<'_>) -> RequestId {
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.to_str().is_ok())
     {
         Some(v) => RequestId::Sent(v),
-        None => {
-            let mut buf = [0u8; 36];
-            crate::ids::uuid_v4().hyphenated().encode_lower(&mut buf);
-            RequestId::Made(buf)
-        }
+        None => RequestId::Made(crate::ids::uuid_v4_text()),
     }
 }
 
