@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use futures_util::Stream;
@@ -419,7 +419,7 @@ impl Gateway {
         match opened {
             Ok(body) => Reply {
                 status: StatusCode::OK,
-                headers: HeaderMap::new(),
+                headers: None,
                 timing_ms: None,
                 body: ReplyBody::Stream(body),
             },
@@ -641,7 +641,7 @@ impl Gateway {
         let mut reply = json_reply(status, resp);
         reply.timing_ms = timing;
         if self.deprecation {
-            reply.headers.insert(
+            reply.headers.get_or_insert_default().insert(
                 HeaderName::from_static("deprecation"),
                 HeaderValue::from_static("true"),
             );
@@ -649,6 +649,7 @@ impl Gateway {
         if let Some(s) = &self.sunset {
             reply
                 .headers
+                .get_or_insert_default()
                 .insert(HeaderName::from_static("sunset"), s.clone());
         }
         reply
