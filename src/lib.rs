@@ -38,6 +38,7 @@ pub mod facade;
 pub mod feed;
 pub mod forwarded;
 pub mod headers;
+pub mod hex;
 pub mod ids;
 pub mod listener;
 pub mod logging;

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use futures_util::Stream;
@@ -419,7 +419,7 @@ impl Gateway {
         match opened {
             Ok(body) => Reply {
                 status: StatusCode::OK,
-                headers: HeaderMap::new(),
+                headers: None,
                 timing_ms: None,
                 body: ReplyBody::Stream(body),
             },
@@ -534,13 +534,12 @@ impl Gateway {
         meta: &Meta<'_>,
     ) -> Result<Done, GatewayError> {
         let started = Instant::now();
-        let method = call.method.clone();
         let who = Who {
             auth: call.auth.as_ref(),
             headers: meta.headers,
             ip: meta.peer,
         };
-        self.migration.saw(&who, client_dialect, &method);
+        self.migration.saw(&who, client_dialect, &call.method);
         let sid = self
             .bridge
             .as_ref()
@@ -551,7 +550,7 @@ impl Gateway {
         let (upstream, served, result) = if self.facade.handles(&call.method) {
             let req = Request {
                 method: call.method.clone(),
-                params: call.params,
+                params: call.params.clone(),
                 id: Some(Id::Null),
             };
             let resp = self.facade.dispatch(&req);
@@ -564,7 +563,7 @@ impl Gateway {
                 }),
             )
         } else if let Some(bridge) = sid {
-            ("sid", None, Box::pin(self.to_sid(bridge, call)).await)
+            ("sid", None, Box::pin(self.to_sid(bridge, &call)).await)
         } else if let Some((route, pick)) = self
             .router
             .route(&call.method)
@@ -574,13 +573,13 @@ impl Gateway {
             // of the call for the route's shadow, sent later, off the caller's path.
             let shadow = self.migration.shadow_copy(route, pick, &call);
             let up = &self.upstreams[pick.upstream];
-            let r = forward(up, &self.table, call).await;
+            let r = forward(up, &self.table, &call).await;
             let took = *elapsed.insert(started.elapsed());
             self.migration
                 .finished(route, pick, &r, took, shadow, meta.request_id);
             if let Err(e) = &r {
                 telemetry::record_upstream_error(up.name(), e.kind());
-                tracing::warn!(upstream = up.name(), method = %method, error = %e, "upstream call failed");
+                tracing::warn!(upstream = up.name(), method = %call.method, error = %e, "upstream call failed");
             }
             (up.name(), Some(up.dialect()), r)
         } else {
@@ -606,7 +605,7 @@ impl Gateway {
             CallLabels {
                 client_dialect,
                 upstream,
-                method: &method,
+                method: &call.method,
                 outcome,
             },
             served,
@@ -616,9 +615,9 @@ impl Gateway {
     }
 
     /// A call the sid bridge answers, in the seed dialect or a published A2A version.
-    async fn to_sid(&self, bridge: &Bridge, call: Call) -> Result<Done, GatewayError> {
+    async fn to_sid(&self, bridge: &Bridge, call: &Call) -> Result<Done, GatewayError> {
         if call.spec.is_none() && bridge.is_streaming(&call.method) {
-            return Err(GatewayError::StreamingCall(call.method));
+            return Err(GatewayError::StreamingCall(call.method.clone()));
         }
         let authorization = call.auth.as_ref().and_then(Auth::to_header);
         bridge.authorize(authorization.as_deref())?;
@@ -642,7 +641,7 @@ impl Gateway {
         let mut reply = json_reply(status, resp);
         reply.timing_ms = timing;
         if self.deprecation {
-            reply.headers.insert(
+            reply.headers.get_or_insert_default().insert(
                 HeaderName::from_static("deprecation"),
                 HeaderValue::from_static("true"),
             );
@@ -650,6 +649,7 @@ impl Gateway {
         if let Some(s) = &self.sunset {
             reply
                 .headers
+                .get_or_insert_default()
                 .insert(HeaderName::from_static("sunset"), s.clone());
         }
         reply
@@ -661,7 +661,7 @@ impl Gateway {
 pub(crate) async fn forward(
     up: &UpstreamClient,
     table: &ErrorTable,
-    call: Call,
+    call: &Call,
 ) -> Result<Done, GatewayError> {
     match up.dialect() {
         Dialect::Legacy => to_legacy_upstream(up, table, call).await,
@@ -672,16 +672,27 @@ pub(crate) async fn forward(
 async fn to_legacy_upstream(
     up: &UpstreamClient,
     table: &ErrorTable,
-    call: Call,
+    call: &Call,
 ) -> Result<Done, GatewayError> {
-    let req = Request {
-        method: call.method,
-        params: call.params,
-        id: None,
+    // The envelope `translate::request_to_legacy` makes, written from the borrowed call.
+    let empty;
+    let params = match call.params.as_deref() {
+        Some(p) => {
+            translate::named_params(p).map_err(|e| GatewayError::InvalidParams(e.message))?;
+            p
+        }
+        None => {
+            empty = crate::wire::dialect::empty_object();
+            &empty
+        }
     };
-    let legacy = translate::request_to_legacy(req, call.upstream_id, call.auth)
-        .map_err(|e| GatewayError::InvalidParams(e.message))?;
-    let body = legacy.to_vec();
+    let body = crate::wire::legacy::request_bytes(
+        crate::wire::legacy::VERSION,
+        &call.upstream_id,
+        &call.method,
+        params,
+        call.auth.as_ref(),
+    );
     let answer = up.post(&body, None).await?;
     let resp: LegacyResponse = crate::wire::from_json(&answer.body)
         .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
@@ -693,13 +704,12 @@ async fn to_legacy_upstream(
     Ok(Done { outcome, timing_ms })
 }
 
-async fn to_jsonrpc_upstream(up: &UpstreamClient, call: Call) -> Result<Done, GatewayError> {
-    let req = Request {
-        method: call.method,
-        params: call.params,
-        id: (!call.notification).then_some(Id::String(call.upstream_id)),
-    };
-    let body = serde_json::to_vec(&req).expect("a request always serialises");
+async fn to_jsonrpc_upstream(up: &UpstreamClient, call: &Call) -> Result<Done, GatewayError> {
+    let body = crate::wire::jsonrpc::request_bytes(
+        &call.method,
+        call.params.as_deref(),
+        (!call.notification).then_some(call.upstream_id.as_str()),
+    );
     let authorization = call.auth.as_ref().and_then(Auth::to_header);
     let answer = up.post(&body, authorization.as_deref()).await?;
     if call.notification {

@@ -67,23 +67,17 @@ impl TraceContext {
     }
 
     /// The same, laid out on the stack: what the RPC path writes into its request, allocating
-    /// nothing. The 25 bytes' digits at fixed places, by loops of fixed bounds the compiler
-    /// unrolls without bounds checks (a chain of iterators zipped with positions cost 0.6 k
-    /// instructions a call, chunks zipped with the bytes 0.2 k).
+    /// nothing. The ids' digits eight bytes at a time ([`crate::hex`]; a byte at a time, by
+    /// unrolled loops, cost 0.2 k instructions a call).
     pub fn traceparent_bytes(&self) -> [u8; 55] {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
-        let mut digits = |at: usize, b: u8| {
-            out[at] = HEX[usize::from(b >> 4)];
-            out[at + 1] = HEX[usize::from(b & 15)];
-        };
-        for i in 0..16 {
-            digits(3 + 2 * i, self.trace_id[i]);
-        }
-        for i in 0..8 {
-            digits(36 + 2 * i, self.span_id[i]);
-        }
-        digits(53, self.flags);
+        let [t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15] = self.trace_id;
+        out[3..19].copy_from_slice(&crate::hex::hex8([t0, t1, t2, t3, t4, t5, t6, t7]));
+        out[19..35].copy_from_slice(&crate::hex::hex8([t8, t9, t10, t11, t12, t13, t14, t15]));
+        out[36..52].copy_from_slice(&crate::hex::hex8(self.span_id));
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        out[53] = HEX[usize::from(self.flags >> 4)];
+        out[54] = HEX[usize::from(self.flags & 15)];
         out
     }
 }

@@ -14,7 +14,7 @@
 use std::convert::Infallible;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{StatusCode, Uri};
 
 use crate::headers::Headers;
 use bytes::Bytes;
@@ -150,7 +150,7 @@ impl Bridge {
                 true => StatusCode::OK,
                 false => answer.status,
             },
-            headers: HeaderMap::new(),
+            headers: None,
             timing_ms: None,
             body,
         })
@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn a_carried_head_keeps_the_client_s_token_and_dialect_and_marks_the_hop() {
-        let mut h = HeaderMap::new();
+        let mut h = axum::http::HeaderMap::new();
         h.insert("authorization", "Bearer t".parse().unwrap());
         h.insert("a2a-version", "1.0".parse().unwrap());
         h.insert("cookie", "secret=1".parse().unwrap());

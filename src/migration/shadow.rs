@@ -194,13 +194,13 @@ async fn run(job: Job) {
     let request_id = job
         .request_id
         .unwrap_or_else(|| job.call.upstream_id.clone());
-    // Without a noise instance the call is moved to the shadow, not copied.
+    // Both exchanges borrow the call (no copy for the noise instance).
     let (shadow, noise) = match &t.noise {
-        None => (forward(&t.shadow, &t.table, job.call).await, None),
+        None => (forward(&t.shadow, &t.table, &job.call).await, None),
         Some(n) => {
             let (shadow, noise) = tokio::join!(
-                forward(&t.shadow, &t.table, job.call.clone()),
-                forward(n, &t.table, job.call)
+                forward(&t.shadow, &t.table, &job.call),
+                forward(n, &t.table, &job.call)
             );
             (shadow, noise.ok().map(|d| document(&d.outcome)))
         }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::error::GatewayError;
@@ -92,11 +92,7 @@ pub(super) fn request_id(headers: Headers<'_>) -> RequestId {
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.to_str().is_ok())
     {
         Some(v) => RequestId::Sent(v),
-        None => {
-            let mut buf = [0u8; 36];
-            crate::ids::uuid_v4().hyphenated().encode_lower(&mut buf);
-            RequestId::Made(buf)
-        }
+        None => RequestId::Made(crate::ids::uuid_v4_text()),
     }
 }
 
@@ -238,7 +234,7 @@ pub(super) fn reject(body: Option<&[u8]>, err: GatewayError) -> Reply {
     .expect("wire types always serialise");
     Reply {
         status,
-        headers: HeaderMap::new(),
+        headers: None,
         timing_ms: None,
         body: ReplyBody::Json(bytes.into()),
     }
@@ -259,7 +255,9 @@ pub(super) fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
     };
     let h = resp.headers_mut();
     crate::reply::add_server_timing(h, reply.timing_ms);
-    h.extend(reply.headers);
+    if let Some(extra) = reply.headers {
+        h.extend(*extra);
+    }
     h.insert(X_REQUEST_ID, request_id);
     resp
 }

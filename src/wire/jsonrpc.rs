@@ -288,6 +288,26 @@ impl Serialize for Request {
     }
 }
 
+/// A request's bytes from its parts, borrowed, a string id (or none, a notification): what
+/// [`Request`]'s `Serialize` writes, for a caller that holds the parts without a `Request` (the
+/// proxied call, whose method outlives the exchange in its figures).
+pub(crate) fn request_bytes(method: &str, params: Option<&RawValue>, id: Option<&str>) -> Vec<u8> {
+    let hint = params.map_or(0, |p| p.get().len()) + method.len() + id.map_or(0, str::len) + 48;
+    let mut out = Vec::with_capacity(hint);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
+    super::write_json_str(&mut out, method);
+    if let Some(p) = params {
+        out.extend_from_slice(b",\"params\":");
+        out.extend_from_slice(p.get().as_bytes());
+    }
+    if let Some(id) = id {
+        out.extend_from_slice(b",\"id\":");
+        super::write_json_str(&mut out, id);
+    }
+    out.push(b'}');
+    out
+}
+
 /// Builds a [`Request`], validating what the protocol demands.
 #[derive(Debug)]
 pub struct RequestBuilder {
@@ -588,6 +608,20 @@ mod tests {
             }
             let e = Response::error(id, ErrorObject::new(-32000, text));
             prop_assert_eq!(e.to_vec(), serde_json::to_vec(&e).unwrap());
+        }
+
+        /// The request written from borrowed parts is byte for byte what `Serialize` writes,
+        /// with params or without, a string id or none, whatever the strings hold.
+        #[test]
+        fn request_bytes_is_serialize(
+            method in "\\PC*|[\"\\\\\u{0}-\u{1f}a]*",
+            id in proptest::option::of("\\PC*|[\"\\\\\u{0}-\u{1f}a]*"),
+            with_params in any::<bool>(),
+        ) {
+            let params = with_params.then(|| RawValue::from_string(r#"{"a": [1, "x\"y"]}"#.to_owned()).unwrap());
+            let bytes = request_bytes(&method, params.as_deref(), id.as_deref());
+            let req = Request { method, params, id: id.map(Id::String) };
+            prop_assert_eq!(bytes, serde_json::to_vec(&req).unwrap());
         }
     }
 

@@ -115,7 +115,8 @@ pub fn error_to_legacy(e: &ErrorObject, table: &ErrorTable) -> LegacyError {
     }
 }
 
-/// A JSON-RPC call as a legacy request, moving its method and params (no copy on the hot path).
+/// A JSON-RPC call as a legacy request, moving its method and params (the proxied call writes the
+/// same envelope from its borrowed parts: `legacy::request_bytes`, the params by [`named_params`]).
 /// Legacy params are named, so positional (array) params are refused with -32602.
 pub fn request_to_legacy(
     req: Request,
@@ -124,12 +125,9 @@ pub fn request_to_legacy(
 ) -> Result<LegacyRequest, ErrorObject> {
     let params = match req.params {
         None => super::dialect::empty_object(),
-        Some(p) if p.get().trim_start().starts_with('{') => p,
-        Some(_) => {
-            return Err(ErrorObject::new(
-                rpc::INVALID_PARAMS,
-                "Invalid params: the legacy upstream takes named params (an object)",
-            ))
+        Some(p) => {
+            named_params(&p)?;
+            p
         }
     };
     Ok(LegacyRequest {
@@ -139,6 +137,18 @@ pub fn request_to_legacy(
         params,
         auth,
     })
+}
+
+/// Whether `params` can go to a legacy upstream: its params are named (an object), so positional
+/// (array) params are refused with -32602.
+pub fn named_params(params: &serde_json::value::RawValue) -> Result<(), ErrorObject> {
+    match params.get().trim_start().starts_with('{') {
+        true => Ok(()),
+        false => Err(ErrorObject::new(
+            rpc::INVALID_PARAMS,
+            "Invalid params: the legacy upstream takes named params (an object)",
+        )),
+    }
 }
 
 /// A legacy answer as the JSON-RPC response to the caller's `id`.

@@ -68,14 +68,19 @@ where
         true => out.extend_from_slice(b"\r\n"),
         false => out.truncate(at),
     }
-    head::answer_headers(out, &reply.headers, &["content-type", "x-request-id"]);
+    if let Some(extra) = &reply.headers {
+        head::answer_headers(out, extra, &["content-type", "x-request-id"]);
+    }
     head::header_line(out, b"x-request-id", request_id.as_bytes());
     let body = body.filter(|_| !bodiless);
     let length = body.as_ref().map_or(0, Bytes::len) as u64;
     end_head(
         out,
         (!bodiless).then_some(Some(length)),
-        reply.headers.contains_key(axum::http::header::DATE),
+        reply
+            .headers
+            .as_ref()
+            .is_some_and(|h| h.contains_key(axum::http::header::DATE)),
         close,
     );
     match body {
