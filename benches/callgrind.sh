@@ -53,6 +53,9 @@
 # pipelined): what a
 # call costs when many connections are open and served in turn (README, "Front deployment (#13)").
 #
+# GW_BIN=<a wiregate binary> measures that build instead of this tree's (a before binary, say,
+# in the same session as the after one).
+#
 # NO_BUILD=1 uses the release binaries as they are. Installs valgrind and wrk with apt-get when
 # they are missing. Only loopback is used.
 set -euo pipefail
@@ -182,7 +185,7 @@ shadows_settled() {
 # run NAME SECONDS -> "instructions calls", and leaves the output in $work/NAME.SECONDS
 run() {
   RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" ${THREADS:+--separate-threads=yes} \
-    "$target/release/wiregate" --config "$work/$1.toml" >/dev/null 2>&1 &
+    "${GW_BIN:-$target/release/wiregate}" --config "$work/$1.toml" >/dev/null 2>&1 &
   local gw=$!
   for _ in $(seq 600); do
     curl -sf "http://127.0.0.1:$GW_PORT/healthz" >/dev/null 2>&1 && break
@@ -225,7 +228,7 @@ proxy() {
   fi
   read -r a n_a < <(run plain "$SHORT_S")
   read -r b n_b < <(run plain "$LONG_S")
-  echo "$what, ${REV:-this tree}, $CONNS connections: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
+  echo "$what, ${GW_BIN:-${REV:-this tree}}, $CONNS connections: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
   awk -v a="$a" -v b="$b" -v na="$n_a" -v nb="$n_b" \
     'BEGIN { printf "instructions per call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
   # Where the difference went: self cost per crate (from the functions' names; libc by its
