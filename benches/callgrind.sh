@@ -6,6 +6,7 @@
 #   benches/callgrind.sh pure         # the pure paths only (about 1 minute)
 #   benches/callgrind.sh proxy        # the proxied call only (about 1 minute)
 #   benches/callgrind.sh passthrough  # a passed-through call only (about 1 minute)
+#   benches/callgrind.sh pipelined    # a proxied call, upstream pipelined (about 1 minute)
 #   REV=712ed07 benches/callgrind.sh proxy   # the same, for a past commit (built in a worktree)
 #   benches/callgrind.sh shadow       # a shadowed route against the plain one (about 3 minutes)
 #
@@ -21,6 +22,9 @@
 # passthrough: the same, with `[[passthrough]] prefix = "/"` and wrk posting the legacy
 #        envelope of benches/load.sh to /a2a, which reaches the upstream unchanged; calls
 #        counted by wiregate_passthrough_requests_total.
+# pipelined: the proxy part with `pipeline = 256` on the upstream (`src/proxy/pipeline.rs`),
+#        driven by 32 connections unless CONNS says otherwise: pipelining only batches calls
+#        when several are ready in the same tick.
 # shadow: issue #15's "at shadow_sample = 1.0 the primary path drops by at most the shadow
 #        exchange's own cost", in instructions, one run: the proxy part's plain gateway, then the
 #        same route with `shadow` to a second examples/legacy_upstream at shadow_sample = 1.0
@@ -45,8 +49,12 @@
 #        exchange is `forward`, or the `PollFn` of a `join!` when polled beside a noise
 #        exchange), and where the added instructions go, per crate (all threads).
 #
-# CONNS=256 drives the proxy and passthrough parts with that many connections (default 4): what a
+# CONNS=256 drives the proxy and passthrough parts with that many connections (default 4; 32 for
+# pipelined): what a
 # call costs when many connections are open and served in turn (README, "Front deployment (#13)").
+#
+# GW_BIN=<a wiregate binary> measures that build instead of this tree's (a before binary, say,
+# in the same session as the after one).
 #
 # NO_BUILD=1 uses the release binaries as they are. Installs valgrind and wrk with apt-get when
 # they are missing. Only loopback is used.
@@ -177,7 +185,7 @@ shadows_settled() {
 # run NAME SECONDS -> "instructions calls", and leaves the output in $work/NAME.SECONDS
 run() {
   RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" ${THREADS:+--separate-threads=yes} \
-    "$target/release/wiregate" --config "$work/$1.toml" >/dev/null 2>&1 &
+    "${GW_BIN:-$target/release/wiregate}" --config "$work/$1.toml" >/dev/null 2>&1 &
   local gw=$!
   for _ in $(seq 600); do
     curl -sf "http://127.0.0.1:$GW_PORT/healthz" >/dev/null 2>&1 && break
@@ -186,7 +194,7 @@ run() {
   local answer
   answer=$(curl -s -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT$path")
   [[ $answer == *"$expect"* ]] || { echo "the gateway did not answer a result: $answer" >&2; exit 1; }
-  wrk -t1 -c"${CONNS:-4}" -d"$2s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.$1.$2" 2>&1
+  wrk -t1 -c"$CONNS" -d"$2s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.$1.$2" 2>&1
   grep -q 'Non-2xx\|Socket errors' "$work/wrk.$1.$2" && { echo "wrk saw errors:" >&2; cat "$work/wrk.$1.$2" >&2; exit 1; }
   [ "$1" = shadowed ] && shadows_settled
   local calls
@@ -202,19 +210,25 @@ run() {
   echo "$(($(totals "$work/$1.$2") - calibration)) $calls"
 }
 
-# proxy MODE: MODE is proxy (a translated POST /rpc) or passthrough (POST /a2a passed through)
+# proxy MODE: MODE is proxy (a translated POST /rpc), pipelined (the same, the upstream
+# pipelined) or passthrough (POST /a2a passed through)
 proxy() {
   MODE=$1
   build "$UP_PORT" "$GW_PORT"
   config plain
   local what="proxied JSON-RPC -> legacy call"
+  if [ "$MODE" = pipelined ]; then
+    # The legacy upstream's `dialect` line (the first), not the shadow's.
+    sed -i '0,/^dialect = "legacy"$/s//dialect = "legacy"\npipeline = 256/' "$work/plain.toml"
+    what="proxied JSON-RPC -> legacy call, pipeline = 256"
+  fi
   if [ "$MODE" = passthrough ]; then
     printf '[[passthrough]]\nprefix = "/"\nupstream = "legacy"\n' >>"$work/plain.toml"
     what="passed-through POST /a2a"
   fi
   read -r a n_a < <(run plain "$SHORT_S")
   read -r b n_b < <(run plain "$LONG_S")
-  echo "$what, ${REV:-this tree}: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
+  echo "$what, ${GW_BIN:-${REV:-this tree}}, $CONNS connections: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
   awk -v a="$a" -v b="$b" -v na="$n_a" -v nb="$n_b" \
     'BEGIN { printf "instructions per call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
   # Where the difference went: self cost per crate (from the functions' names; libc by its
@@ -419,8 +433,9 @@ crates() {
 
 case $PART in
   pure) pure ;;
-  proxy | passthrough) proxy "$PART" ;;
-  shadow) shadow ;;
-  all) pure; echo; proxy proxy ;;
-  *) echo "usage: $0 [pure|proxy|passthrough|shadow|all]" >&2; exit 2 ;;
+  proxy | passthrough) CONNS=${CONNS:-4} proxy "$PART" ;;
+  pipelined) CONNS=${CONNS:-32} proxy "$PART" ;;
+  shadow) CONNS=${CONNS:-4} shadow ;;
+  all) pure; echo; CONNS=${CONNS:-4} proxy proxy ;;
+  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|shadow|all]" >&2; exit 2 ;;
 esac
