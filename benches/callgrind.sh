@@ -7,6 +7,8 @@
 #   benches/callgrind.sh proxy        # the proxied call only (about 1 minute)
 #   benches/callgrind.sh passthrough  # a passed-through call only (about 1 minute)
 #   benches/callgrind.sh pipelined    # a proxied call, upstream pipelined (about 1 minute)
+#   benches/callgrind.sh nginx        # nginx's proxy_pass on the same upstream, the peer of
+#                                     # the proxy part (about 1 minute; `all` runs it too)
 #   REV=712ed07 benches/callgrind.sh proxy   # the same, for a past commit (built in a worktree)
 #   benches/callgrind.sh shadow       # a shadowed route against the plain one (about 3 minutes)
 #
@@ -431,11 +433,64 @@ crates() {
       END { for (c in cost) print c "\t" cost[c] }' | sed 's/ (core, alloc)/_(core,alloc)/'
 }
 
+# nginx: nginx's `proxy_pass` (as benches/load.sh configures it: keepalive to the upstream, HTTP/1.1)
+# in front of the same examples/legacy_upstream, under callgrind, one process (`master_process
+# off`: the worker is the process measured), the legacy envelope posted to /a2a by the same wrk;
+# instructions per call the same way (two run lengths subtracted), the calls counted by wrk.
+# The peer the proxied call's figure is read against (#18 item 1: both from one script).
+nginx_part() {
+  MODE=passthrough
+  build "$UP_PORT" "$GW_PORT"
+  need nginx nginx-light
+  local a n_a b n_b
+  read -r a n_a < <(nginx_run "$SHORT_S")
+  read -r b n_b < <(nginx_run "$LONG_S")
+  echo "nginx proxy_pass, POST /a2a, $(nginx -v 2>&1 | sed 's/.*: //'), $CONNS connections: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
+  awk -v a="$a" -v b="$b" -v na="$n_a" -v nb="$n_b" \
+    'BEGIN { printf "instructions per call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
+}
+
+# nginx_run SECONDS -> "instructions calls" of nginx under callgrind for a run of that length.
+nginx_run() {
+  cat >"$work/nginx.conf" <<NGINX
+master_process off;
+daemon off;
+worker_processes 1;
+error_log $work/nginx.err;
+pid $work/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:$GW_PORT;
+    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGINX
+  valgrind --tool=callgrind --callgrind-out-file="$work/nginx.$1" nginx -c "$work/nginx.conf" -p "$work" >/dev/null 2>&1 &
+  local ng=$! answer calls
+  for _ in $(seq 600); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$GW_PORT") 2>/dev/null && break
+    sleep 0.1
+  done
+  answer=$(curl -s -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT$path")
+  [[ $answer == *"$expect"* ]] || { echo "nginx did not answer a result: $answer" >&2; exit 1; }
+  wrk -t1 -c"$CONNS" -d"$1s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.nginx.$1" 2>&1
+  grep -q 'Non-2xx\|Socket errors' "$work/wrk.nginx.$1" && { echo "wrk saw errors:" >&2; cat "$work/wrk.nginx.$1" >&2; exit 1; }
+  # wrk's answers, and the one checked above.
+  calls=$(($(awk '/requests in/ { print $1 }' "$work/wrk.nginx.$1") + 1))
+  kill -TERM "$ng"
+  wait "$ng" || true
+  echo "$(totals "$work/nginx.$1") $calls"
+}
+
 case $PART in
   pure) pure ;;
   proxy | passthrough) CONNS=${CONNS:-4} proxy "$PART" ;;
   pipelined) CONNS=${CONNS:-32} proxy "$PART" ;;
+  nginx) CONNS=${CONNS:-4} nginx_part ;;
   shadow) CONNS=${CONNS:-4} shadow ;;
-  all) pure; echo; CONNS=${CONNS:-4} proxy proxy ;;
-  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|shadow|all]" >&2; exit 2 ;;
+  all) pure; echo; CONNS=${CONNS:-4} proxy proxy; echo; CONNS=${CONNS:-4} nginx_part ;;
+  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|nginx|shadow|all]" >&2; exit 2 ;;
 esac
