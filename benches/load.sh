@@ -93,7 +93,14 @@ need haproxy haproxy
 [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+# Stops every process started here and waits until each has exited, so that a run that follows at
+# once finds its ports free (without the wait, the next run's upstream or gateway could fail to
+# bind: "Address already in use").
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 ./target/release/examples/legacy_upstream "127.0.0.1:$UP_PORT" >/dev/null &
