@@ -353,7 +353,7 @@ for c in $CONNS; do
   # Each row's totals into its variables (d_ direct, n_ nginx, h_ haproxy, w_ wiregate, q_
   # pipelined, p_ pass-through, nt_/wt_ TLS, b_/bt_/bq_ BASE_BIN's), "-" for a row not asked for.
   declare -A res=()
-  for id in "${asked[@]}"; do res[$id]=$(total "$id"); res[$id]=${res[$id]}; done
+  for id in "${asked[@]}"; do res[$id]=$(total "$id"); done
   fields() { echo "${res[$1]:-- - - - - none}"; }
   read -r d_rps d_p50 d_p99 d_u d_s d_err <<<"$(fields direct)"
   read -r n_rps n_p50 n_p99 n_u n_s n_err <<<"$(fields nginx)"

@@ -25,6 +25,15 @@ pub fn hex8(bytes: [u8; 8]) -> [u8; 16] {
     (x + rep(b'0') + letters * u128::from(b'a' - b'0' - 10)).to_be_bytes()
 }
 
+/// The 32 lowercase hex digits of a 16-byte id (a UUID, a trace id), eight bytes at a time.
+pub fn hex16(bytes: [u8; 16]) -> [u8; 32] {
+    let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = bytes;
+    let mut out = [0u8; 32];
+    out[..16].copy_from_slice(&hex8([a0, a1, a2, a3, a4, a5, a6, a7]));
+    out[16..].copy_from_slice(&hex8([b0, b1, b2, b3, b4, b5, b6, b7]));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,6 +46,15 @@ mod tests {
             let expect: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             prop_assert_eq!(&hex8(bytes)[..], expect.as_bytes());
         }
+    }
+
+    #[test]
+    fn sixteen_bytes_are_two_halves() {
+        let bytes = [
+            0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54,
+            0x32, 0x10,
+        ];
+        assert_eq!(&hex16(bytes), b"0123456789abcdeffedcba9876543210");
     }
 
     #[test]

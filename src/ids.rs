@@ -49,15 +49,13 @@ pub fn uuid_v4_text() -> [u8; 36] {
 
 /// The 36 characters of the UUID `bytes`, `8-4-4-4-12` digits.
 fn hyphenated(bytes: [u8; 16]) -> [u8; 36] {
-    let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = bytes;
-    let a = crate::hex::hex8([a0, a1, a2, a3, a4, a5, a6, a7]);
-    let b = crate::hex::hex8([b0, b1, b2, b3, b4, b5, b6, b7]);
+    let d = crate::hex::hex16(bytes);
     let mut out = [b'-'; 36];
-    out[..8].copy_from_slice(&a[..8]);
-    out[9..13].copy_from_slice(&a[8..12]);
-    out[14..18].copy_from_slice(&a[12..]);
-    out[19..23].copy_from_slice(&b[..4]);
-    out[24..].copy_from_slice(&b[4..]);
+    out[..8].copy_from_slice(&d[..8]);
+    out[9..13].copy_from_slice(&d[8..12]);
+    out[14..18].copy_from_slice(&d[12..16]);
+    out[19..23].copy_from_slice(&d[16..20]);
+    out[24..].copy_from_slice(&d[20..]);
     out
 }
 

@@ -71,9 +71,7 @@ impl TraceContext {
     /// unrolled loops, cost 0.2 k instructions a call).
     pub fn traceparent_bytes(&self) -> [u8; 55] {
         let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
-        let [t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15] = self.trace_id;
-        out[3..19].copy_from_slice(&crate::hex::hex8([t0, t1, t2, t3, t4, t5, t6, t7]));
-        out[19..35].copy_from_slice(&crate::hex::hex8([t8, t9, t10, t11, t12, t13, t14, t15]));
+        out[3..35].copy_from_slice(&crate::hex::hex16(self.trace_id));
         out[36..52].copy_from_slice(&crate::hex::hex8(self.span_id));
         const HEX: &[u8; 16] = b"0123456789abcdef";
         out[53] = HEX[usize::from(self.flags >> 4)];
