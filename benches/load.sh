@@ -26,8 +26,9 @@
 #                                                    # target/release/wiregate), e.g. to swap
 #                                                    # it with BASE_BIN in alternate runs
 #   ROWS="nginx passthrough tls" benches/load.sh     # only these rows (default: all). Names:
-#                                                    # direct nginx haproxy wiregate pipelined
-#                                                    # passthrough tls (nginx's and wiregate's
+#                                                    # direct nginx nginx_forwarding haproxy
+#                                                    # wiregate pipelined passthrough tls
+#                                                    # (nginx's and wiregate's
 #                                                    # TLS rows); a ratio is printed when both
 #                                                    # its rows ran
 #
@@ -47,12 +48,14 @@
 # "Front deployment (#13)": nginx's own TLS 1.3 p99 at 256 connections, 51-471 ms against
 # 42-68 ms with TLS 1.2).
 #
-# NGINX_FORWARDS=1 has nginx's proxy_pass (the row beside the pass-through) tell the upstream what
-# the gateway's pass-through must tell it (#13: X-Forwarded-For, X-Forwarded-Proto,
-# X-Forwarded-Host, Forwarded, Via and a traceparent; nginx's $request_id stands in for the trace
-# id). Unset, nginx forwards the client's headers only, so the upstream parses six headers fewer
-# per call behind nginx than behind the gateway: 31.4 k against 36.7 k instructions per call in
-# the upstream (README, "Front deployment (#13)").
+# The pass-through's row has two nginx peers: "nginx" (proxy_pass forwarding the client's headers
+# only) and "nginx_forwarding" (proxy_pass telling the upstream what the gateway's pass-through
+# must tell it, #13: X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, Forwarded, Via and a
+# traceparent; nginx's $request_id stands in for the trace id). Behind plain nginx the upstream
+# parses six headers fewer per call than behind the gateway: 31.4 k against 36.7 k instructions
+# per call in the upstream, 37.1 k behind the forwarding nginx (README, "Front deployment
+# (#13)"); measured in one run, the two nginx rows show what those headers cost the upstream.
+# (Until session 13 the forwarding nginx was NGINX_FORWARDS=1, which replaced the plain one.)
 #
 # Installs wrk, nginx and haproxy with apt-get when they are missing. Only loopback is used.
 # Each proxy gets one thread, as the peers are configured (nginx 1 worker, haproxy nbthread 1);
@@ -73,15 +76,12 @@ BASE_PORT=${BASE_PORT:-19006}
 BASE_TLS_PORT=${BASE_TLS_PORT:-19007}
 PIPE_PORT=${PIPE_PORT:-19008}
 BASE_PIPE_PORT=${BASE_PIPE_PORT:-19009}
+NGINX_FWD_PORT=${NGINX_FWD_PORT:-19010}
 PIPELINE=${PIPELINE:-256}
 WG_BIN=${WG_BIN:-./target/release/wiregate}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
-NGINX_FORWARDS=${NGINX_FORWARDS:-}
-nginx_forwards=""
-if [ -n "$NGINX_FORWARDS" ]; then
-  nginx_forwards='proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$http_host\""; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $http_host; proxy_set_header Via "1.1 nginx"; proxy_set_header traceparent "00-$request_id-b7ad6b7169203331-01";'
-fi
-ROWS=${ROWS:-"direct nginx haproxy wiregate pipelined passthrough tls"}
+nginx_forwards='proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$http_host\""; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $http_host; proxy_set_header Via "1.1 nginx"; proxy_set_header traceparent "00-$request_id-b7ad6b7169203331-01";'
+ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls"}
 # wants ROW -> exit 0 when ROW was asked for.
 wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -122,6 +122,10 @@ http {
   upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
   server {
     listen 127.0.0.1:$NGINX_PORT;
+    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+  server {
+    listen 127.0.0.1:$NGINX_FWD_PORT;
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; $nginx_forwards }
   }
   server {
@@ -237,6 +241,7 @@ answers() {
 # Checks that each target answers correctly before measuring it.
 answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$UP_PORT/a2a"
 answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$NGINX_PORT/a2a"
+answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$NGINX_FWD_PORT/a2a"
 answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$HAPROXY_PORT/a2a"
 answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_PORT/rpc"
 answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$GW_PORT/a2a"
@@ -325,13 +330,14 @@ declare -A group label url script pid good body
 def() { group[$1]=$2 label[$1]=$3 url[$1]=$4 script[$1]=$5 pid[$1]=$6 good[$1]=$7 body[$1]=$8; }
 def direct direct "direct (no proxy, upstream)" "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$up_pid" "$legacy_ok" "$legacy_body"
 def nginx nginx "nginx proxy_pass" "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
+def nginx_fwd nginx_forwarding "nginx proxy_pass, forwarding" "http://127.0.0.1:$NGINX_FWD_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def haproxy haproxy "haproxy (1 thread)" "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$haproxy_pid" "$legacy_ok" "$legacy_body"
 def wiregate wiregate "wiregate (translating)" "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$gw_pid" "$rpc_ok" "$rpc_body"
 def pipelined pipelined "wiregate transl. pipelined" "http://127.0.0.1:$PIPE_PORT/rpc" "$work/rpc.lua" "$pipe_pid" "$rpc_ok" "$rpc_body"
 def passthrough passthrough "wiregate pass-through" "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$gw_pid" "$legacy_ok" "$legacy_body"
 def nginx_tls tls "nginx TLS proxy_pass" "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def wiregate_tls tls "wiregate TLS (translating)" "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$gw_tls_pid" "$rpc_ok" "$rpc_body"
-order=(direct nginx haproxy wiregate pipelined passthrough nginx_tls wiregate_tls)
+order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls)
 if [ -n "${BASE_BIN:-}" ]; then
   def base wiregate "wiregate BASE_BIN (transl.)" "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$base_pid" "$rpc_ok" "$rpc_body"
   def base_tls tls "wiregate BASE_BIN TLS" "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$base_tls_pid" "$rpc_ok" "$rpc_body"
@@ -350,13 +356,15 @@ for c in $CONNS; do
       once "${asked[$(((i + r) % ${#asked[@]}))]}" "$c"
     done
   done
-  # Each row's totals into its variables (d_ direct, n_ nginx, h_ haproxy, w_ wiregate, q_
-  # pipelined, p_ pass-through, nt_/wt_ TLS, b_/bt_/bq_ BASE_BIN's), "-" for a row not asked for.
+  # Each row's totals into its variables (d_ direct, n_ nginx, nf_ nginx forwarding, h_ haproxy,
+  # w_ wiregate, q_ pipelined, p_ pass-through, nt_/wt_ TLS, b_/bt_/bq_ BASE_BIN's), "-" for a
+  # row not asked for.
   declare -A res=()
   for id in "${asked[@]}"; do res[$id]=$(total "$id"); done
   fields() { echo "${res[$1]:-- - - - - none}"; }
   read -r d_rps d_p50 d_p99 d_u d_s d_err <<<"$(fields direct)"
   read -r n_rps n_p50 n_p99 n_u n_s n_err <<<"$(fields nginx)"
+  read -r nf_rps nf_p50 nf_p99 nf_u nf_s nf_err <<<"$(fields nginx_fwd)"
   read -r h_rps h_p50 h_p99 h_u h_s h_err <<<"$(fields haproxy)"
   read -r w_rps w_p50 w_p99 w_u w_s w_err <<<"$(fields wiregate)"
   read -r q_rps q_p50 q_p99 q_u q_s q_err <<<"$(fields pipelined)"
@@ -372,7 +380,7 @@ for c in $CONNS; do
       row "${label[$id]}" "$c" ${res[$id]}
     fi
   done
-  if [ "$d_err$n_err$h_err$w_err$q_err$p_err$nt_err$wt_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
@@ -388,6 +396,14 @@ for c in $CONNS; do
   if wants passthrough && wants nginx; then
     awk -v p="$p_rps" -v n="$n_rps" -v pp="$p_p99" -v np="$n_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: pass-through/nginx %.2f  p99 pass-through/nginx %.2f\n", c, p/n, pp/np }'
+  fi
+  if wants passthrough && wants nginx_forwarding; then
+    awk -v p="$p_rps" -v n="$nf_rps" -v pp="$p_p99" -v np="$nf_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: pass-through/nginx forwarding %.2f  p99 pass-through/nginx forwarding %.2f\n", c, p/n, pp/np }'
+  fi
+  if wants nginx && wants nginx_forwarding; then
+    awk -v f="$nf_rps" -v n="$n_rps" -v fp="$nf_p99" -v np="$n_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: nginx forwarding/nginx %.2f  p99 nginx forwarding/nginx %.2f (the six headers'"'"' cost, behind nginx)\n", c, f/n, fp/np }'
   fi
   if wants tls; then
     awk -v wt="$wt_rps" -v nt="$nt_rps" -v wtp="$wt_p99" -v ntp="$nt_p99" -v c="$c" 'BEGIN {
