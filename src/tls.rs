@@ -128,9 +128,14 @@ pub fn client_config(u: &Upstream) -> Result<Option<Arc<ClientConfig>>, TlsProbl
         .with_root_certificates(roots);
     let mut config = match (u.client_cert.as_str(), u.client_key.as_str()) {
         ("", "") => builder.with_no_client_auth(),
+        // The key path names the one that is set, so the message points at the line to fix.
         ("", _) | (_, "") => {
             return Err(problem(
-                "client_cert",
+                if u.client_cert.is_empty() {
+                    "client_key"
+                } else {
+                    "client_cert"
+                },
                 "client_cert and client_key are set together",
             ))
         }

@@ -1,6 +1,9 @@
 //! The `wiregate` binary as a real child process: configuration precedence, `check-config`,
-//! `--demo`, and logs that never carry credentials.
+//! `--demo`, and logs that never carry credentials; `refusals` checks each bad value of #13's keys
+//! is refused with its key path.
 
+#[path = "cli/refusals.rs"]
+mod refusals;
 mod support;
 
 use std::io::{BufRead, BufReader, Read};
