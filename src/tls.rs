@@ -181,6 +181,22 @@ pub fn connector(
         .wrap_connector(http)
 }
 
+/// The client configuration the admin subcommands (`wiregate reload`, `wiregate migration`)
+/// dial a gateway's TLS listener with: the CAs of `ca_file` (empty: the platform's roots), and
+/// the certificate `client_cert` with its key `client_key` (both empty: none) for a listener
+/// that requires one (`server.tls.client_ca`). Problems are keyed as an upstream's would be.
+pub fn admin_client_config(
+    ca_file: &str,
+    client_cert: &str,
+    client_key: &str,
+) -> Result<Arc<ClientConfig>, TlsProblem> {
+    let mut u = Upstream::new("", "https://gateway", crate::config::Dialect::Legacy, 1);
+    u.ca_file = ca_file.to_owned();
+    u.client_cert = client_cert.to_owned();
+    u.client_key = client_key.to_owned();
+    client_config(&u)?.ok_or_else(|| problem("url", "an https:// URL has a TLS configuration"))
+}
+
 /// The client configuration for a URL that is not an `[[upstreams]]` entry (the event feed):
 /// `ca_file` when set, else the platform's roots.
 pub fn client_config_for(
