@@ -61,7 +61,7 @@ enum Command {
         /// https:// when it has [server.tls]).
         #[arg(long)]
         url: Option<String>,
-        /// A token of `server.admin_tokens` (or WIREGATE_ADMIN_TOKEN).
+        /// A token of `server.admin_tokens` (default: the first of them, if any).
         #[arg(long, env = "WIREGATE_ADMIN_TOKEN", hide_env_values = true)]
         token: Option<String>,
         #[command(flatten)]
@@ -171,6 +171,10 @@ fn main() -> ExitCode {
             Err(code) => return code,
         };
         let url = url.clone().unwrap_or_else(|| admin_base(&config.server));
+        // As `wiregate migration` does: once tokens are set, loopback needs one too.
+        let token = token
+            .clone()
+            .or_else(|| config.server.admin_tokens.first().cloned());
         return admin_call(
             axum::http::Method::POST,
             &url,

@@ -550,7 +550,10 @@ async fn wiregate_reload_reaches_a_tls_listener_that_requires_client_certificate
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     let path_str = path.to_str().unwrap().to_owned();
-    std::fs::write(&path, plain("a", &a.url(), &b.url(), "", &server)).unwrap();
+    // Admin tokens set: loopback needs one too.
+    const TOKEN: &str = "reload-token-0123456789";
+    let tokens = format!("admin_tokens = [\"{TOKEN}\"]");
+    std::fs::write(&path, plain("a", &a.url(), &b.url(), &tokens, &server)).unwrap();
     let running = Running::start(&path).await;
     let https = format!("https://{}", running.addr);
     let flags = [
@@ -563,17 +566,22 @@ async fn wiregate_reload_reaches_a_tls_listener_that_requires_client_certificate
     ];
 
     // The URL by default: https:// (the configuration has [server.tls]) to server.listen, here
-    // given as --listen since the file's port is 0.
+    // given as --listen since the file's port is 0; the token by default: the configuration's.
     let mut args = vec!["--config", &path_str, "--listen", &running.addr, "reload"];
     args.extend(flags);
     let (ok, said, err) = wiregate(&args).await;
     assert!(ok, "{err}");
     assert_eq!(said["reloaded"], true, "{said}");
 
-    // The route moved to B, and applied over an explicit --url.
-    std::fs::write(&path, plain("b", &a.url(), &b.url(), "", &server)).unwrap();
+    // The route moved to B, and applied over an explicit --url with an explicit --token (with no
+    // --config this run reads ./gateway.toml, which sets no token); without the token, refused.
+    std::fs::write(&path, plain("b", &a.url(), &b.url(), &tokens, &server)).unwrap();
     let mut args = vec!["reload", "--url", &https];
     args.extend(flags);
+    let (ok, _, err) = wiregate(&args).await;
+    assert!(!ok);
+    assert!(err.contains("401"), "{err}");
+    args.extend(["--token", TOKEN]);
     let (ok, said, err) = wiregate(&args).await;
     assert!(ok, "{err}");
     assert_eq!(
