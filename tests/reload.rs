@@ -413,10 +413,16 @@ async fn settings_only_a_restart_applies_are_logged_as_such_and_the_old_listener
 
     // A new listen address (nothing will listen there), another shutdown grace, a cluster; and
     // the route moved to B, which a reload does apply.
-    let moved = "127.0.0.1:23201";
+    // (An ephemeral port, free again once this listener is dropped.)
+    let moved = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
     let server = "shutdown_grace_ms = 1234";
-    let rest = "[cluster]\nredis = \"redis://127.0.0.1:23202/0\"\n";
-    let text = plain("b", &a.url(), &b.url(), server, rest).replace("127.0.0.1:0", moved);
+    // The cluster is never dialled: a reload does not start one.
+    let rest = "[cluster]\nredis = \"redis://127.0.0.1:9/0\"\n";
+    let text = plain("b", &a.url(), &b.url(), server, rest).replace("127.0.0.1:0", &moved);
     std::fs::write(&path, text).unwrap();
     let (ok, said) = running.reload().await;
     assert!(ok, "{said}");
@@ -446,7 +452,7 @@ async fn settings_only_a_restart_applies_are_logged_as_such_and_the_old_listener
 
     // Still served on the address it started on, with the new route; nothing at the new one.
     assert_eq!(via(&http, &running.url).await, "B");
-    assert!(tokio::net::TcpStream::connect(moved).await.is_err());
+    assert!(tokio::net::TcpStream::connect(&moved).await.is_err());
 
     // A second reload of the same file says it again: the running listener is still the old one.
     let (ok, said) = running.reload().await;
