@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -50,16 +51,21 @@ enum Command {
         /// Print the report's JSON instead of tables.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        tls: AdminTls,
     },
     /// Ask a running gateway to re-read its configuration (as SIGHUP does) and print what it
     /// did: reloaded, or refused with every error; and what needs a restart.
     Reload {
-        /// The gateway's base URL (default: http://<server.listen> of the configuration).
+        /// The gateway's base URL (default: http://<server.listen> of the configuration, or
+        /// https:// when it has [server.tls]).
         #[arg(long)]
         url: Option<String>,
-        /// A token of `server.admin_tokens` (or WIREGATE_ADMIN_TOKEN).
+        /// A token of `server.admin_tokens` (default: the first of them, if any).
         #[arg(long, env = "WIREGATE_ADMIN_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        #[command(flatten)]
+        tls: AdminTls,
     },
     /// Run the fake sid that `--demo` bridges (`demo-sid --raw`).
     #[command(hide = true)]
@@ -68,6 +74,48 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// How an admin subcommand reaches a TLS listener (`[server.tls]`), named as curl names them.
+#[derive(clap::Args, Debug, Clone, Default)]
+struct AdminTls {
+    /// PEM file of the CAs the gateway's certificate is verified against over https://
+    /// (default: the platform's roots).
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// PEM client certificate to present over https:// (needed when the listener has
+    /// server.tls.client_ca); with --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// The PEM private key of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+}
+
+impl AdminTls {
+    /// The client configuration these flags ask for; `None` (the platform's roots, no client
+    /// certificate) when none is given. A bad file is reported with its flag.
+    fn client_config(&self) -> Result<Option<Arc<rustls::ClientConfig>>, ExitCode> {
+        if self.cacert.is_none() && self.cert.is_none() {
+            return Ok(None);
+        }
+        let path = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map_or_else(String::new, |p| p.to_string_lossy().into_owned())
+        };
+        wiregate::tls::admin_client_config(&path(&self.cacert), &path(&self.cert), &path(&self.key))
+            .map(Some)
+            .map_err(|e| {
+                let flag = match e.key {
+                    "ca_file" => "--cacert",
+                    "client_cert" => "--cert",
+                    "client_key" => "--key",
+                    other => other,
+                };
+                eprintln!("wiregate: {flag}: {}", e.message);
+                ExitCode::from(2)
+            })
+    }
 }
 
 fn load(cli: &Cli) -> Result<Config, ExitCode> {
@@ -100,8 +148,14 @@ fn main() -> ExitCode {
         wiregate::demo::sid::run(args.clone());
         return ExitCode::SUCCESS;
     }
-    if let Some(Command::Migration { url, token, json }) = &cli.command {
-        return migration_report(&cli, url.clone(), token.clone(), *json);
+    if let Some(Command::Migration {
+        url,
+        token,
+        json,
+        tls,
+    }) = &cli.command
+    {
+        return migration_report(&cli, url.clone(), token.clone(), *json, tls);
     }
     let config = match load(&cli) {
         Ok(c) => c,
@@ -111,15 +165,22 @@ fn main() -> ExitCode {
         print!("{}", config.to_masked_toml());
         return ExitCode::SUCCESS;
     }
-    if let Some(Command::Reload { url, token }) = &cli.command {
-        let url = url
+    if let Some(Command::Reload { url, token, tls }) = &cli.command {
+        let tls = match tls.client_config() {
+            Ok(t) => t,
+            Err(code) => return code,
+        };
+        let url = url.clone().unwrap_or_else(|| admin_base(&config.server));
+        // As `wiregate migration` does: once tokens are set, loopback needs one too.
+        let token = token
             .clone()
-            .unwrap_or_else(|| admin_base(config.server.listen));
+            .or_else(|| config.server.admin_tokens.first().cloned());
         return admin_call(
             axum::http::Method::POST,
             &url,
             server::reload::PATH,
             token.as_deref(),
+            tls,
         );
     }
     let log = wiregate::logging::init(&config.log);
@@ -151,14 +212,19 @@ fn main() -> ExitCode {
     }
 }
 
-/// The base URL the admin subcommands reach a gateway listening on `listen` at (an unspecified
-/// address is reached on loopback).
-fn admin_base(listen: SocketAddr) -> String {
+/// The base URL the admin subcommands reach a gateway configured with `server` at: https:// with
+/// `[server.tls]`, else http://; an unspecified listen address is reached on loopback.
+fn admin_base(server: &wiregate::config::Server) -> String {
+    let listen = server.listen;
     let ip = match listen.ip().is_unspecified() {
         true => std::net::IpAddr::from([127, 0, 0, 1]),
         false => listen.ip(),
     };
-    format!("http://{}", SocketAddr::new(ip, listen.port()))
+    let scheme = match server.tls.enabled() {
+        true => "https",
+        false => "http",
+    };
+    format!("{scheme}://{}", SocketAddr::new(ip, listen.port()))
 }
 
 /// The small runtime an admin subcommand's one request runs on.
@@ -173,13 +239,19 @@ fn admin_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 }
 
 /// Sends one admin request and prints the answer; exit status 0 for a 2xx answer.
-fn admin_call(method: axum::http::Method, base: &str, path: &str, token: Option<&str>) -> ExitCode {
+fn admin_call(
+    method: axum::http::Method,
+    base: &str,
+    path: &str,
+    token: Option<&str>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> ExitCode {
     let url = format!("{}{path}", base.trim_end_matches('/'));
     let runtime = match admin_runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
-    match runtime.block_on(wiregate::admin::request(method, &url, token)) {
+    match runtime.block_on(wiregate::admin::request(method, &url, token, tls)) {
         Ok((status, body)) => {
             println!("{}", String::from_utf8_lossy(&body));
             if status.is_success() {
@@ -386,7 +458,17 @@ async fn shutdown_signal() {
 }
 
 /// `wiregate migration`: fetches `/migration` and prints it.
-fn migration_report(cli: &Cli, url: Option<String>, token: Option<String>, json: bool) -> ExitCode {
+fn migration_report(
+    cli: &Cli,
+    url: Option<String>,
+    token: Option<String>,
+    json: bool,
+    tls: &AdminTls,
+) -> ExitCode {
+    let tls = match tls.client_config() {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
     // The configuration only supplies defaults here; an explicit --url needs none.
     let config = match (&url, load(cli)) {
         (_, Ok(c)) => Some(c),
@@ -394,17 +476,18 @@ fn migration_report(cli: &Cli, url: Option<String>, token: Option<String>, json:
         (None, Err(code)) => return code,
     };
     let url = url.unwrap_or_else(|| {
-        admin_base(config.as_ref().map_or_else(
-            || SocketAddr::from(([127, 0, 0, 1], 8080)),
-            |c| c.server.listen,
-        ))
+        admin_base(
+            &config
+                .as_ref()
+                .map_or_else(Default::default, |c| c.server.clone()),
+        )
     });
     let token = token.or_else(|| config.and_then(|c| c.server.admin_tokens.first().cloned()));
     let runtime = match admin_runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
-    match runtime.block_on(fetch_report(&url, token.as_deref())) {
+    match runtime.block_on(fetch_report(&url, token.as_deref(), tls)) {
         Ok(report) if json => {
             println!(
                 "{}",
@@ -423,9 +506,14 @@ fn migration_report(cli: &Cli, url: Option<String>, token: Option<String>, json:
     }
 }
 
-async fn fetch_report(url: &str, token: Option<&str>) -> Result<serde_json::Value, String> {
+async fn fetch_report(
+    url: &str,
+    token: Option<&str>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Result<serde_json::Value, String> {
     let target = format!("{}/migration", url.trim_end_matches('/'));
-    let (status, body) = wiregate::admin::request(axum::http::Method::GET, &target, token).await?;
+    let (status, body) =
+        wiregate::admin::request(axum::http::Method::GET, &target, token, tls).await?;
     if !status.is_success() {
         return Err(format!(
             "{target} answered {status}: {}",

@@ -128,9 +128,14 @@ pub fn client_config(u: &Upstream) -> Result<Option<Arc<ClientConfig>>, TlsProbl
         .with_root_certificates(roots);
     let mut config = match (u.client_cert.as_str(), u.client_key.as_str()) {
         ("", "") => builder.with_no_client_auth(),
+        // The key path names the one that is set, so the message points at the line to fix.
         ("", _) | (_, "") => {
             return Err(problem(
-                "client_cert",
+                if u.client_cert.is_empty() {
+                    "client_key"
+                } else {
+                    "client_cert"
+                },
                 "client_cert and client_key are set together",
             ))
         }
@@ -174,6 +179,22 @@ pub fn connector(
         .https_or_http()
         .enable_http1()
         .wrap_connector(http)
+}
+
+/// The client configuration the admin subcommands (`wiregate reload`, `wiregate migration`)
+/// dial a gateway's TLS listener with: the CAs of `ca_file` (empty: the platform's roots), and
+/// the certificate `client_cert` with its key `client_key` (both empty: none) for a listener
+/// that requires one (`server.tls.client_ca`). Problems are keyed as an upstream's would be.
+pub fn admin_client_config(
+    ca_file: &str,
+    client_cert: &str,
+    client_key: &str,
+) -> Result<Arc<ClientConfig>, TlsProblem> {
+    let mut u = Upstream::new("", "https://gateway", crate::config::Dialect::Legacy, 1);
+    u.ca_file = ca_file.to_owned();
+    u.client_cert = client_cert.to_owned();
+    u.client_key = client_key.to_owned();
+    client_config(&u)?.ok_or_else(|| problem("url", "an https:// URL has a TLS configuration"))
 }
 
 /// The client configuration for a URL that is not an `[[upstreams]]` entry (the event feed):

@@ -1,6 +1,11 @@
 //! The `wiregate` binary as a real child process: configuration precedence, `check-config`,
-//! `--demo`, and logs that never carry credentials.
+//! `--demo`, and logs that never carry credentials; `refusals` checks each bad value of #13's keys
+//! is refused with its key path, `readme_example` that README's front-deployment example loads.
 
+#[path = "cli/readme_example.rs"]
+mod readme_example;
+#[path = "cli/refusals.rs"]
+mod refusals;
 mod support;
 
 use std::io::{BufRead, BufReader, Read};

@@ -1,9 +1,14 @@
 //! Reloading the running binary's configuration: SIGHUP and `wiregate reload` swap a route
 //! while an SSE subscriber stays connected and its sid context keeps working; a broken file is
 //! refused with its key paths and the running configuration kept. The log is JSON, with one
-//! access line per request and no credential in it.
+//! access line per request and no credential in it. A call in flight during a reload is answered
+//! on the configuration it started with; CORS and a pass-through added by a reload serve the next
+//! request; what only a restart applies is logged as such while the old listener serves on.
+//! `tls_listener`: `wiregate reload` to a listener that requires client certificates.
 
 mod support;
+#[path = "reload/tls_listener.rs"]
+mod tls_listener;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -87,6 +92,78 @@ async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// The binary serving `--config path` on an ephemeral port, its JSON log gathered line by line.
+struct Running {
+    guard: Guard,
+    log: Arc<Mutex<Vec<String>>>,
+    /// The address it listens on.
+    addr: String,
+    url: String,
+}
+
+impl Running {
+    async fn start(path: &std::path::Path) -> Running {
+        let mut child = Command::new(BIN)
+            .arg("--config")
+            .arg(path)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let guard = Guard(child);
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let mut running = Running {
+            guard,
+            log,
+            addr: String::new(),
+            url: String::new(),
+        };
+        until("the listening line", async || {
+            running.log_has("wiregate listening")
+        })
+        .await;
+        let listening = running.lines_with("wiregate listening").remove(0);
+        running.addr = listening["addr"].as_str().unwrap().to_owned();
+        running.url = format!("http://{}", running.addr);
+        running
+    }
+
+    fn log_has(&self, needle: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
+    }
+
+    /// The JSON log lines whose message is `message`.
+    fn lines_with(&self, message: &str) -> Vec<Value> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).expect("JSON log lines"))
+            .filter(|v| v["message"] == message)
+            .collect()
+    }
+
+    /// `wiregate reload --url` against it: what the gateway answered, and whether it exited 0.
+    async fn reload(&self) -> (bool, Value) {
+        let out = tokio::process::Command::new(BIN)
+            .args(["reload", "--url", &self.url])
+            .output()
+            .await
+            .unwrap();
+        let said = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.success(), said)
+    }
+}
+
 fn hangup(child: &Child) {
     let ok = Command::new("kill")
         .args(["-HUP", &child.id().to_string()])
@@ -101,33 +178,9 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, config("a", &a.url(), &b.url())).unwrap();
-    let mut child = Command::new(BIN)
-        .arg("--config")
-        .arg(&path)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let guard = Guard(child);
-    let log = Arc::new(Mutex::new(Vec::<String>::new()));
-    let lines = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            lines.lock().unwrap().push(line);
-        }
-    });
-    let log_has = |needle: &str| log.lock().unwrap().iter().any(|l| l.contains(needle));
-    until("the listening line", async || log_has("wiregate listening")).await;
-    let listening: Value = log
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|l| l.contains("wiregate listening"))
-        .map(|l| serde_json::from_str(l).expect("JSON log lines"))
-        .unwrap();
-    let url = format!("http://{}", listening["addr"].as_str().unwrap());
+    let running = Running::start(&path).await;
+    let (guard, url) = (&running.guard, running.url.clone());
+    let log_has = |needle: &str| running.log_has(needle);
     let http = reqwest::Client::new();
     assert_eq!(via(&http, &url).await, "A");
 
@@ -225,7 +278,7 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
         log_has(&format!("/contexts/{ctx}/events"))
     })
     .await;
-    let lines = log.lock().unwrap().clone();
+    let lines = running.log.lock().unwrap().clone();
     for l in &lines {
         serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"));
         assert!(!l.contains("SECRET-RELOAD-TOKEN"), "{l}");
@@ -247,4 +300,236 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
     assert!(access
         .iter()
         .any(|v| v["path"] == format!("/contexts/{ctx}/events")));
+}
+
+/// Upstreams `a` and `b` (JSON-RPC), every method routed to `route_to`, a JSON log; `server`
+/// adds to `[server]`, `rest` adds sections.
+fn plain(route_to: &str, a: &str, b: &str, server: &str, rest: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+{server}
+
+[[upstreams]]
+name = "a"
+url = "{a}"
+dialect = "jsonrpc"
+
+[[upstreams]]
+name = "b"
+url = "{b}"
+dialect = "jsonrpc"
+
+[[routes]]
+methods = ["*"]
+upstream = "{route_to}"
+
+[log]
+format = "json"
+{rest}
+"#
+    )
+}
+
+/// A JSON-RPC upstream answering `{"via": "A"}` only once `gate` opens; `arrived` is told of each
+/// call as it comes in.
+async fn gated(
+    gate: Arc<tokio::sync::Semaphore>,
+    arrived: tokio::sync::mpsc::UnboundedSender<()>,
+) -> String {
+    let app = axum::Router::new().route(
+        "/rpc",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let (gate, arrived) = (gate.clone(), arrived.clone());
+            async move {
+                let req: Value = serde_json::from_slice(&body).unwrap();
+                let _ = arrived.send(());
+                let _permit = gate.acquire().await.unwrap();
+                let answer = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"via": "A"}});
+                ([("content-type", "application/json")], answer.to_string())
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/rpc")
+}
+
+#[tokio::test]
+async fn a_call_in_flight_finishes_on_the_configuration_it_started_with() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (arrived_tx, mut arrived) = tokio::sync::mpsc::unbounded_channel();
+    let a = gated(gate.clone(), arrived_tx).await;
+    let b = named("B").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, plain("a", &a, &b.url(), "", "")).unwrap();
+    let running = Running::start(&path).await;
+    let http = reqwest::Client::new();
+
+    // A call routed to A, held there until the gate opens.
+    let first = tokio::spawn({
+        let (http, url) = (http.clone(), running.url.clone());
+        async move { via(&http, &url).await }
+    });
+    tokio::time::timeout(Duration::from_secs(10), arrived.recv())
+        .await
+        .expect("the first call reaches A");
+
+    // The reload routes every method to B; the next call goes there at once.
+    std::fs::write(&path, plain("b", &a, &b.url(), "", "")).unwrap();
+    let (ok, said) = running.reload().await;
+    assert!(ok, "{said}");
+    assert_eq!(said["reloaded"], true);
+    assert_eq!(via(&http, &running.url).await, "B");
+    assert!(!first.is_finished(), "the first call is still waiting on A");
+
+    // The call in flight is answered by A, the upstream of the configuration it started with.
+    gate.add_permits(1);
+    let answered = tokio::time::timeout(Duration::from_secs(10), first)
+        .await
+        .expect("the held call is answered once A answers")
+        .unwrap();
+    assert_eq!(answered, "A");
+    assert_eq!(
+        b.seen().len(),
+        1,
+        "B saw only the call made after the reload"
+    );
+    assert!(arrived.try_recv().is_err(), "A saw only the first call");
+}
+
+#[tokio::test]
+async fn settings_only_a_restart_applies_are_logged_as_such_and_the_old_listener_serves() {
+    let (a, b) = (named("A").await, named("B").await);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, plain("a", &a.url(), &b.url(), "", "")).unwrap();
+    let running = Running::start(&path).await;
+    let http = reqwest::Client::new();
+    assert_eq!(via(&http, &running.url).await, "A");
+
+    // A new listen address (nothing will listen there), another shutdown grace, a cluster; and
+    // the route moved to B, which a reload does apply.
+    // (An ephemeral port, free again once this listener is dropped.)
+    let moved = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let server = "shutdown_grace_ms = 1234";
+    // The cluster is never dialled: a reload does not start one.
+    let rest = "[cluster]\nredis = \"redis://127.0.0.1:9/0\"\n";
+    let text = plain("b", &a.url(), &b.url(), server, rest).replace("127.0.0.1:0", &moved);
+    std::fs::write(&path, text).unwrap();
+    let (ok, said) = running.reload().await;
+    assert!(ok, "{said}");
+    assert_eq!(
+        said,
+        json!({"reloaded": true, "errors": [],
+            "restart_needed": ["server.listen", "server.shutdown_grace_ms", "cluster"]})
+    );
+    const RESTART: &str = "changed in the configuration; takes effect after a restart";
+    until("the warnings", async || {
+        running.lines_with(RESTART).len() == 3
+    })
+    .await;
+    let warned: Vec<Value> = running
+        .lines_with(RESTART)
+        .into_iter()
+        .map(|l| l["key"].clone())
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            json!("server.listen"),
+            json!("server.shutdown_grace_ms"),
+            json!("cluster")
+        ]
+    );
+
+    // Still served on the address it started on, with the new route; nothing at the new one.
+    assert_eq!(via(&http, &running.url).await, "B");
+    assert!(tokio::net::TcpStream::connect(&moved).await.is_err());
+
+    // A second reload of the same file says it again: the running listener is still the old one.
+    let (ok, said) = running.reload().await;
+    assert!(ok, "{said}");
+    assert_eq!(said["restart_needed"][0], "server.listen");
+    until("the warnings logged again", async || {
+        running.lines_with(RESTART).len() == 6
+    })
+    .await;
+}
+
+/// A server answering every path with `passed <path>` (a legacy server's own pages).
+async fn pages() -> String {
+    let app = axum::Router::new()
+        .fallback(|uri: axum::http::Uri| async move { format!("passed {}", uri.path()) });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/")
+}
+
+#[tokio::test]
+async fn a_reload_that_adds_cors_and_a_passthrough_serves_them_to_the_next_request() {
+    let (a, b) = (named("A").await, named("B").await);
+    let legacy = pages().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, plain("a", &a.url(), &b.url(), "", "")).unwrap();
+    let running = Running::start(&path).await;
+    let http = reqwest::Client::new();
+    const APP: &str = "https://app.example";
+    let preflight = || {
+        http.request(reqwest::Method::OPTIONS, format!("{}/rpc", running.url))
+            .header("origin", APP)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+    };
+    let page = || {
+        http.get(format!("{}/files/report.txt", running.url))
+            .header("origin", APP)
+            .send()
+    };
+    let allowed = |r: &reqwest::Response| {
+        r.headers()
+            .get("access-control-allow-origin")
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+
+    // Before: no CORS, no pass-through.
+    assert_eq!(allowed(&preflight().await.unwrap()), None);
+    assert_eq!(page().await.unwrap().status(), StatusCode::NOT_FOUND);
+
+    let rest = format!(
+        "[server.cors]\nallow_origins = [\"{APP}\"]\n\n[[upstreams]]\nname = \"legacy\"\n\
+         url = \"{legacy}\"\ndialect = \"legacy\"\n\n[[passthrough]]\nprefix = \"/files\"\n\
+         upstream = \"legacy\"\n"
+    );
+    std::fs::write(&path, plain("a", &a.url(), &b.url(), "", &rest)).unwrap();
+    let (ok, said) = running.reload().await;
+    assert!(ok, "{said}");
+    assert_eq!(said["restart_needed"], json!([]));
+
+    // After: the preflight is granted, and the page is passed through with CORS headers.
+    let granted = preflight().await.unwrap();
+    assert!(granted.status().is_success(), "{}", granted.status());
+    assert_eq!(allowed(&granted).as_deref(), Some(APP));
+    let got = page().await.unwrap();
+    assert_eq!(got.status(), StatusCode::OK);
+    assert_eq!(allowed(&got).as_deref(), Some(APP));
+    assert_eq!(got.text().await.unwrap(), "passed /files/report.txt");
+    // Another origin is still refused.
+    let other = http
+        .get(format!("{}/files/x", running.url))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(allowed(&other), None);
 }

@@ -156,9 +156,9 @@ impl Server {
                 "must name at least one path".into(),
             );
         }
-        for p in &self.rpc_paths {
+        for (i, p) in self.rpc_paths.iter().enumerate() {
             if let Err(why) = rpc_path_problem(p) {
-                issues.add("server.rpc_paths".into(), format!("{p:?}: {why}"));
+                issues.add(format!("server.rpc_paths[{i}]"), format!("{p:?}: {why}"));
             }
         }
         for (i, t) in self.admin_tokens.iter().enumerate() {

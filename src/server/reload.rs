@@ -4,7 +4,8 @@
 //! is swapped in for new requests: routes, upstreams, pass-through, CORS, admin tokens, the
 //! legacy rules, access logging and the TLS certificate. Requests in flight finish on the
 //! configuration they started with, and the sid bridge, its contexts and every SSE subscriber go
-//! on untouched. What only a restart can change is logged as such.
+//! on untouched. What only a restart can change is logged as such, on every reload, for as long
+//! as the file differs from what the process started with.
 
 use std::sync::{Arc, Mutex};
 
@@ -63,6 +64,8 @@ impl Requests {
 pub struct Reloader {
     live: Arc<ArcSwap<Live>>,
     tls: Option<Arc<ArcSwap<rustls::ServerConfig>>>,
+    /// What the process started with: the settings only a restart changes are still these.
+    started: Config,
     current: Mutex<Config>,
     requests: Requests,
 }
@@ -77,6 +80,7 @@ impl Reloader {
         Reloader {
             live,
             tls,
+            started: config.clone(),
             current: Mutex::new(config),
             requests,
         }
@@ -85,7 +89,7 @@ impl Reloader {
     /// Serves the validated `config` for every request from now on.
     pub fn apply(&self, config: &Config) -> Applied {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        let mut restart_needed = restart_needed(&current, config);
+        let mut restart_needed = restart_needed(&self.started, config);
         if let Some(tls) = &self.tls {
             if config.server.tls.enabled() {
                 match crate::tls::server_config(&config.server.tls) {
@@ -179,11 +183,16 @@ impl Reloader {
     }
 }
 
-/// What changed between `old` and `new` that a reload cannot apply.
+/// What differs between `old` (what the process started with) and `new` that a reload cannot
+/// apply: what the listener, the runtime and shutdown read once at start, and the sections whose
+/// running services a reload keeps ([`Gateway::reloaded`](crate::rpc::Gateway::reloaded)).
 fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
-    let mut keys = Vec::new();
     let s = (&old.server, &new.server);
-    for (key, changed) in [
+    // Sections compared as their serialised values (not all of them are `PartialEq`).
+    fn differ<T: Serialize>(a: &T, b: &T) -> bool {
+        serde_json::to_value(a).ok() != serde_json::to_value(b).ok()
+    }
+    [
         ("server.listen", s.0.listen != s.1.listen),
         (
             "server.worker_threads",
@@ -197,40 +206,32 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
             "server.header_read_timeout_ms",
             s.0.header_read_timeout_ms != s.1.header_read_timeout_ms,
         ),
-    ] {
-        if changed {
-            keys.push(key.to_owned());
-        }
-    }
-    let differ = |a: serde_json::Result<serde_json::Value>, b| a.ok() != b;
-    for (key, changed) in [
         (
-            "sid",
-            differ(
-                serde_json::to_value(&old.sid),
-                serde_json::to_value(&new.sid).ok(),
-            ),
+            "server.shutdown_grace_ms",
+            s.0.shutdown_grace_ms != s.1.shutdown_grace_ms,
         ),
+        ("sid", differ(&old.sid, &new.sid)),
+        // The feed runs on as started; its streams' keepalive is the routes' own, and applied.
         (
             "events",
             differ(
-                serde_json::to_value(&old.events),
-                serde_json::to_value(&new.events).ok(),
+                &crate::config::Events {
+                    keepalive_ms: 0,
+                    ..old.events.clone()
+                },
+                &crate::config::Events {
+                    keepalive_ms: 0,
+                    ..new.events.clone()
+                },
             ),
         ),
-        (
-            "a2a",
-            differ(
-                serde_json::to_value(&old.a2a),
-                serde_json::to_value(&new.a2a).ok(),
-            ),
-        ),
-    ] {
-        if changed {
-            keys.push(key.to_owned());
-        }
-    }
-    keys
+        ("a2a", differ(&old.a2a, &new.a2a)),
+        ("cluster", differ(&old.cluster, &new.cluster)),
+    ]
+    .into_iter()
+    .filter(|(_, changed)| *changed)
+    .map(|(key, _)| key.to_owned())
+    .collect()
 }
 
 /// `POST /admin/reload`: the admin route that reloads, answering what happened.
@@ -264,5 +265,74 @@ pub(super) async fn handler(
             (status, axum::Json(applied)).into_response()
         }
         Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_reload_cannot_apply_is_named() {
+        let old = Config::default();
+        assert!(restart_needed(&old, &old.clone()).is_empty());
+        let mut new = old.clone();
+        new.server.listen = "127.0.0.1:9".parse().unwrap();
+        new.server.worker_threads = 3;
+        new.server.max_connections = 7;
+        new.server.header_read_timeout_ms = 5;
+        new.server.shutdown_grace_ms = 1;
+        new.sid.enabled = !old.sid.enabled;
+        new.events.source = "http://127.0.0.1:9/events".into();
+        new.a2a.enabled = !old.a2a.enabled;
+        new.cluster.redis = "redis://127.0.0.1:9/0".into();
+        assert_eq!(
+            restart_needed(&old, &new),
+            [
+                "server.listen",
+                "server.worker_threads",
+                "server.max_connections",
+                "server.header_read_timeout_ms",
+                "server.shutdown_grace_ms",
+                "sid",
+                "events",
+                "a2a",
+                "cluster",
+            ]
+        );
+        let mut lease = old.clone();
+        lease.cluster.lease_ms += 1;
+        assert_eq!(restart_needed(&old, &lease), ["cluster"]);
+    }
+
+    #[test]
+    fn what_a_reload_applies_needs_no_restart() {
+        let old = Config::default();
+        let mut new = old.clone();
+        new.server.rpc_paths.push("/a2a".into());
+        new.server.cors.allow_origins = vec!["https://app.example".into()];
+        new.server.admin_tokens = vec!["a-token-of-sixteen-chars".into()];
+        new.server.max_body_bytes += 1;
+        new.server.body_read_timeout_ms += 1;
+        new.server.trusted_proxies = vec!["10.0.0.0/8".into()];
+        new.upstreams.push(crate::config::Upstream::new(
+            "u",
+            "http://127.0.0.1:9/rpc",
+            crate::config::Dialect::Jsonrpc,
+            5,
+        ));
+        new.routes.push(crate::config::Route::to(&["*"], "u"));
+        new.passthrough.push(crate::config::Passthrough {
+            prefix: "/".into(),
+            upstream: "u".into(),
+        });
+        new.log.access = !old.log.access;
+        new.legacy.deprecation = !old.legacy.deprecation;
+        new.events.keepalive_ms += 1;
+        assert!(
+            restart_needed(&old, &new).is_empty(),
+            "{:?}",
+            restart_needed(&old, &new)
+        );
     }
 }
