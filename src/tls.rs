@@ -176,13 +176,18 @@ pub fn connector(
         .wrap_connector(http)
 }
 
-/// The client configuration for a URL that is not an `[[upstreams]]` entry (the event feed):
-/// `ca_file` when set, else the platform's roots.
+/// The client configuration for a URL that is not an `[[upstreams]]` entry (the event feed),
+/// from the same three settings an upstream has and checked the same way: `ca_file` when set,
+/// else the platform's roots; `client_cert` and `client_key` together or not at all.
 pub fn client_config_for(
     url: &str,
     ca_file: &str,
+    client_cert: &str,
+    client_key: &str,
 ) -> Result<Option<Arc<ClientConfig>>, TlsProblem> {
     let mut u = Upstream::new("", url, crate::config::Dialect::Legacy, 1);
     u.ca_file = ca_file.to_owned();
+    u.client_cert = client_cert.to_owned();
+    u.client_key = client_key.to_owned();
     client_config(&u)
 }

@@ -1,8 +1,13 @@
 //! TLS both ways, with certificates made in the test: the listener (HTTP/2 and HTTP/1.1 by
 //! ALPN, client certificates when `client_ca` is set, a renewed certificate picked up on
 //! reload) and `https://` upstreams (verified against `ca_file` or the platform's roots, SNI the
-//! URL's host, client certificates, pooled connections).
+//! URL's host, client certificates, pooled connections): the RPC path here, the pass-through
+//! and the event feed in their modules.
 
+#[path = "tls/feed.rs"]
+mod feed;
+#[path = "tls/passthrough.rs"]
+mod passthrough;
 mod support;
 
 use std::sync::atomic::Ordering;

@@ -1,0 +1,117 @@
+//! The pass-through to an `https://` upstream: verified against its `ca_file`, the gateway's
+//! client certificate presented, a streamed answer passed on as it comes.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+use wiregate::config::{Dialect, Upstream};
+
+use crate::support::pki::{self, Pki};
+use crate::support::{gateway, TestGateway};
+
+const T: Duration = Duration::from_secs(10);
+
+/// A legacy site over TLS that requires client certificates from `pki`: `GET /report` answers
+/// the request's headers, `GET /stream` a first line, then a second once `release` is told.
+async fn tls_site(
+    pki: &Pki,
+    release: Arc<Notify>,
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let cert = pki.issue("site", &["localhost"]);
+    let app = axum::Router::new()
+        .route(
+            "/report",
+            axum::routing::get(|headers: HeaderMap| async move {
+                let h: serde_json::Map<String, Value> = headers
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap())))
+                    .collect();
+                axum::Json(json!({"headers": h}))
+            }),
+        )
+        .route(
+            "/stream",
+            axum::routing::get(move || {
+                let release = release.clone();
+                async move {
+                    let lines = async_stream::stream! {
+                        yield Ok::<_, std::convert::Infallible>("first\n");
+                        release.notified().await;
+                        yield Ok("second\n");
+                    };
+                    Body::from_stream(lines)
+                }
+            }),
+        );
+    let (addr, accepted) =
+        pki::serve_tls(app, pki::server_config(&cert, Some(&pki.ca_file()))).await;
+    (format!("https://localhost:{}/", addr.port()), accepted)
+}
+
+/// A gateway passing `/report` and `/stream` to `url` with the TLS settings `f` makes.
+async fn passing_to(url: &str, f: impl FnOnce(&mut Upstream)) -> TestGateway {
+    let mut site = Upstream::new("site", url, Dialect::Legacy, 5000);
+    f(&mut site);
+    gateway()
+        .with(move |c| c.upstreams.push(site))
+        .passthrough(&[("/report", "site"), ("/stream", "site")])
+        .start()
+        .await
+}
+
+#[tokio::test]
+async fn the_passthrough_dials_an_https_upstream_with_its_ca_and_a_client_certificate() {
+    let pki = Pki::new("site CA");
+    let release = Arc::new(Notify::new());
+    let (url, accepted) = tls_site(&pki, release.clone()).await;
+    let (cert, key) = pki.issue("gateway-client", &["gateway.test"]).paths();
+    let ca = pki.ca_file();
+    let gw = passing_to(&url, |u| {
+        u.ca_file = ca;
+        u.client_cert = cert;
+        u.client_key = key;
+    })
+    .await;
+
+    let r = gw.get("/report").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["headers"]["x-forwarded-proto"], "http");
+
+    // The streamed answer: its first line arrives while the site still holds the second.
+    let resp = gw
+        .http
+        .get(format!("{}/stream", gw.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let first = tokio::time::timeout(T, body.next()).await.unwrap();
+    assert_eq!(&first.unwrap().unwrap()[..], b"first\n");
+    release.notify_one();
+    let mut rest = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(T, body.next()).await.unwrap() {
+        rest.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(rest, b"second\n");
+    assert!(accepted.load(Ordering::SeqCst) >= 1);
+
+    // Without the client certificate the site refuses the handshake: a 502, not a plain dial.
+    let ca = pki.ca_file();
+    let no_cert = passing_to(&url, |u| u.ca_file = ca).await;
+    assert_eq!(no_cert.get("/report").await.status, 502);
+    // Against the platform's roots the site's certificate does not verify.
+    let (cert, key) = pki.issue("gateway-client-2", &["gateway.test"]).paths();
+    let platform = passing_to(&url, |u| {
+        u.client_cert = cert;
+        u.client_key = key;
+    })
+    .await;
+    assert_eq!(platform.get("/report").await.status, 502);
+}
