@@ -12,6 +12,8 @@ mod support;
 
 use std::sync::atomic::Ordering;
 
+use rustls::pki_types::pem::PemObject;
+
 use serde_json::{json, Value};
 use wiregate::config::{Config, Dialect, ServerTls, Upstream};
 
@@ -103,6 +105,42 @@ async fn the_listener_speaks_tls_with_alpn_and_requires_client_certificates_when
         .await
         .unwrap();
     assert_eq!(again.status(), 200);
+}
+
+#[tokio::test]
+async fn a_client_that_speaks_only_tls_1_2_is_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (pki, _up, gw) = tls_front(10_000).await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_file(pki.ca_file()).unwrap())
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS12])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    // The gateway may end a TLS 1.2 connection without close_notify once it has answered.
+    let _ = tls.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
 #[tokio::test]

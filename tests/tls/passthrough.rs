@@ -1,5 +1,6 @@
-//! The pass-through to an `https://` upstream: verified against its `ca_file`, the gateway's
-//! client certificate presented, a streamed answer passed on as it comes.
+//! The pass-through and TLS: to an `https://` upstream (verified against its `ca_file`, the
+//! gateway's client certificate presented, a streamed answer passed on as it comes), and behind
+//! the TLS listener (the upstream told `https`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,24 +18,24 @@ use crate::support::{gateway, TestGateway};
 
 const T: Duration = Duration::from_secs(10);
 
-/// A legacy site over TLS that requires client certificates from `pki`: `GET /report` answers
-/// the request's headers, `GET /stream` a first line, then a second once `release` is told.
+/// `GET /report`: the request's headers, as the site received them.
+async fn report(headers: HeaderMap) -> axum::Json<Value> {
+    let h: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap())))
+        .collect();
+    axum::Json(json!({"headers": h}))
+}
+
+/// A legacy site over TLS that requires client certificates from `pki`: `GET /report`, and
+/// `GET /stream` a first line, then a second once `release` is told.
 async fn tls_site(
     pki: &Pki,
     release: Arc<Notify>,
 ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     let cert = pki.issue("site", &["localhost"]);
     let app = axum::Router::new()
-        .route(
-            "/report",
-            axum::routing::get(|headers: HeaderMap| async move {
-                let h: serde_json::Map<String, Value> = headers
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap())))
-                    .collect();
-                axum::Json(json!({"headers": h}))
-            }),
-        )
+        .route("/report", axum::routing::get(report))
         .route(
             "/stream",
             axum::routing::get(move || {
@@ -114,4 +115,41 @@ async fn the_passthrough_dials_an_https_upstream_with_its_ca_and_a_client_certif
     })
     .await;
     assert_eq!(platform.get("/report").await.status, 502);
+}
+
+#[tokio::test]
+async fn behind_the_tls_listener_the_passthrough_tells_the_upstream_https() {
+    let pki = Pki::new("gateway CA");
+    let (cert, key) = pki.issue("gateway", &["localhost"]).paths();
+    let app = axum::Router::new().route("/report", axum::routing::get(report));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let site = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let gw = gateway()
+        .upstream("site", &format!("http://{site}/"), Dialect::Legacy, 5000)
+        .passthrough(&[("/report", "site")])
+        .with(move |c| {
+            c.server.tls = wiregate::config::ServerTls {
+                cert,
+                key,
+                client_ca: String::new(),
+            }
+        })
+        .start()
+        .await;
+    let port = gw.addr.port();
+    let r = pki::client(&pki, None)
+        .get(format!("https://localhost:{port}/report"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let seen: Value = r.json().await.unwrap();
+    let h = &seen["headers"];
+    assert_eq!(h["x-forwarded-proto"], "https", "{h}");
+    assert_eq!(
+        h["forwarded"],
+        format!("for=127.0.0.1;proto=https;host=\"localhost:{port}\""),
+        "{h}"
+    );
 }
