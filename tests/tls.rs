@@ -220,14 +220,41 @@ async fn https_upstreams_are_verified_and_get_client_certificates() {
         assert_eq!(a.status, 200, "{}", a.text);
         assert_eq!(a.json()["result"]["via"], "legacy");
     }
-    // Five calls, one kept-alive TLS connection.
+    // Five calls, one kept-alive TLS connection, its SNI the URL's host.
     assert_eq!(up.connections.load(Ordering::SeqCst), 1);
+    assert_eq!(*up.sni.lock().unwrap(), [Some("localhost".to_owned())]);
 
     // Without the client certificate the upstream refuses the gateway.
     let no_cert = via_tls_upstream(&up, |u| u.ca_file = pki.ca_file()).await;
     let a = no_cert.rpc(&call()).await;
     assert_eq!(a.status, 502, "{}", a.text);
     assert_eq!(a.json()["error"]["data"]["kind"], "upstream_unreachable");
+}
+
+#[tokio::test]
+async fn an_upstream_named_by_ip_address_gets_no_sni_and_is_verified_by_its_address() {
+    // SNI carries host names only (RFC 6066): for an address the gateway sends none, and the
+    // certificate must name the address.
+    let pki = Pki::new("upstream CA");
+    let up_cert = pki.issue("upstream", &["127.0.0.1"]);
+    let up = legacy_echo()
+        .run_tls(pki::server_config(&up_cert, None))
+        .await;
+    let mut u = Upstream::new(
+        "secure",
+        &format!("https://127.0.0.1:{}/rpc", up.addr.port()),
+        Dialect::Legacy,
+        2000,
+    );
+    u.ca_file = pki.ca_file();
+    let gw = gateway()
+        .with(move |c| c.upstreams.push(u))
+        .route(&["*"], "secure")
+        .start()
+        .await;
+    let a = gw.rpc(&call()).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(*up.sni.lock().unwrap(), [None]);
 }
 
 #[tokio::test]

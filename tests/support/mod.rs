@@ -46,6 +46,8 @@ pub struct Listening {
     pub max_in_flight: Arc<AtomicUsize>,
     /// Connections accepted (counted for TLS upstreams only).
     pub connections: Arc<AtomicUsize>,
+    /// The SNI name of each TLS handshake (TLS upstreams only).
+    pub sni: pki::Sni,
 }
 
 impl Listening {
@@ -158,21 +160,28 @@ impl UpstreamBuilder {
         let app = axum::Router::new()
             .route("/rpc", post(answer))
             .with_state(state);
-        let (addr, origin, connections) = match tls {
+        let (addr, origin, connections, sni) = match tls {
             Some(cfg) => {
-                let (addr, n) = pki::serve_tls(app, cfg).await;
-                (addr, format!("https://localhost:{}", addr.port()), n)
+                let s = pki::serve_tls(app, cfg).await;
+                let origin = format!("https://localhost:{}", s.addr.port());
+                (s.addr, origin, s.accepted, s.sni)
             }
             None => {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let addr = listener.local_addr().unwrap();
                 tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-                (addr, format!("http://{addr}"), Arc::default())
+                (
+                    addr,
+                    format!("http://{addr}"),
+                    Arc::default(),
+                    Arc::default(),
+                )
             }
         };
         Listening {
             origin,
             connections,
+            sni,
             addr,
             seen,
             max_in_flight,
@@ -658,6 +667,8 @@ pub struct FeedServer {
     pub requests: FeedRequests,
     /// Connections accepted (counted for TLS feeds only).
     pub accepted: Arc<AtomicUsize>,
+    /// The SNI name of each TLS handshake (TLS feeds only).
+    pub sni: pki::Sni,
     /// Served over TLS (reached as `https://localhost`).
     tls: bool,
 }
@@ -719,22 +730,23 @@ async fn serve_feed_records(
     let app = axum::Router::new()
         .route("/events", axum::routing::get(serve_feed))
         .with_state(state);
-    let (addr, accepted, tls) = match tls {
+    let (addr, accepted, sni, tls) = match tls {
         Some(cfg) => {
-            let (addr, accepted) = pki::serve_tls(app, cfg).await;
-            (addr, accepted, true)
+            let s = pki::serve_tls(app, cfg).await;
+            (s.addr, s.accepted, s.sni, true)
         }
         None => {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-            (addr, Arc::default(), false)
+            (addr, Arc::default(), Arc::default(), false)
         }
     };
     FeedServer {
         addr,
         requests,
         accepted,
+        sni,
         tls,
     }
 }

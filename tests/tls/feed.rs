@@ -58,6 +58,7 @@ async fn events_from_an_https_feed_with_mtls_reach_a_subscriber() {
         ]
     );
     assert_eq!(feed.requests.lock().unwrap().len(), 1);
+    assert_eq!(*feed.sni.lock().unwrap(), [Some("localhost".to_owned())]);
 }
 
 #[tokio::test]

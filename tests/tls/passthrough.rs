@@ -18,7 +18,7 @@ use crate::support::{gateway, TestGateway};
 
 const T: Duration = Duration::from_secs(10);
 
-/// `GET /report`: the request's headers, as the site received them.
+/// `GET /site/report`: the request's headers, as the site received them.
 async fn report(headers: HeaderMap) -> axum::Json<Value> {
     let h: serde_json::Map<String, Value> = headers
         .iter()
@@ -27,17 +27,14 @@ async fn report(headers: HeaderMap) -> axum::Json<Value> {
     axum::Json(json!({"headers": h}))
 }
 
-/// A legacy site over TLS that requires client certificates from `pki`: `GET /report`, and
-/// `GET /stream` a first line, then a second once `release` is told.
-async fn tls_site(
-    pki: &Pki,
-    release: Arc<Notify>,
-) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+/// A legacy site over TLS that requires client certificates from `pki`: `GET /site/report`,
+/// and `GET /site/stream` a first line, then a second once `release` is told.
+async fn tls_site(pki: &Pki, release: Arc<Notify>) -> (String, pki::TlsServing) {
     let cert = pki.issue("site", &["localhost"]);
     let app = axum::Router::new()
-        .route("/report", axum::routing::get(report))
+        .route("/site/report", axum::routing::get(report))
         .route(
-            "/stream",
+            "/site/stream",
             axum::routing::get(move || {
                 let release = release.clone();
                 async move {
@@ -50,18 +47,18 @@ async fn tls_site(
                 }
             }),
         );
-    let (addr, accepted) =
-        pki::serve_tls(app, pki::server_config(&cert, Some(&pki.ca_file()))).await;
-    (format!("https://localhost:{}/", addr.port()), accepted)
+    let served = pki::serve_tls(app, pki::server_config(&cert, Some(&pki.ca_file()))).await;
+    (format!("https://localhost:{}/", served.addr.port()), served)
 }
 
-/// A gateway passing `/report` and `/stream` to `url` with the TLS settings `f` makes.
+/// A gateway passing `/site` to `url` with the TLS settings `f` makes (one prefix: one pool
+/// of connections).
 async fn passing_to(url: &str, f: impl FnOnce(&mut Upstream)) -> TestGateway {
     let mut site = Upstream::new("site", url, Dialect::Legacy, 5000);
     f(&mut site);
     gateway()
         .with(move |c| c.upstreams.push(site))
-        .passthrough(&[("/report", "site"), ("/stream", "site")])
+        .passthrough(&[("/site", "site")])
         .start()
         .await
 }
@@ -70,7 +67,7 @@ async fn passing_to(url: &str, f: impl FnOnce(&mut Upstream)) -> TestGateway {
 async fn the_passthrough_dials_an_https_upstream_with_its_ca_and_a_client_certificate() {
     let pki = Pki::new("site CA");
     let release = Arc::new(Notify::new());
-    let (url, accepted) = tls_site(&pki, release.clone()).await;
+    let (url, site) = tls_site(&pki, release.clone()).await;
     let (cert, key) = pki.issue("gateway-client", &["gateway.test"]).paths();
     let ca = pki.ca_file();
     let gw = passing_to(&url, |u| {
@@ -80,14 +77,14 @@ async fn the_passthrough_dials_an_https_upstream_with_its_ca_and_a_client_certif
     })
     .await;
 
-    let r = gw.get("/report").await;
+    let r = gw.get("/site/report").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json()["headers"]["x-forwarded-proto"], "http");
 
     // The streamed answer: its first line arrives while the site still holds the second.
     let resp = gw
         .http
-        .get(format!("{}/stream", gw.base()))
+        .get(format!("{}/site/stream", gw.base()))
         .send()
         .await
         .unwrap();
@@ -101,12 +98,14 @@ async fn the_passthrough_dials_an_https_upstream_with_its_ca_and_a_client_certif
         rest.extend_from_slice(&chunk.unwrap());
     }
     assert_eq!(rest, b"second\n");
-    assert!(accepted.load(Ordering::SeqCst) >= 1);
+    // Both calls on one kept-alive connection, SNI the URL's host.
+    assert_eq!(site.accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(*site.sni.lock().unwrap(), [Some("localhost".to_owned())]);
 
     // Without the client certificate the site refuses the handshake: a 502, not a plain dial.
     let ca = pki.ca_file();
     let no_cert = passing_to(&url, |u| u.ca_file = ca).await;
-    assert_eq!(no_cert.get("/report").await.status, 502);
+    assert_eq!(no_cert.get("/site/report").await.status, 502);
     // Against the platform's roots the site's certificate does not verify.
     let (cert, key) = pki.issue("gateway-client-2", &["gateway.test"]).paths();
     let platform = passing_to(&url, |u| {
@@ -114,20 +113,20 @@ async fn the_passthrough_dials_an_https_upstream_with_its_ca_and_a_client_certif
         u.client_key = key;
     })
     .await;
-    assert_eq!(platform.get("/report").await.status, 502);
+    assert_eq!(platform.get("/site/report").await.status, 502);
 }
 
 #[tokio::test]
 async fn behind_the_tls_listener_the_passthrough_tells_the_upstream_https() {
     let pki = Pki::new("gateway CA");
     let (cert, key) = pki.issue("gateway", &["localhost"]).paths();
-    let app = axum::Router::new().route("/report", axum::routing::get(report));
+    let app = axum::Router::new().route("/site/report", axum::routing::get(report));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let site = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let gw = gateway()
         .upstream("site", &format!("http://{site}/"), Dialect::Legacy, 5000)
-        .passthrough(&[("/report", "site")])
+        .passthrough(&[("/site", "site")])
         .with(move |c| {
             c.server.tls = wiregate::config::ServerTls {
                 cert,
@@ -139,7 +138,7 @@ async fn behind_the_tls_listener_the_passthrough_tells_the_upstream_https() {
         .await;
     let port = gw.addr.port();
     let r = pki::client(&pki, None)
-        .get(format!("https://localhost:{port}/report"))
+        .get(format!("https://localhost:{port}/site/report"))
         .send()
         .await
         .unwrap();
