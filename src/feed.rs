@@ -163,7 +163,8 @@ impl Reader {
 
     /// Reads, reconnecting for ever; [`Feed::close`] drops this future wherever it waits.
     pub(crate) async fn run(mut self, cfg: EventsConfig, feed: Arc<Feed>) {
-        let tls = crate::tls::client_config_for(&cfg.source, &cfg.ca_file)
+        let tls = cfg
+            .tls()
             .expect("events.source's TLS settings are validated at start");
         let client: Client<_, Empty<Bytes>> =
             Client::builder(TokioExecutor::new()).build(crate::tls::connector(tls, None));

@@ -190,20 +190,22 @@ pub fn admin_client_config(
     client_cert: &str,
     client_key: &str,
 ) -> Result<Arc<ClientConfig>, TlsProblem> {
-    let mut u = Upstream::new("", "https://gateway", crate::config::Dialect::Legacy, 1);
-    u.ca_file = ca_file.to_owned();
-    u.client_cert = client_cert.to_owned();
-    u.client_key = client_key.to_owned();
-    client_config(&u)?.ok_or_else(|| problem("url", "an https:// URL has a TLS configuration"))
+    client_config_for("https://gateway", ca_file, client_cert, client_key)?
+        .ok_or_else(|| problem("url", "an https:// URL has a TLS configuration"))
 }
 
-/// The client configuration for a URL that is not an `[[upstreams]]` entry (the event feed):
-/// `ca_file` when set, else the platform's roots.
+/// The client configuration for a URL that is not an `[[upstreams]]` entry (the event feed),
+/// from the same three settings an upstream has and checked the same way: `ca_file` when set,
+/// else the platform's roots; `client_cert` and `client_key` together or not at all.
 pub fn client_config_for(
     url: &str,
     ca_file: &str,
+    client_cert: &str,
+    client_key: &str,
 ) -> Result<Option<Arc<ClientConfig>>, TlsProblem> {
     let mut u = Upstream::new("", url, crate::config::Dialect::Legacy, 1);
     u.ca_file = ca_file.to_owned();
+    u.client_cert = client_cert.to_owned();
+    u.client_key = client_key.to_owned();
     client_config(&u)
 }

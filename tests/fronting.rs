@@ -217,6 +217,142 @@ mod browsers_and_tracing {
         assert_eq!(r.headers()["access-control-allow-origin"], "*");
     }
 
+    /// A legacy site behind the pass-through that answers with CORS headers of its own (any
+    /// origin, with credentials), which the gateway's rule must replace, not add to.
+    async fn site_with_its_own_cors() -> String {
+        use axum::extract::{Path, Request};
+        let app = axum::Router::new().route(
+            "/files/{name}",
+            axum::routing::put(|Path(name): Path<String>, req: Request| async move {
+                let custom = req.headers().get("x-custom").cloned();
+                let body = axum::body::to_bytes(req.into_body(), 1 << 16)
+                    .await
+                    .unwrap();
+                (
+                    [
+                        ("access-control-allow-origin", "*"),
+                        ("access-control-allow-credentials", "true"),
+                        ("access-control-expose-headers", "x-site-secret"),
+                    ],
+                    axum::Json(json!({
+                        "name": name,
+                        "x-custom": custom.map(|v| v.to_str().unwrap().to_owned()),
+                        "body": String::from_utf8(body.to_vec()).unwrap(),
+                    })),
+                )
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        format!("http://{addr}/")
+    }
+
+    async fn passing_files_through() -> crate::support::TestGateway {
+        gateway()
+            .upstream(
+                "site",
+                &site_with_its_own_cors().await,
+                Dialect::Legacy,
+                2000,
+            )
+            .passthrough(&[("/files", "site")])
+            .with(|c| c.server.cors.allow_origins = vec![APP.into()])
+            .start()
+            .await
+    }
+
+    /// Every value of `name` in `headers`, one per line that carried it.
+    fn all(headers: &reqwest::header::HeaderMap, name: &str) -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_page_may_put_through_the_passthrough_with_a_custom_header() {
+        let gw = passing_files_through().await;
+        let url = format!("{}/files/a.txt", gw.base());
+        let pre = gw
+            .http
+            .request(reqwest::Method::OPTIONS, &url)
+            .header("origin", APP)
+            .header("access-control-request-method", "PUT")
+            .header("access-control-request-headers", "x-custom, authorization")
+            .send()
+            .await
+            .unwrap();
+        assert!(pre.status().is_success(), "{}", pre.status());
+        assert_eq!(all(pre.headers(), "access-control-allow-origin"), [APP]);
+        let methods = pre.headers()["access-control-allow-methods"]
+            .to_str()
+            .unwrap();
+        for m in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
+            assert!(methods.split(',').any(|x| x.trim() == m), "{m}: {methods}");
+        }
+        assert_eq!(
+            pre.headers()["access-control-allow-headers"],
+            "x-custom, authorization"
+        );
+
+        let put = gw
+            .http
+            .put(&url)
+            .header("origin", APP)
+            .header("x-custom", "yes")
+            .body("hello")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), 200);
+        // The gateway's rule, once; the site's own grants are gone.
+        let h = put.headers().clone();
+        assert_eq!(all(&h, "access-control-allow-origin"), [APP]);
+        assert!(h.get("access-control-allow-credentials").is_none(), "{h:?}");
+        let exposed = all(&h, "access-control-expose-headers").join(",");
+        assert!(exposed.contains("x-request-id"), "{exposed}");
+        assert!(!exposed.contains("x-site-secret"), "{exposed}");
+        let seen: serde_json::Value = put.json().await.unwrap();
+        assert_eq!(
+            seen,
+            json!({"name": "a.txt", "x-custom": "yes", "body": "hello"})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_origin_gets_no_cors_headers_from_the_passthrough_either() {
+        let gw = passing_files_through().await;
+        let url = format!("{}/files/a.txt", gw.base());
+        let pre = gw
+            .http
+            .request(reqwest::Method::OPTIONS, &url)
+            .header("origin", "https://evil.example")
+            .header("access-control-request-method", "PUT")
+            .send()
+            .await
+            .unwrap();
+        assert!(pre.headers().get("access-control-allow-origin").is_none());
+        // The PUT itself reaches the site (CORS is the browser's to enforce), but its answer
+        // grants nothing: the site's `*` and credentials are not passed on (tower-http's
+        // expose list, which grants nothing without an allowed origin, is all that is left).
+        let put = gw
+            .http
+            .put(&url)
+            .header("origin", "https://evil.example")
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), 200);
+        let h = put.headers();
+        assert!(h.get("access-control-allow-origin").is_none(), "{h:?}");
+        assert!(h.get("access-control-allow-credentials").is_none(), "{h:?}");
+        let exposed = all(h, "access-control-expose-headers").join(",");
+        assert!(!exposed.contains("x-site-secret"), "{exposed}");
+    }
+
     #[tokio::test]
     async fn traceparent_reaches_the_upstream_with_a_new_span_or_starts_a_trace() {
         let up = jsonrpc_echo().run().await;

@@ -1,11 +1,18 @@
 //! TLS both ways, with certificates made in the test: the listener (HTTP/2 and HTTP/1.1 by
 //! ALPN, client certificates when `client_ca` is set, a renewed certificate picked up on
 //! reload) and `https://` upstreams (verified against `ca_file` or the platform's roots, SNI the
-//! URL's host, client certificates, pooled connections).
+//! URL's host, client certificates, pooled connections): the RPC path here, the pass-through
+//! and the event feed in their modules.
 
+#[path = "tls/feed.rs"]
+mod feed;
+#[path = "tls/passthrough.rs"]
+mod passthrough;
 mod support;
 
 use std::sync::atomic::Ordering;
+
+use rustls::pki_types::pem::PemObject;
 
 use serde_json::{json, Value};
 use wiregate::config::{Config, Dialect, ServerTls, Upstream};
@@ -101,6 +108,42 @@ async fn the_listener_speaks_tls_with_alpn_and_requires_client_certificates_when
 }
 
 #[tokio::test]
+async fn a_client_that_speaks_only_tls_1_2_is_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (pki, _up, gw) = tls_front(10_000).await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_file(pki.ca_file()).unwrap())
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS12])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    // The gateway may end a TLS 1.2 connection without close_notify once it has answered.
+    let _ = tls.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test]
 async fn a_certificate_renewed_on_disk_is_served_after_a_reload_without_dropping_connections() {
     let old_ca = Pki::new("old CA");
     let new_ca = Pki::new("new CA");
@@ -177,14 +220,41 @@ async fn https_upstreams_are_verified_and_get_client_certificates() {
         assert_eq!(a.status, 200, "{}", a.text);
         assert_eq!(a.json()["result"]["via"], "legacy");
     }
-    // Five calls, one kept-alive TLS connection.
+    // Five calls, one kept-alive TLS connection, its SNI the URL's host.
     assert_eq!(up.connections.load(Ordering::SeqCst), 1);
+    assert_eq!(*up.sni.lock().unwrap(), [Some("localhost".to_owned())]);
 
     // Without the client certificate the upstream refuses the gateway.
     let no_cert = via_tls_upstream(&up, |u| u.ca_file = pki.ca_file()).await;
     let a = no_cert.rpc(&call()).await;
     assert_eq!(a.status, 502, "{}", a.text);
     assert_eq!(a.json()["error"]["data"]["kind"], "upstream_unreachable");
+}
+
+#[tokio::test]
+async fn an_upstream_named_by_ip_address_gets_no_sni_and_is_verified_by_its_address() {
+    // SNI carries host names only (RFC 6066): for an address the gateway sends none, and the
+    // certificate must name the address.
+    let pki = Pki::new("upstream CA");
+    let up_cert = pki.issue("upstream", &["127.0.0.1"]);
+    let up = legacy_echo()
+        .run_tls(pki::server_config(&up_cert, None))
+        .await;
+    let mut u = Upstream::new(
+        "secure",
+        &format!("https://127.0.0.1:{}/rpc", up.addr.port()),
+        Dialect::Legacy,
+        2000,
+    );
+    u.ca_file = pki.ca_file();
+    let gw = gateway()
+        .with(move |c| c.upstreams.push(u))
+        .route(&["*"], "secure")
+        .start()
+        .await;
+    let a = gw.rpc(&call()).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(*up.sni.lock().unwrap(), [None]);
 }
 
 #[tokio::test]

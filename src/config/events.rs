@@ -1,5 +1,7 @@
 //! `[events]`: the legacy server's domain-event feed.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::Issues;
@@ -13,6 +15,13 @@ pub struct Events {
     /// PEM CAs an `https://` source is verified against; empty: the platform's roots.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ca_file: String,
+    /// PEM certificate chain presented to an `https://` source that asks for one (mTLS), as an
+    /// upstream's `client_cert`; set together with `client_key`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_cert: String,
+    /// The private key of `client_cert` (PEM).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_key: String,
     /// First reconnect backoff step; doubles up to 30 s.
     pub reconnect_ms: u64,
     /// Events kept for resumption.
@@ -56,6 +65,8 @@ impl Default for Events {
         Events {
             source: String::new(),
             ca_file: String::new(),
+            client_cert: String::new(),
+            client_key: String::new(),
             reconnect_ms: 1000,
             replay_events: 4096,
             subscriber_buffer: None,
@@ -68,6 +79,17 @@ impl Default for Events {
 }
 
 impl Events {
+    /// The client TLS configuration for `source` (`None` for `http://`), from `ca_file`,
+    /// `client_cert` and `client_key` as an upstream's are built.
+    pub fn tls(&self) -> Result<Option<Arc<rustls::ClientConfig>>, crate::tls::TlsProblem> {
+        crate::tls::client_config_for(
+            &self.source,
+            &self.ca_file,
+            &self.client_cert,
+            &self.client_key,
+        )
+    }
+
     pub(super) fn validate(&self, issues: &mut Issues) {
         if self.source.is_empty() {
             return;
@@ -76,7 +98,7 @@ impl Events {
             Ok(uri)
                 if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() =>
             {
-                if let Err(e) = crate::tls::client_config_for(&self.source, &self.ca_file) {
+                if let Err(e) = self.tls() {
                     issues.add(format!("events.{}", e.key), e.message);
                 }
             }

@@ -1,9 +1,15 @@
 //! `[server.cors]`: tower-http's CORS layer, built from the allowed origins, around every
 //! route (the SSE streams that [`sse_conn`](crate::sse_conn) serves get the same headers; see
 //! [`stream_headers`]).
+//!
+//! The pass-through is one of those routes, so the rule is a reverse proxy's: every method a
+//! proxy carries, and whatever request headers the page asks for. With CORS configured the
+//! gateway owns the policy: an upstream's own `Access-Control-*` headers are dropped from its
+//! answers (see [`around`]).
 
-use axum::http::{header, HeaderName, HeaderValue, Method};
-use tower_http::cors::{AllowOrigin, CorsLayer};
+use axum::http::{HeaderName, HeaderValue, Method};
+use axum::response::Response;
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use crate::config::Cors;
 
@@ -24,24 +30,50 @@ pub(super) fn layer(cors: &Cors) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(origins)
-            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
-            .allow_headers([
-                header::CONTENT_TYPE,
-                header::AUTHORIZATION,
-                HeaderName::from_static("last-event-id"),
-                HeaderName::from_static(crate::a2a::VERSION_HEADER),
-                HeaderName::from_static("x-request-id"),
-                crate::trace::TRACEPARENT,
-                crate::trace::TRACESTATE,
+            .allow_methods([
+                Method::GET,
+                Method::HEAD,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+                Method::OPTIONS,
             ])
+            // Mirrored rather than `*`: the wildcard does not cover `Authorization` (Fetch
+            // standard), and a pass-through's upstream may take any header; the origin check
+            // is what guards the route, not the header list.
+            .allow_headers(AllowHeaders::mirror_request())
             .expose_headers([
                 HeaderName::from_static("x-request-id"),
                 HeaderName::from_static("server-timing"),
-                header::HeaderName::from_static("deprecation"),
-                header::HeaderName::from_static("sunset"),
+                HeaderName::from_static("deprecation"),
+                HeaderName::from_static("sunset"),
             ])
             .max_age(std::time::Duration::from_secs(600)),
     )
+}
+
+/// `router` with `layer` around it, an upstream's own `Access-Control-*` headers dropped from
+/// each answer before `layer` adds the gateway's. tower-http overwrites the names it sets but
+/// adds nothing for a refused origin and never sets some names (`Allow-Credentials` here), so
+/// without this a pass-through answer could grant what the gateway's rule refuses.
+pub(super) fn around(router: axum::Router, layer: &CorsLayer) -> axum::Router {
+    router
+        .layer(axum::middleware::map_response(drop_upstream_cors))
+        .layer(layer.clone())
+}
+
+async fn drop_upstream_cors(mut resp: Response) -> Response {
+    let headers = resp.headers_mut();
+    let theirs: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| n.as_str().starts_with("access-control-"))
+        .cloned()
+        .collect();
+    for name in theirs {
+        headers.remove(name);
+    }
+    resp
 }
 
 /// Runs `resp` through `layer` as the answer to a GET with `headers`, so a stream served off

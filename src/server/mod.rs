@@ -230,7 +230,7 @@ impl Live {
             )
             .with_state(state.clone());
         if let Some(c) = &cors {
-            router = router.layer(c.clone());
+            router = cors::around(router, c);
         }
         Live {
             router,

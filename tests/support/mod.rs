@@ -46,6 +46,8 @@ pub struct Listening {
     pub max_in_flight: Arc<AtomicUsize>,
     /// Connections accepted (counted for TLS upstreams only).
     pub connections: Arc<AtomicUsize>,
+    /// The SNI name of each TLS handshake (TLS upstreams only).
+    pub sni: pki::Sni,
 }
 
 impl Listening {
@@ -158,21 +160,28 @@ impl UpstreamBuilder {
         let app = axum::Router::new()
             .route("/rpc", post(answer))
             .with_state(state);
-        let (addr, origin, connections) = match tls {
+        let (addr, origin, connections, sni) = match tls {
             Some(cfg) => {
-                let (addr, n) = pki::serve_tls(app, cfg).await;
-                (addr, format!("https://localhost:{}", addr.port()), n)
+                let s = pki::serve_tls(app, cfg).await;
+                let origin = format!("https://localhost:{}", s.addr.port());
+                (s.addr, origin, s.accepted, s.sni)
             }
             None => {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let addr = listener.local_addr().unwrap();
                 tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-                (addr, format!("http://{addr}"), Arc::default())
+                (
+                    addr,
+                    format!("http://{addr}"),
+                    Arc::default(),
+                    Arc::default(),
+                )
             }
         };
         Listening {
             origin,
             connections,
+            sni,
             addr,
             seen,
             max_in_flight,
@@ -656,12 +665,21 @@ pub struct FeedServer {
     pub addr: SocketAddr,
     /// Each request's query string and `Last-Event-ID`.
     pub requests: FeedRequests,
+    /// Connections accepted (counted for TLS feeds only).
+    pub accepted: Arc<AtomicUsize>,
+    /// The SNI name of each TLS handshake (TLS feeds only).
+    pub sni: pki::Sni,
+    /// Served over TLS (reached as `https://localhost`).
+    tls: bool,
 }
 
 impl FeedServer {
     /// The source URL.
     pub fn url(&self) -> String {
-        format!("http://{}/events", self.addr)
+        match self.tls {
+            true => format!("https://localhost:{}/events", self.addr.port()),
+            false => format!("http://{}/events", self.addr),
+        }
     }
 }
 
@@ -682,6 +700,25 @@ pub async fn feed_server(
     drop_after: Option<usize>,
     honour_resume: bool,
 ) -> FeedServer {
+    serve_feed_records(records, mode, drop_after, honour_resume, None).await
+}
+
+/// Serves `records` as [`feed_server`] does, over TLS with `config`, the connection kept open.
+pub async fn feed_server_tls(
+    records: Vec<String>,
+    mode: FeedMode,
+    config: Arc<rustls::ServerConfig>,
+) -> FeedServer {
+    serve_feed_records(records, mode, None, true, Some(config)).await
+}
+
+async fn serve_feed_records(
+    records: Vec<String>,
+    mode: FeedMode,
+    drop_after: Option<usize>,
+    honour_resume: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> FeedServer {
     let requests = Arc::new(Mutex::new(Vec::new()));
     let state = FeedState {
         records: Arc::new(records),
@@ -693,10 +730,25 @@ pub async fn feed_server(
     let app = axum::Router::new()
         .route("/events", axum::routing::get(serve_feed))
         .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    FeedServer { addr, requests }
+    let (addr, accepted, sni, tls) = match tls {
+        Some(cfg) => {
+            let s = pki::serve_tls(app, cfg).await;
+            (s.addr, s.accepted, s.sni, true)
+        }
+        None => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            (addr, Arc::default(), Arc::default(), false)
+        }
+    };
+    FeedServer {
+        addr,
+        requests,
+        accepted,
+        sni,
+        tls,
+    }
 }
 
 async fn serve_feed(

@@ -3,7 +3,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 
@@ -98,28 +99,41 @@ pub fn server_config(issued: &Issued, client_ca: Option<&str>) -> Arc<rustls::Se
     Arc::new(cfg)
 }
 
-/// Serves `app` over TLS with `config` on 127.0.0.1:0 (HTTP/1.1); returns its address and
-/// the count of connections it accepted.
-pub async fn serve_tls(
-    app: axum::Router,
-    config: Arc<rustls::ServerConfig>,
-) -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+/// A TLS test server's address and what it saw of its clients' handshakes.
+#[derive(Clone, Debug)]
+pub struct TlsServing {
+    /// Bound address.
+    pub addr: SocketAddr,
+    /// Connections accepted.
+    pub accepted: Arc<AtomicUsize>,
+    /// The SNI name of each finished handshake, in order (`None`: the client sent none).
+    pub sni: Sni,
+}
+
+/// The SNI name of each finished handshake.
+pub type Sni = Arc<Mutex<Vec<Option<String>>>>;
+
+/// Serves `app` over TLS with `config` on 127.0.0.1:0 (HTTP/1.1).
+pub async fn serve_tls(app: axum::Router, config: Arc<rustls::ServerConfig>) -> TlsServing {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = accepted.clone();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let sni = Sni::default();
+    let (counter, names) = (accepted.clone(), sni.clone());
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 continue;
             };
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let (acceptor, app) = (acceptor.clone(), app.clone());
+            counter.fetch_add(1, Ordering::SeqCst);
+            let (acceptor, app, names) = (acceptor.clone(), app.clone(), names.clone());
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
+                let name = tls.get_ref().1.server_name().map(str::to_owned);
+                names.lock().unwrap().push(name);
                 let svc = hyper_util::service::TowerToHyperService::new(app);
                 let _ = hyper_util::server::conn::auto::Builder::new(
                     hyper_util::rt::TokioExecutor::new(),
@@ -129,7 +143,11 @@ pub async fn serve_tls(
             });
         }
     });
-    (addr, accepted)
+    TlsServing {
+        addr,
+        accepted,
+        sni,
+    }
 }
 
 /// An HTTPS client trusting `pki`'s CA only, presenting `identity` when given.
