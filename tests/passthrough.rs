@@ -15,9 +15,11 @@ use axum::response::IntoResponse;
 use axum::routing::{get, put};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{oneshot, Notify};
 use wiregate::config::{Dialect, Passthrough};
 
+use support::raw_h1::read_answer;
 use support::{black_hole, dead_url, gateway, legacy_echo, TestGateway};
 
 /// Length of `/blob`, a download longer than what the pass-through reads whole.
@@ -380,6 +382,71 @@ async fn a_dead_or_silent_upstream_is_a_502_or_504_with_a_short_body() {
     assert!(started.elapsed() < Duration::from_secs(3));
     // Everyone else is still served.
     assert_eq!(gw.get("/health").await.status, 200);
+}
+
+/// The upstream's `timeout_ms` bounds the upstream, not the client: an upload streamed over
+/// longer than it reaches the upstream whole, and its answer comes back.
+#[tokio::test]
+async fn an_upload_slower_than_the_upstream_timeout_still_goes_through() {
+    const PIECES: usize = 8;
+    const PIECE: usize = 10_000;
+    let site = site().await;
+    let gw = gateway()
+        .upstream("site", &site.url, Dialect::Legacy, 300)
+        .route(&["*"], "site")
+        .passthrough(&[("/", "site")])
+        .start()
+        .await;
+    // The client's own pace: a piece every 100 ms, 800 ms in all.
+    let pieces = async_stream::stream! {
+        for i in 0..PIECES {
+            if i > 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            yield Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'a' + i as u8; PIECE]));
+        }
+    };
+    let started = std::time::Instant::now();
+    let r = gw
+        .http
+        .put(format!("{}/files/slow.bin", gw.base()))
+        .body(reqwest::Body::wrap_stream(pieces))
+        .send()
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(700));
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["name"], "slow.bin");
+    assert_eq!(body["len"], PIECES * PIECE);
+}
+
+/// A client that stalls mid-upload is cut off by `server.body_read_timeout_ms` (408): it cannot
+/// hold the upstream's connection, and the upstream's shorter `timeout_ms` is not what ends it.
+#[tokio::test]
+async fn an_upload_that_stalls_is_a_408() {
+    let site = site().await;
+    let gw = gateway()
+        .upstream("site", &site.url, Dialect::Legacy, 300)
+        .route(&["*"], "site")
+        .passthrough(&[("/", "site")])
+        .with(|c| c.server.body_read_timeout_ms = 600)
+        .start()
+        .await;
+    let (r, mut w) = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .unwrap()
+        .into_split();
+    w.write_all(
+        b"PUT /files/stalled.bin HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n0123456789",
+    )
+    .await
+    .unwrap();
+    let answer = read_answer(&mut BufReader::new(r), Duration::from_secs(10)).await;
+    assert!(answer.status.contains(" 408 "), "{}", answer.status);
+    let body = String::from_utf8_lossy(&answer.body);
+    assert!(body.contains("body_read_timeout_ms"), "{body}");
+    drop(w);
 }
 
 #[tokio::test]
