@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::extract::{Path, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, put};
+use axum::routing::{any, get, put};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -88,6 +88,12 @@ async fn site() -> Site {
                         axum::Json(json!({"name": name, "len": len, "chunks": chunks, "headers": headers})),
                     )
                 }
+            }),
+        )
+        .route(
+            "/a2a",
+            any(|req: Request| async move {
+                axum::Json(json!({"method": req.method().as_str(), "query": req.uri().query()}))
             }),
         )
         .route(
@@ -447,6 +453,46 @@ async fn an_upload_that_stalls_is_a_408() {
     let body = String::from_utf8_lossy(&answer.body);
     assert!(body.contains("body_read_timeout_ms"), "{body}");
     drop(w);
+}
+
+/// An RPC path takes `POST`s; its other methods are the pass-through's (405 only without one).
+#[tokio::test]
+async fn other_methods_on_an_rpc_path_go_to_the_pass_through() {
+    let site = site().await;
+    let rpc_up = legacy_echo().run().await;
+    let gw = gateway()
+        .upstream("legacy", &rpc_up.url(), Dialect::Legacy, 2000)
+        .upstream("site", &site.url, Dialect::Legacy, 2000)
+        .route(&["*"], "legacy")
+        .passthrough(&[("/", "site")])
+        .with(|c| {
+            c.server.rpc_paths = vec!["/a2a".into()];
+            c.a2a.jsonrpc_path = String::new();
+        })
+        .start()
+        .await;
+    let got = gw.get("/a2a?card=1").await;
+    assert_eq!(got.status, 200, "{}", got.text);
+    assert_eq!(got.json(), json!({"method": "GET", "query": "card=1"}));
+    let gone = gw
+        .http
+        .delete(format!("{}/a2a", gw.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 200);
+    let gone: Value = gone.json().await.unwrap();
+    assert_eq!(gone, json!({"method": "DELETE", "query": null}));
+    // A POST there is still a call the gateway answers.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "plan.get", "params": {}});
+    let answered = gw.post_to("/a2a", &call).await;
+    assert_eq!(
+        answered.json()["result"]["via"],
+        "legacy",
+        "{}",
+        answered.text
+    );
+    assert_eq!(rpc_up.seen().len(), 1);
 }
 
 #[tokio::test]
