@@ -115,10 +115,10 @@ impl<'a> Headers<'a> {
     }
 
     /// The first value of `first`, and the value of `sole` (another name) when it came once
-    /// (none when it came more than once), read together: in a head, in one pass over its lines. A call reads
-    /// its `traceparent` and `tracestate` so ([`crate::trace`]), and that scan is the one
-    /// `traceparent` alone cost. `sole`'s value is a [`HeaderValue`] sharing the head's bytes,
-    /// kept beyond the head (it goes upstream).
+    /// (none when it came more than once), read together: in a head, in one pass over its
+    /// lines. A call reads its `traceparent` and `tracestate` so ([`crate::trace`]), in the one
+    /// scan `traceparent` alone cost. `sole`'s value is a [`HeaderValue`] sharing the head's
+    /// bytes (a reference count, no copy), kept beyond the head: it goes upstream.
     pub fn get_and_sole(
         self,
         first: impl Name,

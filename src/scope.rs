@@ -1,6 +1,7 @@
 //! What one request carries through the call path without every function taking it: its
-//! trace context and the client's `tracestate` (sent to every upstream it reaches, whatever the dialect's code path) and,
-//! for the access log, which client dialect and upstreams its calls had.
+//! trace context and the client's `tracestate` (sent to every upstream it reaches, whatever
+//! the dialect's code path) and, for the access log, which client dialect and upstreams its
+//! calls had.
 //!
 //! A tokio task-local, set around a request's handling; code outside a request (tests of
 //! pure parts, background tasks) simply finds none.
