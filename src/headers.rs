@@ -114,6 +114,40 @@ impl<'a> Headers<'a> {
         self.get(name).and_then(visible)
     }
 
+    /// The first value of `first`, and the value of `sole` (another name) when it came once
+    /// (none when it came more than once), read together: in a head, in one pass over its
+    /// lines. A call reads its `traceparent` and `tracestate` so ([`crate::trace`]), in the one
+    /// scan `traceparent` alone cost. `sole`'s value is a [`HeaderValue`] sharing the head's
+    /// bytes (a reference count, no copy), kept beyond the head: it goes upstream.
+    pub fn get_and_sole(
+        self,
+        first: impl Name,
+        sole: impl Name,
+    ) -> (Option<&'a [u8]>, Option<HeaderValue>) {
+        match self {
+            Headers::Map(m) => {
+                let mut all = sole.all_in_map(m);
+                let one = all.next().filter(|_| all.next().is_none());
+                (first.in_map(m).map(HeaderValue::as_bytes), one.cloned())
+            }
+            Headers::Head(h) => {
+                let (mut found, mut one, mut times) = (None, None, 0);
+                for (name, value) in &h.lines {
+                    if found.is_none() && first.is(name) {
+                        found = Some(&h.bytes[value.clone()]);
+                    } else if sole.is(name) {
+                        one = Some(value);
+                        times += 1;
+                    }
+                }
+                let one = one
+                    .filter(|_| times == 1)
+                    .and_then(|v| HeaderValue::from_maybe_shared(h.bytes.slice(v.clone())).ok());
+                (found, one)
+            }
+        }
+    }
+
     /// The first value of `name` as a [`HeaderValue`] (sharing the head's bytes, not copied).
     pub fn value(self, name: impl Name) -> Option<HeaderValue> {
         match self {
@@ -132,6 +166,8 @@ pub trait Name: Copy {
     fn is(self, have: &HeaderName) -> bool;
     /// The first value of this name in `map`.
     fn in_map(self, map: &HeaderMap) -> Option<&HeaderValue>;
+    /// Every value of this name in `map`.
+    fn all_in_map(self, map: &HeaderMap) -> axum::http::header::ValueIter<'_, HeaderValue>;
 }
 
 impl Name for &HeaderName {
@@ -141,6 +177,9 @@ impl Name for &HeaderName {
     fn in_map(self, map: &HeaderMap) -> Option<&HeaderValue> {
         map.get(self)
     }
+    fn all_in_map(self, map: &HeaderMap) -> axum::http::header::ValueIter<'_, HeaderValue> {
+        map.get_all(self).iter()
+    }
 }
 
 impl Name for &str {
@@ -149,6 +188,9 @@ impl Name for &str {
     }
     fn in_map(self, map: &HeaderMap) -> Option<&HeaderValue> {
         map.get(self)
+    }
+    fn all_in_map(self, map: &HeaderMap) -> axum::http::header::ValueIter<'_, HeaderValue> {
+        map.get_all(self).iter()
     }
 }
 
@@ -218,6 +260,12 @@ mod tests {
             prop_assert_eq!(h.get(probe.as_str()), m.get(probe.as_str()));
             prop_assert_eq!(h.str(probe.as_str()), m.str(probe.as_str()));
             prop_assert_eq!(h.value(probe.as_str()), m.value(probe.as_str()));
+            if !probe.eq_ignore_ascii_case("x-b") {
+                prop_assert_eq!(
+                    h.get_and_sole(probe.as_str(), "x-b"),
+                    m.get_and_sole(probe.as_str(), "x-b")
+                );
+            }
             prop_assert_eq!(
                 h.get_all(probe.as_str()).collect::<Vec<_>>(),
                 m.get_all(probe.as_str()).collect::<Vec<_>>()
@@ -266,6 +314,14 @@ mod tests {
             assert_eq!(h.str("x-bin"), None);
             assert_eq!(h.value("x-client").unwrap(), "billing");
             assert_eq!(h.value("x-none"), None);
+            // A name sent once comes as a value; sent twice, as none.
+            let (first, sole) = h.get_and_sole(&axum::http::header::ACCEPT, "x-client");
+            assert_eq!(
+                (first, sole.unwrap().as_bytes()),
+                (Some(&b"a"[..]), &b"billing"[..])
+            );
+            assert_eq!(h.get_and_sole("host", "accept"), (Some(&b"a"[..]), None));
+            assert_eq!(h.get_and_sole("x-none", "x-other"), (None, None));
         }
         assert_eq!(
             map.get("x-bin").unwrap().to_str().is_ok(),

@@ -36,6 +36,8 @@ struct Target {
     /// The `Host` the upstream gets: its URL's authority.
     authority: Box<str>,
     timeout: Duration,
+    /// `server.body_read_timeout_ms`: how long a client's streamed upload may take.
+    body_timeout: Duration,
     /// Its connections: the same pool and HTTP/1.1 exchange as the RPC path's.
     client: UpstreamClient,
     /// Its metric handles, registered once: answers by status class (1xx to 5xx), latency.
@@ -76,7 +78,8 @@ impl Passthrough {
             .filter_map(|p| {
                 let u = config.upstreams.iter().find(|u| u.name == p.upstream)?;
                 let prefix = p.prefix.trim_end_matches('/');
-                Some((prefix.into(), Arc::new(Target::new(u)?)))
+                let body_timeout = Duration::from_millis(config.server.body_read_timeout_ms);
+                Some((prefix.into(), Arc::new(Target::new(u, body_timeout)?)))
             })
             .collect();
         routes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
@@ -188,7 +191,7 @@ impl Ready {
 }
 
 impl Target {
-    fn new(u: &Upstream) -> Option<Self> {
+    fn new(u: &Upstream, body_timeout: Duration) -> Option<Self> {
         let uri: Uri = u.url.parse().ok()?;
         // The recorder first, so the handles are live ones.
         crate::telemetry::install();
@@ -202,6 +205,7 @@ impl Target {
             name: u.name.clone(),
             authority: uri.authority()?.as_str().into(),
             timeout: u.timeout(),
+            body_timeout,
             client: UpstreamClient::new(u.clone(), 0),
         })
     }
@@ -228,21 +232,25 @@ impl Target {
             trusted,
             upgrade.as_ref().map(|u| &u.0),
         );
-        let sent = tokio::time::timeout(
-            self.timeout,
-            exchange::exchange(
-                &self.client,
-                head,
-                body,
-                sending,
-                no_body,
-                upgrade.is_some(),
-            ),
+        // Timed step by step, not as a whole: an upload may take longer than the upstream's
+        // timeout, at the client's pace (bounded by `server.body_read_timeout_ms`).
+        let timeouts = exchange::Timeouts {
+            upstream: self.timeout,
+            client_body: self.body_timeout,
+        };
+        let sent = exchange::exchange(
+            &self.client,
+            head,
+            body,
+            sending,
+            no_body,
+            upgrade.is_some(),
+            timeouts,
         )
         .await;
         let answer = match sent {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(exchange::Failed::ClientBody(e))) => {
+            Ok(answer) => answer,
+            Err(exchange::Failed::ClientBody(e)) => {
                 tracing::debug!(upstream = %self.name, error = %e, "pass-through request body failed");
                 return self.refuse(
                     StatusCode::BAD_REQUEST,
@@ -250,13 +258,21 @@ impl Target {
                     "not sent: the request body failed",
                 );
             }
-            Ok(Err(e)) => {
-                tracing::warn!(upstream = %self.name, error = %e, "pass-through upstream unreachable");
-                return self.refuse(StatusCode::BAD_GATEWAY, started, "unreachable");
+            Err(exchange::Failed::ClientBodyTimedOut) => {
+                tracing::debug!(upstream = %self.name, "pass-through request body timed out");
+                return self.refuse(
+                    StatusCode::REQUEST_TIMEOUT,
+                    started,
+                    "not sent: the request body was not in within server.body_read_timeout_ms",
+                );
             }
-            Err(_) => {
+            Err(exchange::Failed::TimedOut) => {
                 tracing::warn!(upstream = %self.name, timeout_ms = self.timeout.as_millis() as u64, "pass-through upstream timed out");
                 return self.refuse(StatusCode::GATEWAY_TIMEOUT, started, "timed out");
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e, "pass-through upstream unreachable");
+                return self.refuse(StatusCode::BAD_GATEWAY, started, "unreachable");
             }
         };
         self.record(answer.status, started);

@@ -1,12 +1,15 @@
 //! What one request carries through the call path without every function taking it: its
-//! trace context (sent to every upstream it reaches, whatever the dialect's code path) and,
-//! for the access log, which client dialect and upstreams its calls had.
+//! trace context and the client's `tracestate` (sent to every upstream it reaches, whatever
+//! the dialect's code path) and, for the access log, which client dialect and upstreams its
+//! calls had.
 //!
 //! A tokio task-local, set around a request's handling; code outside a request (tests of
 //! pure parts, background tasks) simply finds none.
 
 use std::cell::RefCell;
 use std::future::Future;
+
+use axum::http::HeaderValue;
 
 use crate::trace::TraceContext;
 
@@ -15,9 +18,13 @@ use crate::trace::TraceContext;
 pub struct Scope {
     /// The hop's trace context.
     pub trace: TraceContext,
+    /// The client's `tracestate`, passed to upstreams with the `traceparent` (see
+    /// [`TraceContext::for_call_with_state`]). Held here, not boxed with the notes: sharing
+    /// the head's bytes, it costs no allocation, where a box would cost one per traced call.
+    pub state: Option<HeaderValue>,
     /// The calls' notes, when they are wanted (the access log is on); else noting costs
     /// nothing. Boxed: tokio swaps the scope in and out of its slot on every poll of the
-    /// request, so it is kept small (the trace context and a pointer).
+    /// request, so it is kept small (the trace context, the `tracestate` handle and a pointer).
     note: Option<Box<RefCell<Note>>>,
 }
 
@@ -34,11 +41,17 @@ tokio::task_local! {
     static SCOPE: Scope;
 }
 
-/// Runs `f` as the request with trace context `trace`; returns its output and, when `noting`,
-/// what its calls noted.
-pub async fn run<F: Future>(trace: TraceContext, noting: bool, f: F) -> (F::Output, Note) {
+/// Runs `f` as the request with trace context `trace` and the client's `tracestate` `state`;
+/// returns its output and, when `noting`, what its calls noted.
+pub async fn run<F: Future>(
+    trace: TraceContext,
+    state: Option<HeaderValue>,
+    noting: bool,
+    f: F,
+) -> (F::Output, Note) {
     let scope = Scope {
         trace,
+        state,
         note: noting.then(Box::default),
     };
     SCOPE
@@ -53,6 +66,12 @@ pub async fn run<F: Future>(trace: TraceContext, noting: bool, f: F) -> (F::Outp
 /// The current request's trace context, if there is a request.
 pub fn trace() -> Option<TraceContext> {
     SCOPE.try_with(|s| s.trace).ok()
+}
+
+/// The current request's trace context and `tracestate`, what an upstream request carries.
+/// The `tracestate` is shared, not copied.
+pub fn upstream_trace() -> Option<(TraceContext, Option<HeaderValue>)> {
+    SCOPE.try_with(|s| (s.trace, s.state.clone())).ok()
 }
 
 /// Notes that a call of the current request (if any) spoke `dialect` and went to `upstream`.
@@ -81,8 +100,10 @@ mod tests {
     #[tokio::test]
     async fn notes_each_upstream_once_and_the_first_dialect() {
         let ctx = TraceContext::for_call(&axum::http::HeaderMap::new());
-        let ((), note) = run(ctx, true, async {
+        let state = HeaderValue::from_static("a=1");
+        let ((), note) = run(ctx, Some(state.clone()), true, async {
             assert_eq!(trace(), Some(ctx));
+            assert_eq!(upstream_trace(), Some((ctx, Some(state))));
             note_call("legacy", "a");
             note_call("jsonrpc", "b");
             note_call("legacy", "a");
@@ -91,6 +112,7 @@ mod tests {
         assert_eq!(note.dialect, "legacy");
         assert_eq!(note.upstreams, "a,b");
         assert_eq!(trace(), None);
+        assert_eq!(upstream_trace(), None);
         note_call("legacy", "ignored outside a request");
     }
 }

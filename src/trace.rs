@@ -26,6 +26,20 @@ impl TraceContext {
         Self::for_parent(headers.into().get(&TRACEPARENT)).0
     }
 
+    /// The same, and the client's `tracestate` to pass upstream with it: only with a valid
+    /// `traceparent` (the rule of [`copied`]), and only when it came as one line. Several lines
+    /// would have to be joined into one (W3C), a buffer per call; they are dropped instead, as
+    /// a `tracestate` may be. No length cap: W3C asks for at least 512 bytes to be passed and
+    /// allows more, the pass-through passes any, and the client's head limit bounds it.
+    /// `headers` are read in one scan for both names.
+    pub fn for_call_with_state<'a>(
+        headers: impl Into<crate::headers::Headers<'a>>,
+    ) -> (Self, Option<HeaderValue>) {
+        let (parent, state) = headers.into().get_and_sole(&TRACEPARENT, &TRACESTATE);
+        let (ctx, valid) = Self::for_parent(parent);
+        (ctx, state.filter(|_| valid))
+    }
+
     /// The same from the client's `traceparent` value, if it sent one; also whether it was a
     /// valid one (its `tracestate` goes on only then).
     pub fn for_parent(traceparent: Option<&[u8]>) -> (Self, bool) {
@@ -178,6 +192,37 @@ mod tests {
             let ctx = TraceContext::for_call(&h);
             assert_ne!(ctx.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
             assert_eq!(ctx.traceparent().len(), 55);
+        }
+    }
+
+    #[test]
+    fn tracestate_goes_on_with_a_valid_parent_sent_once() {
+        let with = |lines: &[(&str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (n, v) in lines {
+                h.append(
+                    HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            TraceContext::for_call_with_state(&h)
+        };
+        let (ctx, state) = with(&[("traceparent", SAMPLE), ("tracestate", "a=1,b=2")]);
+        assert_eq!(ctx.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(state.unwrap(), "a=1,b=2");
+        let long = format!("a={}", "x".repeat(600));
+        let (_, state) = with(&[("traceparent", SAMPLE), ("tracestate", &long)]);
+        assert_eq!(state.unwrap(), long.as_str(), "no length cap");
+        for lines in [
+            &[("tracestate", "a=1")][..],
+            &[("traceparent", "00-bad"), ("tracestate", "a=1")],
+            &[
+                ("traceparent", SAMPLE),
+                ("tracestate", "a=1"),
+                ("tracestate", "b=2"),
+            ],
+        ] {
+            assert_eq!(with(lines).1, None, "{lines:?}");
         }
     }
 

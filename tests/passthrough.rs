@@ -12,12 +12,14 @@ use axum::body::Body;
 use axum::extract::{Path, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, put};
+use axum::routing::{any, get, put};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{oneshot, Notify};
 use wiregate::config::{Dialect, Passthrough};
 
+use support::raw_h1::read_answer;
 use support::{black_hole, dead_url, gateway, legacy_echo, TestGateway};
 
 /// Length of `/blob`, a download longer than what the pass-through reads whole.
@@ -86,6 +88,12 @@ async fn site() -> Site {
                         axum::Json(json!({"name": name, "len": len, "chunks": chunks, "headers": headers})),
                     )
                 }
+            }),
+        )
+        .route(
+            "/a2a",
+            any(|req: Request| async move {
+                axum::Json(json!({"method": req.method().as_str(), "query": req.uri().query()}))
             }),
         )
         .route(
@@ -380,6 +388,111 @@ async fn a_dead_or_silent_upstream_is_a_502_or_504_with_a_short_body() {
     assert!(started.elapsed() < Duration::from_secs(3));
     // Everyone else is still served.
     assert_eq!(gw.get("/health").await.status, 200);
+}
+
+/// The upstream's `timeout_ms` bounds the upstream, not the client: an upload streamed over
+/// longer than it reaches the upstream whole, and its answer comes back.
+#[tokio::test]
+async fn an_upload_slower_than_the_upstream_timeout_still_goes_through() {
+    const PIECES: usize = 8;
+    const PIECE: usize = 10_000;
+    let site = site().await;
+    let gw = gateway()
+        .upstream("site", &site.url, Dialect::Legacy, 300)
+        .route(&["*"], "site")
+        .passthrough(&[("/", "site")])
+        .start()
+        .await;
+    // The client's own pace: a piece every 100 ms, 800 ms in all.
+    let pieces = async_stream::stream! {
+        for i in 0..PIECES {
+            if i > 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            yield Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'a' + i as u8; PIECE]));
+        }
+    };
+    let started = std::time::Instant::now();
+    let r = gw
+        .http
+        .put(format!("{}/files/slow.bin", gw.base()))
+        .body(reqwest::Body::wrap_stream(pieces))
+        .send()
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(700));
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["name"], "slow.bin");
+    assert_eq!(body["len"], PIECES * PIECE);
+}
+
+/// A client that stalls mid-upload is cut off by `server.body_read_timeout_ms` (408): it cannot
+/// hold the upstream's connection, and the upstream's shorter `timeout_ms` is not what ends it.
+#[tokio::test]
+async fn an_upload_that_stalls_is_a_408() {
+    let site = site().await;
+    let gw = gateway()
+        .upstream("site", &site.url, Dialect::Legacy, 300)
+        .route(&["*"], "site")
+        .passthrough(&[("/", "site")])
+        .with(|c| c.server.body_read_timeout_ms = 600)
+        .start()
+        .await;
+    let (r, mut w) = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .unwrap()
+        .into_split();
+    w.write_all(
+        b"PUT /files/stalled.bin HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n0123456789",
+    )
+    .await
+    .unwrap();
+    let answer = read_answer(&mut BufReader::new(r), Duration::from_secs(10)).await;
+    assert!(answer.status.contains(" 408 "), "{}", answer.status);
+    let body = String::from_utf8_lossy(&answer.body);
+    assert!(body.contains("body_read_timeout_ms"), "{body}");
+    drop(w);
+}
+
+/// An RPC path takes `POST`s; its other methods are the pass-through's (405 only without one).
+#[tokio::test]
+async fn other_methods_on_an_rpc_path_go_to_the_pass_through() {
+    let site = site().await;
+    let rpc_up = legacy_echo().run().await;
+    let gw = gateway()
+        .upstream("legacy", &rpc_up.url(), Dialect::Legacy, 2000)
+        .upstream("site", &site.url, Dialect::Legacy, 2000)
+        .route(&["*"], "legacy")
+        .passthrough(&[("/", "site")])
+        .with(|c| {
+            c.server.rpc_paths = vec!["/a2a".into()];
+            c.a2a.jsonrpc_path = String::new();
+        })
+        .start()
+        .await;
+    let got = gw.get("/a2a?card=1").await;
+    assert_eq!(got.status, 200, "{}", got.text);
+    assert_eq!(got.json(), json!({"method": "GET", "query": "card=1"}));
+    let gone = gw
+        .http
+        .delete(format!("{}/a2a", gw.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 200);
+    let gone: Value = gone.json().await.unwrap();
+    assert_eq!(gone, json!({"method": "DELETE", "query": null}));
+    // A POST there is still a call the gateway answers.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "plan.get", "params": {}});
+    let answered = gw.post_to("/a2a", &call).await;
+    assert_eq!(
+        answered.json()["result"]["via"],
+        "legacy",
+        "{}",
+        answered.text
+    );
+    assert_eq!(rpc_up.seen().len(), 1);
 }
 
 #[tokio::test]

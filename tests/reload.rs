@@ -71,6 +71,9 @@ access = true
     )
 }
 
+/// A client's W3C `traceparent` (its trace id is digits 3..35).
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 async fn via(http: &reqwest::Client, url: &str) -> String {
     let r = http
         .post(format!("{url}/rpc"))
@@ -270,6 +273,16 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
     let said: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(said["reloaded"], true);
     assert_eq!(via(&http, &url).await, "A");
+    // A call in a client's trace: its access line names that trace.
+    let traced = http
+        .post(format!("{url}/rpc"))
+        .header("content-type", "application/json")
+        .header("traceparent", TRACEPARENT)
+        .body(json!({"jsonrpc": "2.0", "id": 3, "method": "m"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(traced.status(), StatusCode::OK);
 
     // The access lines: JSON, one per request, the fields named, no credential. (A stream's
     // line is written when it ends.)
@@ -296,7 +309,20 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
     assert_eq!(rpc["status"], 200);
     assert_eq!(rpc["dialect"], "jsonrpc");
     assert!(rpc["bytes"].as_u64().unwrap() > 0);
-    assert_eq!(rpc["trace_id"].as_str().unwrap().len(), 32);
+    // A call that came without a trace starts one here.
+    let started = rpc["trace_id"].as_str().unwrap();
+    assert!(
+        started.len() == 32 && started.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{started}"
+    );
+    assert_ne!(started, &TRACEPARENT[3..35]);
+    let traced = access
+        .iter()
+        .find(|v| {
+            v["path"] == "/rpc" && v["upstream"] == "a" && v["trace_id"] == TRACEPARENT[3..35]
+        })
+        .unwrap_or_else(|| panic!("an access line with the client's trace id: {access:?}"));
+    assert_eq!(traced["status"], 200);
     assert!(access
         .iter()
         .any(|v| v["path"] == format!("/contexts/{ctx}/events")));

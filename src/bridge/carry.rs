@@ -108,8 +108,14 @@ impl Bridge {
             ))
         };
         metrics::counter!("wiregate_cluster_forwarded_total").increment(1);
+        // The body is in hand, so the whole exchange is timed at once (the steps too).
+        let forward = std::time::Duration::from_millis(FORWARD_TIMEOUT_MS);
+        let timeouts = exchange::Timeouts {
+            upstream: forward,
+            client_body: forward,
+        };
         let answer = tokio::time::timeout(
-            std::time::Duration::from_millis(FORWARD_TIMEOUT_MS),
+            forward,
             exchange::exchange(
                 &client,
                 head,
@@ -117,6 +123,7 @@ impl Bridge {
                 Sending::Length,
                 false,
                 false,
+                timeouts,
             ),
         )
         .await

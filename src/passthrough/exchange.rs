@@ -10,6 +10,7 @@
 //! task, the channels to it, and its request and response objects (README, Performance).
 
 use std::io;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -64,12 +65,41 @@ pub(crate) enum Failed {
     /// The client's body failed (the client went away mid-upload, or sent a malformed body).
     #[error("the client's request body: {0}")]
     ClientBody(axum::Error),
+    /// The upstream was not reached, took no write, or did not answer, within its timeout.
+    #[error("the upstream timed out")]
+    TimedOut,
+    /// The client did not send its whole body within `server.body_read_timeout_ms`.
+    #[error("the client's request body was not in within its timeout")]
+    ClientBodyTimedOut,
+}
+
+/// What an exchange's waits are bounded by.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// The upstream's `timeout_ms`: connecting and writing the head, each write of the body
+    /// after it, and the answer's head (with a short body read whole) once the request is sent.
+    /// Never the client's pace of sending: an upload may take longer than this.
+    pub upstream: Duration,
+    /// `server.body_read_timeout_ms`: the client's whole body, from the exchange's start, so a
+    /// client that stalls mid-upload cannot hold the upstream's connection.
+    pub client_body: Duration,
+}
+
+/// `f`, an upstream step, within `limit`.
+async fn within<T>(
+    limit: Duration,
+    f: impl std::future::Future<Output = Result<T, impl Into<Failed>>>,
+) -> Result<T, Failed> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(done) => done.map_err(Into::into),
+        Err(_) => Err(Failed::TimedOut),
+    }
 }
 
 /// Sends `head` (request line and headers through the blank line; its framing header says
 /// `sending`) and `body` to the upstream, and reads the answer's head. `no_body` marks an answer
 /// that has none whatever its headers say (the answer to `HEAD`); `upgrade` lets a `101`
-/// through.
+/// through. Each step is timed by `timeouts`.
 pub(crate) async fn exchange(
     client: &UpstreamClient,
     mut head: Vec<u8>,
@@ -77,7 +107,9 @@ pub(crate) async fn exchange(
     sending: Sending,
     no_body: bool,
     upgrade: bool,
+    timeouts: Timeouts,
 ) -> Result<Answer, Failed> {
+    let body_due = tokio::time::Instant::now() + timeouts.client_body;
     // What has already arrived goes out with the head, in one write: for a small request, the
     // whole of it. The rest is streamed, so an upload the upstream must see piece by piece is
     // never held back.
@@ -100,10 +132,21 @@ pub(crate) async fn exchange(
     if ended && sending == Sending::Chunked {
         head.extend_from_slice(b"0\r\n\r\n");
     }
-    let mut conn = send(client, &head).await?;
+    let mut conn = within(timeouts.upstream, send(client, &head)).await?;
     if !ended {
-        stream_body(&mut conn, &mut body, sending, &mut head).await?;
+        stream_body(&mut conn, &mut body, sending, &mut head, timeouts, body_due).await?;
     }
+    within(timeouts.upstream, answer(client, conn, no_body, upgrade)).await
+}
+
+/// The answer to a request sent whole on `conn`: its head, and its body (read whole when short,
+/// else to be streamed).
+async fn answer(
+    client: &UpstreamClient,
+    mut conn: Conn,
+    no_body: bool,
+    upgrade: bool,
+) -> Result<Answer, h1::Error> {
     let mut headers = HeaderMap::new();
     let parsed = conn.read_head(upgrade, Some(&mut headers)).await?;
     let status = parsed.status;
@@ -326,26 +369,32 @@ fn hex_len(mut len: usize, out: &mut [u8; 16]) -> usize {
     }
 }
 
-/// The rest of the request's body, frame by frame as the client sends it.
+/// The rest of the request's body, frame by frame as the client sends it: each frame awaited
+/// until `body_due`, each write given the upstream's timeout.
 async fn stream_body(
     conn: &mut Conn,
     body: &mut Body,
     sending: Sending,
     buf: &mut Vec<u8>,
+    timeouts: Timeouts,
+    body_due: tokio::time::Instant,
 ) -> Result<(), Failed> {
     loop {
         buf.clear();
-        match body.frame().await {
+        let frame = tokio::time::timeout_at(body_due, body.frame())
+            .await
+            .map_err(|_| Failed::ClientBodyTimedOut)?;
+        match frame {
             None => {
                 if sending == Sending::Chunked {
-                    conn.send(b"0\r\n\r\n").await?;
+                    within(timeouts.upstream, conn.send(b"0\r\n\r\n")).await?;
                 }
                 return Ok(());
             }
             Some(f) => put_data(buf, f.map_err(Failed::ClientBody)?, sending),
         }
         if !buf.is_empty() {
-            conn.send(buf).await?;
+            within(timeouts.upstream, conn.send(buf)).await?;
         }
     }
 }

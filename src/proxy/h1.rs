@@ -39,6 +39,8 @@ pub struct Head<'a> {
     pub authorization: Option<&'a str>,
     /// A `traceparent` header value.
     pub traceparent: Option<&'a [u8; 55]>,
+    /// The client's `tracestate`, passed on as it came (a valid header value).
+    pub tracestate: Option<&'a [u8]>,
 }
 
 /// An upstream's complete answer.
@@ -510,7 +512,18 @@ pub(crate) fn lay_out(w: &mut Vec<u8>, head: &Head<'_>, body: &[u8]) {
     let traceparent = head
         .traceparent
         .map_or(0, |t| "traceparent: \r\n".len() + t.len());
-    w.reserve(FIXED + head.path.len() + head.host.len() + authorization + traceparent + body.len());
+    let tracestate = head
+        .tracestate
+        .map_or(0, |t| "tracestate: \r\n".len() + t.len());
+    w.reserve(
+        FIXED
+            + head.path.len()
+            + head.host.len()
+            + authorization
+            + traceparent
+            + tracestate
+            + body.len(),
+    );
     w.extend_from_slice(b"POST ");
     w.extend_from_slice(head.path.as_bytes());
     w.extend_from_slice(b" HTTP/1.1\r\nhost: ");
@@ -524,6 +537,11 @@ pub(crate) fn lay_out(w: &mut Vec<u8>, head: &Head<'_>, body: &[u8]) {
     if let Some(t) = head.traceparent {
         w.extend_from_slice(b"traceparent: ");
         w.extend_from_slice(&t[..]);
+        w.extend_from_slice(b"\r\n");
+    }
+    if let Some(t) = head.tracestate {
+        w.extend_from_slice(b"tracestate: ");
+        w.extend_from_slice(t);
         w.extend_from_slice(b"\r\n");
     }
     w.extend_from_slice(b"content-length: ");
@@ -559,10 +577,12 @@ mod tests {
             host: "upstream.example:8080",
             authorization: Some("Bearer abcdefghijklmnopqrstuvwxyz0123456789"),
             traceparent: Some(&traceparent),
+            tracestate: Some(b"congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
         };
         let bare = Head {
             authorization: None,
             traceparent: None,
+            tracestate: None,
             ..full
         };
         for head in [full, bare] {
@@ -575,6 +595,13 @@ mod tests {
             );
             assert!(
                 text.contains("\r\ncontent-length: 12345\r\n\r\nxxx"),
+                "{text}"
+            );
+            assert_eq!(
+                text.contains(
+                    "\r\ntracestate: congo=t61rcWkgMzE,rojo=00f067aa0ba902b7\r\ncontent-length"
+                ),
+                head.tracestate.is_some(),
                 "{text}"
             );
             // Only the content length's unused digits are left over.

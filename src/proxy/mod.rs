@@ -17,7 +17,7 @@ pub(crate) mod stream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderValue, StatusCode, Uri};
 use bytes::Bytes;
 use tokio::net::TcpStream;
 
@@ -165,12 +165,16 @@ impl UpstreamClient {
         body: &[u8],
         authorization: Option<&str>,
     ) -> Result<Answer, GatewayError> {
-        let traceparent = crate::scope::trace().map(|t| t.traceparent_bytes());
+        let (traceparent, tracestate) = match crate::scope::upstream_trace() {
+            Some((t, state)) => (Some(t.traceparent_bytes()), state),
+            None => (None, None),
+        };
         let head = h1::Head {
             path: &self.path,
             host: &self.host,
             authorization: authorization.filter(|a| h1::is_header_value(a)),
             traceparent: traceparent.as_ref(),
+            tracestate: tracestate.as_ref().map(HeaderValue::as_bytes),
         };
         let now = tokio::time::Instant::now();
         let due = now + self.config.timeout();

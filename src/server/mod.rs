@@ -345,7 +345,7 @@ impl Front {
         lane: Lane,
         read: Option<Result<bytes::Bytes, GatewayError>>,
     ) -> FrontFuture {
-        let trace = TraceContext::for_call(req.headers());
+        let (trace, state) = TraceContext::for_call_with_state(req.headers());
         let fast = lane == Lane::Rpc;
         let passed = lane == Lane::Passthrough;
         // What the routes may ask of the connection (the admin rule, the forwarding headers);
@@ -403,7 +403,7 @@ impl Front {
             })
         };
         Box::pin(async move {
-            let (mut resp, note) = scope::run(trace, access.is_some(), handled).await;
+            let (mut resp, note) = scope::run(trace, state, access.is_some(), handled).await;
             if let Some((method, path, started)) = access {
                 let line = crate::access::Line {
                     method,
@@ -429,7 +429,7 @@ type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, calls::RequestId)> + Send
 impl Front {
     /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call
     /// (boxed on its own, as [`Front::respond`] boxes it: a wrapper holding it by value would
-    /// copy it) and the trace context to run it in (the loop runs it in [`scope::run`] on its
+    /// copy it) and the trace context and `tracestate` to run it in (the loop runs it in [`scope::run`] on its
     /// own stack). It is answered with the [`Reply`] for the loop to write: no response object,
     /// no answer header map. Only without the access log, whose line [`Front::respond`] ties to
     /// the answer's body; the loop never counts calls in flight (that is HTTP/2's idle rule).
@@ -438,9 +438,9 @@ impl Front {
         live: Arc<Live>,
         head: RawHead,
         read: Result<bytes::Bytes, GatewayError>,
-    ) -> (TraceContext, ReplyFuture) {
+    ) -> (TraceContext, Option<HeaderValue>, ReplyFuture) {
         debug_assert!(!live.access && self.activity.is_none());
-        let trace = TraceContext::for_call(&head);
+        let (trace, state) = TraceContext::for_call_with_state(&head);
         let peer = self.peer;
         let call = Box::pin(async move {
             rpc_reply(
@@ -452,7 +452,7 @@ impl Front {
             )
             .await
         });
-        (trace, call)
+        (trace, state, call)
     }
 }
 

@@ -326,8 +326,8 @@ where
             (read, map) => Err((live, map.unwrap_or_default(), read)),
         };
         let written = match fast {
-            Ok((trace, call)) => {
-                let call = std::pin::pin!(crate::scope::run(trace, false, call));
+            Ok((trace, state, call)) => {
+                let call = std::pin::pin!(crate::scope::run(trace, state, false, call));
                 let Some(((reply, request_id), _)) =
                     watch_client(call, io, &mut buf, &flag, &mut stopping, complete).await
                 else {
