@@ -218,48 +218,81 @@ mod browsers_and_tracing {
     }
 
     /// A legacy site behind the pass-through that answers with CORS headers of its own (any
-    /// origin, with credentials), which the gateway's rule must replace, not add to.
-    async fn site_with_its_own_cors() -> String {
+    /// origin, with credentials), which the gateway's rule must replace, not add to. It answers
+    /// `OPTIONS` with its `Allow`, and records the method and path of every request it gets.
+    struct Site {
+        url: String,
+        seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl Site {
+        fn seen(&self) -> Vec<String> {
+            self.seen.lock().unwrap().clone()
+        }
+    }
+
+    async fn site_with_its_own_cors() -> Site {
         use axum::extract::{Path, Request};
-        let app = axum::Router::new().route(
-            "/files/{name}",
-            axum::routing::put(|Path(name): Path<String>, req: Request| async move {
-                let custom = req.headers().get("x-custom").cloned();
-                let body = axum::body::to_bytes(req.into_body(), 1 << 16)
-                    .await
-                    .unwrap();
-                (
-                    [
-                        ("access-control-allow-origin", "*"),
-                        ("access-control-allow-credentials", "true"),
-                        ("access-control-expose-headers", "x-site-secret"),
-                    ],
-                    axum::Json(json!({
-                        "name": name,
-                        "x-custom": custom.map(|v| v.to_str().unwrap().to_owned()),
-                        "body": String::from_utf8(body.to_vec()).unwrap(),
-                    })),
-                )
-            }),
-        );
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let app = axum::Router::new()
+            .route(
+                "/files/{name}",
+                axum::routing::put(|Path(name): Path<String>, req: Request| async move {
+                    let custom = req.headers().get("x-custom").cloned();
+                    let body = axum::body::to_bytes(req.into_body(), 1 << 16)
+                        .await
+                        .unwrap();
+                    (
+                        [
+                            ("access-control-allow-origin", "*"),
+                            ("access-control-allow-credentials", "true"),
+                            ("access-control-expose-headers", "x-site-secret"),
+                        ],
+                        axum::Json(json!({
+                            "name": name,
+                            "x-custom": custom.map(|v| v.to_str().unwrap().to_owned()),
+                            "body": String::from_utf8(body.to_vec()).unwrap(),
+                        })),
+                    )
+                })
+                .options(|| async {
+                    (
+                        [
+                            ("allow", "OPTIONS, GET, PUT, PROPFIND"),
+                            ("dav", "1"),
+                            ("access-control-allow-origin", "*"),
+                        ],
+                        "site options",
+                    )
+                }),
+            )
+            .layer(axum::middleware::map_request(move |req: Request| {
+                let record = record.clone();
+                async move {
+                    let line = format!("{} {}", req.method(), req.uri().path());
+                    record.lock().unwrap().push(line);
+                    req
+                }
+            }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        format!("http://{addr}/")
+        Site {
+            url: format!("http://{addr}/"),
+            seen,
+        }
     }
 
-    async fn passing_files_through() -> crate::support::TestGateway {
-        gateway()
-            .upstream(
-                "site",
-                &site_with_its_own_cors().await,
-                Dialect::Legacy,
-                2000,
-            )
+    async fn passing_files_through() -> (crate::support::TestGateway, Site) {
+        let site = site_with_its_own_cors().await;
+        let gw = gateway()
+            .upstream("site", &site.url, Dialect::Legacy, 2000)
             .passthrough(&[("/files", "site")])
             .with(|c| c.server.cors.allow_origins = vec![APP.into()])
             .start()
-            .await
+            .await;
+        (gw, site)
     }
 
     /// Every value of `name` in `headers`, one per line that carried it.
@@ -273,7 +306,7 @@ mod browsers_and_tracing {
 
     #[tokio::test]
     async fn a_page_may_put_through_the_passthrough_with_a_custom_header() {
-        let gw = passing_files_through().await;
+        let (gw, _site) = passing_files_through().await;
         let url = format!("{}/files/a.txt", gw.base());
         let pre = gw
             .http
@@ -322,8 +355,72 @@ mod browsers_and_tracing {
     }
 
     #[tokio::test]
+    async fn a_plain_options_reaches_the_passthrough_and_a_preflight_does_not() {
+        let (gw, site) = passing_files_through().await;
+        let url = format!("{}/files/x", gw.base());
+        // No `Origin` and `Access-Control-Request-Method`: not a preflight, the site answers.
+        let plain = gw
+            .http
+            .request(reqwest::Method::OPTIONS, &url)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(plain.status(), 200);
+        assert_eq!(plain.headers()["allow"], "OPTIONS, GET, PUT, PROPFIND");
+        assert_eq!(plain.headers()["dav"], "1");
+        assert!(plain.headers().get("access-control-allow-origin").is_none());
+        assert_eq!(plain.text().await.unwrap(), "site options");
+        assert_eq!(site.seen(), ["OPTIONS /files/x"]);
+
+        // A page's own OPTIONS (after its preflight) carries `Origin` alone: it reaches the
+        // site too, and its answer gets the gateway's rule (the site's `*` replaced).
+        let from_page = gw
+            .http
+            .request(reqwest::Method::OPTIONS, &url)
+            .header("origin", APP)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(from_page.status(), 200);
+        assert_eq!(from_page.headers()["allow"], "OPTIONS, GET, PUT, PROPFIND");
+        assert_eq!(
+            all(from_page.headers(), "access-control-allow-origin"),
+            [APP]
+        );
+        assert!(from_page
+            .headers()
+            .get("access-control-allow-methods")
+            .is_none());
+        assert_eq!(site.seen(), ["OPTIONS /files/x", "OPTIONS /files/x"]);
+
+        // A real preflight is the gateway's to answer; the site never sees it.
+        let pre = gw
+            .http
+            .request(reqwest::Method::OPTIONS, &url)
+            .header("origin", APP)
+            .header("access-control-request-method", "PUT")
+            .send()
+            .await
+            .unwrap();
+        assert!(pre.status().is_success(), "{}", pre.status());
+        assert_eq!(all(pre.headers(), "access-control-allow-origin"), [APP]);
+        assert!(pre.headers().get("access-control-allow-methods").is_some());
+        assert!(pre.headers().get("allow").is_none());
+        assert_eq!(site.seen(), ["OPTIONS /files/x", "OPTIONS /files/x"]);
+
+        // Off the pass-through, a plain OPTIONS gets what the route answers: 405 on /healthz.
+        let own = gw
+            .http
+            .request(reqwest::Method::OPTIONS, format!("{}/healthz", gw.base()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(own.status(), 405);
+    }
+
+    #[tokio::test]
     async fn a_refused_origin_gets_no_cors_headers_from_the_passthrough_either() {
-        let gw = passing_files_through().await;
+        let (gw, _site) = passing_files_through().await;
         let url = format!("{}/files/a.txt", gw.base());
         let pre = gw
             .http

@@ -6,8 +6,14 @@
 //! proxy carries, and whatever request headers the page asks for. With CORS configured the
 //! gateway owns the policy: an upstream's own `Access-Control-*` headers are dropped from its
 //! answers (see [`around`]).
+//!
+//! tower-http answers every `OPTIONS` as a preflight. Only one carrying `Origin` and
+//! `Access-Control-Request-Method` is one (Fetch standard, "CORS-preflight request"); any other
+//! `OPTIONS` (a WebDAV client, a capability probe, an API documenting its `Allow`) goes where it
+//! would without CORS, the pass-through included (see [`around`]).
 
-use axum::http::{HeaderName, HeaderValue, Method};
+use axum::extract::Request;
+use axum::http::{header, HeaderName, HeaderValue, Method};
 use axum::response::Response;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
@@ -57,10 +63,45 @@ pub(super) fn layer(cors: &Cors) -> Option<CorsLayer> {
 /// each answer before `layer` adds the gateway's. tower-http overwrites the names it sets but
 /// adds nothing for a refused origin and never sets some names (`Allow-Credentials` here), so
 /// without this a pass-through answer could grant what the gateway's rule refuses.
+///
+/// An `OPTIONS` that is no preflight crosses `layer` disguised as a `GET` and has its method
+/// back inside it: `layer` then treats it as the actual request it is (the allowed origin and
+/// exposed headers on the router's answer) instead of answering it as a preflight.
 pub(super) fn around(router: axum::Router, layer: &CorsLayer) -> axum::Router {
     router
         .layer(axum::middleware::map_response(drop_upstream_cors))
+        .layer(axum::middleware::map_request(unmask_plain_options))
         .layer(layer.clone())
+        .layer(axum::middleware::map_request(mask_plain_options))
+}
+
+/// Whether `req` is a CORS preflight (Fetch standard): an `OPTIONS` with `Origin` and
+/// `Access-Control-Request-Method`.
+fn is_preflight<B>(req: &Request<B>) -> bool {
+    req.method() == Method::OPTIONS
+        && req.headers().contains_key(header::ORIGIN)
+        && req
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+}
+
+/// Marks an `OPTIONS` that went through [`mask_plain_options`] as a `GET`.
+#[derive(Clone, Copy, Debug)]
+struct PlainOptions;
+
+async fn mask_plain_options(mut req: Request) -> Request {
+    if req.method() == Method::OPTIONS && !is_preflight(&req) {
+        *req.method_mut() = Method::GET;
+        req.extensions_mut().insert(PlainOptions);
+    }
+    req
+}
+
+async fn unmask_plain_options(mut req: Request) -> Request {
+    if req.extensions_mut().remove::<PlainOptions>().is_some() {
+        *req.method_mut() = Method::OPTIONS;
+    }
+    req
 }
 
 async fn drop_upstream_cors(mut resp: Response) -> Response {
