@@ -107,7 +107,10 @@ async fn supergateway(bin: &str, lines: usize) {
         .stderr(Stdio::null())
         .spawn()
         .expect("supergateway runs");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    if !fanout::wait_listening(port, Duration::from_secs(30)) {
+        let _ = child.kill();
+        panic!("supergateway did not listen on {port}");
+    }
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     s.write_all(b"GET /sse HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\r\n")
         .await

@@ -40,8 +40,22 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Waits until something accepts connections on loopback `port`, for at most `limit`; whether
+/// it did. (A fixed wait was too short for a process starting on a loaded machine: a run then
+/// failed with "connection refused".)
+pub fn wait_listening(port: u16, limit: Duration) -> bool {
+    let due = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < due {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
 /// The release `wiregate` beside this example, on `port`, over the fake sid, with `env` set
-/// too; waits `settle` for it to listen.
+/// too; waits until it listens, then `settle` more.
 pub fn start_gateway(port: u16, env: &[(&str, String)], settle: Duration) -> Server {
     let dir = std::env::current_exe()
         .unwrap()
@@ -69,6 +83,10 @@ pub fn start_gateway(port: u16, env: &[(&str, String)], settle: Duration) -> Ser
         .stdout(Stdio::null())
         .spawn()
         .expect("build wiregate first (see the module docs)");
+    assert!(
+        wait_listening(port, Duration::from_secs(30)),
+        "wiregate did not listen on {port}"
+    );
     std::thread::sleep(settle);
     Server { child, port }
 }
