@@ -40,35 +40,13 @@ async fn named(name: &'static str) -> support::Listening {
     .await
 }
 
+/// [`plain`] with the access log on and the demo sid bridged (its contexts must outlive a
+/// reload).
 fn config(route_to: &str, a: &str, b: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-
-[[upstreams]]
-name = "a"
-url = "{a}"
-dialect = "jsonrpc"
-
-[[upstreams]]
-name = "b"
-url = "{b}"
-dialect = "jsonrpc"
-
-[[routes]]
-methods = ["*"]
-upstream = "{route_to}"
-
-[sid]
-enabled = true
-command = ["{BIN}", "demo-sid", "--raw"]
-
-[log]
-format = "json"
-access = true
-"#
-    )
+    let rest = format!(
+        "access = true\n\n[sid]\nenabled = true\ncommand = [\"{BIN}\", \"demo-sid\", \"--raw\"]\n"
+    );
+    plain(route_to, a, b, "", &rest)
 }
 
 /// A client's W3C `traceparent` (its trace id is digits 3..35).

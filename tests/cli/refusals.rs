@@ -57,14 +57,7 @@ fn bad_listener_tls_files_are_refused_by_key() {
     let (cert, key) = pki.issue("server", &["localhost"]).paths();
     let (_, other_key) = pki.issue("other", &["localhost"]).paths();
     let dir = tempfile::tempdir().unwrap();
-    let garbage = dir.path().join("garbage.pem");
-    std::fs::write(&garbage, "this is not PEM\n").unwrap();
-    let garbage = garbage.to_string_lossy().into_owned();
-    let missing = dir
-        .path()
-        .join("missing.pem")
-        .to_string_lossy()
-        .into_owned();
+    let (garbage, missing) = bad_files(&dir);
     let tls = |cert: &str, key: &str, client_ca: &str| {
         format!(
             "[server.tls]\ncert = {}\nkey = {}\nclient_ca = {}\n",
@@ -111,14 +104,7 @@ fn bad_upstream_tls_files_are_refused_by_index_and_key() {
     let pki = Pki::new("check-config");
     let (cert, key) = pki.issue("gw", &["gw"]).paths();
     let dir = tempfile::tempdir().unwrap();
-    let garbage = dir.path().join("garbage.pem");
-    std::fs::write(&garbage, "this is not PEM\n").unwrap();
-    let garbage = garbage.to_string_lossy().into_owned();
-    let missing = dir
-        .path()
-        .join("missing.pem")
-        .to_string_lossy()
-        .into_owned();
+    let (garbage, missing) = bad_files(&dir);
     // A good upstream first, so the bad one is `upstreams[1]`.
     let with = |settings: &str| {
         format!(
@@ -182,4 +168,16 @@ fn an_unknown_log_format_and_bad_rpc_paths_are_refused_by_key() {
         "server.rpc_paths[2]",
         "is a route of the gateway's own",
     );
+}
+
+/// Two file paths in `dir` no PEM loader takes: a file that is not PEM, and one that is not
+/// there.
+fn bad_files(dir: &tempfile::TempDir) -> (String, String) {
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "this is not PEM\n").unwrap();
+    let missing = dir.path().join("missing.pem");
+    (
+        garbage.to_string_lossy().into_owned(),
+        missing.to_string_lossy().into_owned(),
+    )
 }
