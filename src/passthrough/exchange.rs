@@ -370,7 +370,8 @@ fn hex_len(mut len: usize, out: &mut [u8; 16]) -> usize {
 }
 
 /// The rest of the request's body, frame by frame as the client sends it: each frame awaited
-/// until `body_due`, each write given the upstream's timeout.
+/// until `body_due` (one timer for the whole body, not one per frame), each write given the
+/// upstream's timeout.
 async fn stream_body(
     conn: &mut Conn,
     body: &mut Body,
@@ -379,11 +380,14 @@ async fn stream_body(
     timeouts: Timeouts,
     body_due: tokio::time::Instant,
 ) -> Result<(), Failed> {
+    let mut due = std::pin::pin!(tokio::time::sleep_until(body_due));
     loop {
         buf.clear();
-        let frame = tokio::time::timeout_at(body_due, body.frame())
-            .await
-            .map_err(|_| Failed::ClientBodyTimedOut)?;
+        let frame = tokio::select! {
+            biased;
+            frame = body.frame() => frame,
+            () = &mut due => return Err(Failed::ClientBodyTimedOut),
+        };
         match frame {
             None => {
                 if sending == Sending::Chunked {
