@@ -4,8 +4,11 @@
 //! access line per request and no credential in it. A call in flight during a reload is answered
 //! on the configuration it started with; CORS and a pass-through added by a reload serve the next
 //! request; what only a restart applies is logged as such while the old listener serves on.
-//! `tls_listener`: `wiregate reload` to a listener that requires client certificates.
+//! `tls_listener`: `wiregate reload` to a listener that requires client certificates. `live`:
+//! the running server's gateway is the reloaded one.
 
+#[path = "reload/live.rs"]
+mod live;
 mod support;
 #[path = "reload/tls_listener.rs"]
 mod tls_listener;

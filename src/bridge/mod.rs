@@ -249,6 +249,18 @@ impl Bridge {
                 tracing::error!(error = %e, "cannot share the attached context's events");
             }
         }
+        if let Some(sh) = &bridge.cluster {
+            let (weak, every) = (Arc::downgrade(&bridge), shared::sweep_every(&sh.link));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(b) = weak.upgrade() else { return };
+                    if let Err(e) = b.sweep().await {
+                        tracing::debug!(error = %e, "the sweep for lost replicas' contexts failed");
+                    }
+                }
+            });
+        }
         let weak = Arc::downgrade(&bridge);
         let period = Duration::from_millis((bridge.cfg.idle_timeout_ms / 4).clamp(50, 5_000));
         tokio::spawn(async move {

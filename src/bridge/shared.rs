@@ -166,6 +166,22 @@ impl Bridge {
     }
 }
 
+/// How often a replica sweeps for contexts whose owner was lost: a quarter of `lease_ms`, so
+/// their open tasks fail within about `lease_ms` and a quarter of it of the owner's death.
+pub(super) fn sweep_every(link: &Link) -> Duration {
+    (link.lease / 4).clamp(Duration::from_millis(50), Duration::from_secs(5))
+}
+
+/// The tasks of `ctx_id` that were not final when its owner last wrote them.
+async fn open_tasks(sh: &Shared, ctx_id: &str) -> Result<Vec<Task>, GatewayError> {
+    Ok(tasks::list(&sh.link, REMOTE_LIST_MAX)
+        .await?
+        .into_iter()
+        .filter(|(t, c)| c == ctx_id && !t.state.is_terminal())
+        .map(|(t, _)| t)
+        .collect())
+}
+
 /// How long a call carried to a context's owner may take (a turn runs to its end).
 pub(super) const FORWARD_TIMEOUT_MS: u64 = 600_000;
 
@@ -214,22 +230,20 @@ impl Bridge {
     }
 
     /// Runs a context another replica ran and lost: its log continues where the shared one
-    /// ends, sid resumes the recorded session, and the tasks that were open are failed (their
-    /// subscribers, on any replica, see that update).
+    /// ends (holding what that retains, so a client resumes here as on any replica), sid
+    /// resumes the recorded session, and the tasks that were open are failed (their
+    /// subscribers, on any replica, see that update, and then their streams end).
     async fn take_over(&self, sh: &Shared, ctx_id: &str) -> Result<(), GatewayError> {
-        let last = log::last_seq(&sh.link, ctx_id).await?;
+        let queue = crate::events::EventQueue::new(self.cfg.replay_events)
+            .with_max_subscribers(self.cfg.max_subscribers);
+        let (queue, last) = log::continued(&sh.link, ctx_id, queue, self.cfg.replay_events).await?;
         let session = lease::session(&sh.link, ctx_id).await?;
         if last == 0 && session.is_none() {
             // Not a context any replica ran: the local rules answer (not found, or adopt).
             lease::release(&sh.link, ctx_id).await;
             return Ok(());
         }
-        let lost: Vec<Task> = tasks::list(&sh.link, REMOTE_LIST_MAX)
-            .await?
-            .into_iter()
-            .filter(|(t, c)| c == ctx_id && !t.state.is_terminal())
-            .map(|(t, _)| t)
-            .collect();
+        let lost = open_tasks(sh, ctx_id).await?;
         let ctx = {
             let mut contexts = self.contexts();
             if contexts.contains_key(ctx_id) {
@@ -239,9 +253,6 @@ impl Bridge {
             if full {
                 None
             } else {
-                let queue = crate::events::EventQueue::new(self.cfg.replay_events)
-                    .with_max_subscribers(self.cfg.max_subscribers)
-                    .starting_after(last);
                 let ctx = Context::with_queue(
                     ctx_id.to_owned(),
                     Transport::Stdio(self.cfg.command.clone()),
@@ -275,6 +286,30 @@ impl Bridge {
         );
         ctx.spawn_child(&self.cfg.command, session)
             .map_err(|e| GatewayError::SidUnavailable(format!("cannot resume sid: {e}")))
+    }
+
+    /// Takes over every context whose owner was lost with tasks still open, so those tasks end
+    /// `failed` everywhere without waiting for a call to name the context (see
+    /// [`take_over`](Self::take_over)); forgets, in Redis, lost contexts with none open (the
+    /// next call for one still resumes it). Run by every replica, every [`sweep_every`]: the
+    /// lease decides which one takes a context.
+    pub(super) async fn sweep(&self) -> Result<(), GatewayError> {
+        let Some(sh) = &self.cluster else {
+            return Ok(());
+        };
+        let orphans = lease::orphans(&sh.link, |c| self.has_context(c)).await?;
+        for ctx_id in orphans {
+            if open_tasks(sh, &ctx_id).await?.is_empty() {
+                lease::unlist(&sh.link, &ctx_id).await;
+                continue;
+            }
+            match self.place(Some(&ctx_id), None).await {
+                Ok(_) => {}
+                Err(e) => tracing::warn!(context = %ctx_id, error = %e,
+                    "cannot take over a context whose replica was lost"),
+            }
+        }
+        Ok(())
     }
 
     /// For calls not carried to another replica (A2A's in a batch or on its REST binding):

@@ -55,6 +55,10 @@ pub fn owner(context_id: &str) -> String {
     format!("{PREFIX}owner:{context_id}")
 }
 
+/// The set of contexts some replica runs (or ran): each replica's sweep looks through it for
+/// contexts whose owner's lease lapsed with tasks still open.
+pub const CONTEXTS: &str = "wiregate:contexts";
+
 /// The sid session id of a context, for a replica taking it over (`--resume`).
 pub fn session(context_id: &str) -> String {
     format!("{PREFIX}session:{context_id}")

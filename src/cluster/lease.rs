@@ -1,6 +1,7 @@
 //! Leases: which replica runs a context's sid. A lease is a key with an expiry (`lease_ms`),
 //! set only when free and renewed by its holder at a third of that; a replica that dies stops
-//! renewing and the next call for the context, wherever it lands, takes the lease over.
+//! renewing, and the next call for the context, wherever it lands, takes the lease over, or
+//! sooner a replica's sweep does ([`orphans`]) when the context had tasks open.
 
 use std::sync::{Arc, Weak};
 
@@ -110,6 +111,9 @@ pub fn keep<T: Send + Sync + 'static>(
         let mine = value(&link);
         let every = link.lease / 3;
         let mut recorded: Option<String> = None;
+        // Whether the context is in [`keys::CONTEXTS`], where a sweep finds it if this
+        // replica dies.
+        let mut listed = false;
         loop {
             let Some(ctx) = alive.upgrade() else { break };
             let now_session = session(&ctx);
@@ -137,7 +141,10 @@ pub fn keep<T: Send + Sync + 'static>(
                         .await;
                     match took {
                         // A Redis that came back empty lost the session too: record it again.
-                        Ok(Some(_)) => recorded = None,
+                        Ok(Some(_)) => {
+                            recorded = None;
+                            listed = false;
+                        }
                         _ => tracing::error!(context = %context_id,
                             "another replica took over this context's lease"),
                     }
@@ -149,6 +156,10 @@ pub fn keep<T: Send + Sync + 'static>(
                     tokio::time::sleep(RETRY_SOON).await;
                     continue;
                 }
+            }
+            if !listed {
+                let added: redis::RedisResult<i64> = conn.sadd(keys::CONTEXTS, &context_id).await;
+                listed = added.is_ok();
             }
             if now_session.is_some() && now_session != recorded {
                 let set: redis::RedisResult<()> = conn
@@ -184,6 +195,47 @@ pub async fn release(link: &Link, context_id: &str) {
         .arg(value(link))
         .query_async(&mut conn)
         .await;
+}
+
+/// Contexts in [`keys::CONTEXTS`] that no replica holds now (the lease lapsed), or whose lease
+/// names this replica though it does not run them (it restarted): each is for this replica to
+/// take over if it had tasks open. `runs_here` says which contexts this replica runs.
+pub async fn orphans(
+    link: &Link,
+    runs_here: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, GatewayError> {
+    let mut conn = link.conn()?;
+    let listed: Vec<String> = conn
+        .smembers(keys::CONTEXTS)
+        .await
+        .map_err(|e| link.failed(&e))?;
+    let others: Vec<String> = listed.into_iter().filter(|c| !runs_here(c)).collect();
+    if others.is_empty() {
+        return Ok(others);
+    }
+    let owner_keys: Vec<String> = others.iter().map(|c| keys::owner(c)).collect();
+    let owners: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&owner_keys)
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| link.failed(&e))?;
+    Ok(others
+        .into_iter()
+        .zip(owners)
+        .filter(|(_, owner)| {
+            owner
+                .as_deref()
+                .is_none_or(|v| parse_holder(v, &link.node_id) == Holder::Me)
+        })
+        .map(|(c, _)| c)
+        .collect())
+}
+
+/// Takes a context out of [`keys::CONTEXTS`]: no replica runs it and it has no task open, so
+/// no sweep need look at it again (a later call that runs it lists it again).
+pub async fn unlist(link: &Link, context_id: &str) {
+    let Ok(mut conn) = link.conn() else { return };
+    let _: redis::RedisResult<i64> = conn.srem(keys::CONTEXTS, context_id).await;
 }
 
 /// The sid session a context last ran, if any replica recorded one.

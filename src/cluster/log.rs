@@ -347,17 +347,6 @@ async fn write(
     }
 }
 
-/// The last SSE id in a context's shared log (0 when it has none): where a replica taking the
-/// context over continues numbering.
-pub async fn last_seq(link: &Link, context_id: &str) -> Result<u64, GatewayError> {
-    let mut conn = link.conn()?;
-    let r: StreamRangeReply = conn
-        .xrevrange_count(keys::context_log(context_id), "+", "-", 1)
-        .await
-        .map_err(|e| link.failed(&e))?;
-    Ok(r.ids.first().and_then(last_seq_in).unwrap_or(0))
-}
-
 /// The sequence of the last update an entry holds.
 pub(super) fn last_seq_in(entry: &StreamId) -> Option<u64> {
     let first = keys::seq_of(&entry.id)?;
@@ -365,6 +354,29 @@ pub(super) fn last_seq_in(entry: &StreamId) -> Option<u64> {
         Some(redis::Value::BulkString(b)) => Some(keys::last_in_batch(first, b)),
         _ => Some(first),
     }
+}
+
+/// `queue` made the local log of a context this replica takes over: it holds what the shared
+/// log retains, under the same ids (so a client resuming here with `Last-Event-ID` finds its
+/// place), and numbers on after the last of them. Returns it with that last id (0, and the
+/// queue as it was, when the shared log holds nothing).
+pub async fn continued(
+    link: &Link,
+    context_id: &str,
+    queue: EventQueue,
+    replay: usize,
+) -> Result<(EventQueue, u64), GatewayError> {
+    let mut conn = link.conn()?;
+    let entries = retained(&mut conn, &keys::context_log(context_id), replay)
+        .await
+        .map_err(|e| link.failed(&e))?;
+    let Some(first) = entries.first().and_then(|e| keys::seq_of(&e.id)) else {
+        return Ok((queue, 0));
+    };
+    let queue = queue.starting_after(first - 1);
+    feed(&queue, entries, context_id);
+    let last = queue.last_seq();
+    Ok((queue, last))
 }
 
 /// The entries of the stream `key` holding its last `replay` updates (and a few more), oldest

@@ -253,8 +253,15 @@ async fn serve_http<S>(
     }
 }
 
+/// How long an idle HTTP/2 connection's GOAWAY has to reach the peer before the socket is
+/// closed: a tenth of the header read timeout, at most 250 ms.
+fn idle_drain(timeout: Duration) -> Duration {
+    (timeout / 10).min(Duration::from_millis(250))
+}
+
 /// Drives a hyper connection until it ends, it idles (`activity` given: no call in flight for
 /// `timeout`) or the gateway stops; the last two close it gracefully (calls in flight finish).
+/// An idle connection is closed [`idle_drain`] after its GOAWAY, answered or not.
 async fn drive<C, E>(
     mut conn: std::pin::Pin<&mut C>,
     graceful_shutdown: impl Fn(std::pin::Pin<&mut C>),
@@ -267,12 +274,22 @@ async fn drive<C, E>(
 {
     let idle = async {
         match activity {
-            Some(a) => a.idle_for(timeout).await,
+            // Idle for `timeout` less the drain, so it is closed within `timeout`.
+            Some(a) => {
+                a.idle_for(timeout.saturating_sub(idle_drain(timeout)))
+                    .await
+            }
             None => std::future::pending().await,
         }
     };
     let mut idle = std::pin::pin!(idle);
     let mut closing = false;
+    // Set once the connection idled out: it has no call to finish, so it is closed this soon
+    // after its GOAWAY whether or not the peer answers the PING hyper sends with it (waiting
+    // for that answer would hold a silent peer's slot for another keep-alive timeout).
+    let drained = tokio::time::sleep(Duration::MAX);
+    let mut drained = std::pin::pin!(drained);
+    let mut draining = false;
     loop {
         tokio::select! {
             r = conn.as_mut() => {
@@ -284,7 +301,12 @@ async fn drive<C, E>(
             _ = &mut idle, if !closing => {
                 closing = true;
                 graceful_shutdown(conn.as_mut());
+                draining = true;
+                drained
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + idle_drain(timeout));
             }
+            _ = &mut drained, if draining => return,
             _ = stopped.wait_for(|s| *s), if !closing => {
                 closing = true;
                 graceful_shutdown(conn.as_mut());

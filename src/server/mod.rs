@@ -463,7 +463,8 @@ pub struct Running {
     pub addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
-    gateway: Arc<Gateway>,
+    /// What requests are served with now: read afresh by every accessor, so a reload is seen.
+    live: Arc<ArcSwap<Live>>,
     reloader: Arc<reload::Reloader>,
 }
 
@@ -474,11 +475,12 @@ impl Running {
     /// beyond `grace` is the wait for a killed child to be reaped.
     pub async fn shutdown(self, grace: Duration) {
         let _ = self.stop.send(true);
-        if let Some(f) = self.gateway.feed() {
+        let gateway = self.gateway();
+        if let Some(f) = gateway.feed() {
             f.close();
         }
         let bridge = async {
-            if let Some(b) = self.gateway.bridge() {
+            if let Some(b) = gateway.bridge() {
                 b.shutdown(grace).await;
             }
         };
@@ -491,10 +493,11 @@ impl Running {
         tokio::join!(bridge, calls);
     }
 
-    /// The gateway being served (the first configuration's; its sid bridge and event feed
-    /// are shared by every reloaded one).
-    pub fn gateway(&self) -> &Arc<Gateway> {
-        &self.gateway
+    /// The gateway being served now: the last configuration applied (its upstreams, routes
+    /// and migration figures). Its sid bridge and event feed are the first one's, shared by
+    /// every reloaded gateway.
+    pub fn gateway(&self) -> Arc<Gateway> {
+        self.live.load().state.gateway.clone()
     }
 
     /// Serves `config` from now on (see [`reload::Reloader::apply`]).
@@ -523,7 +526,7 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     let gateway = Arc::new(Gateway::new(config));
     let requests = reload::Requests::default();
     let live = Arc::new(ArcSwap::from_pointee(Live::new(
-        gateway.clone(),
+        gateway,
         config,
         requests.clone(),
     )));
@@ -542,8 +545,13 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
         addr,
         stop,
         task,
-        reloader: Arc::new(reload::Reloader::new(live, tls, config.clone(), requests)),
-        gateway,
+        reloader: Arc::new(reload::Reloader::new(
+            live.clone(),
+            tls,
+            config.clone(),
+            requests,
+        )),
+        live,
     })
 }
 

@@ -3,11 +3,13 @@
 //! real SSE client.
 //!
 //! `replicas` starts them (in-process, or the binary as a process of its own to SIGKILL);
-//! `live_feed` is an event feed the test writes to as it goes.
+//! `live_feed` is an event feed the test writes to as it goes; `failover`, a replica killed
+//! mid-turn.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod failover;
 mod live_feed;
 mod mirror_burst;
 mod mirror_pacing;

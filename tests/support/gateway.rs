@@ -75,6 +75,11 @@ impl GatewayBuilder {
         self
     }
 
+    /// The configuration built so far (to reload a running gateway with).
+    pub fn into_config(self) -> Config {
+        self.config
+    }
+
     /// Validates and starts it.
     pub async fn start(self) -> TestGateway {
         self.config.validate().expect("a valid test configuration");
