@@ -397,7 +397,15 @@ impl Front {
             let router = live.router.clone();
             Box::pin(async move {
                 match tower::ServiceExt::oneshot(router, req).await {
-                    Ok(resp) => resp,
+                    Ok(mut resp) => {
+                        // axum writes `content-length: 0` on every empty answer, a 204 too,
+                        // which RFC 9110 forbids; hyper's HTTP/1 drops it, its HTTP/2 sends
+                        // it. Dropped here, so every writer's 204 is the same.
+                        if resp.status() == StatusCode::NO_CONTENT {
+                            resp.headers_mut().remove(header::CONTENT_LENGTH);
+                        }
+                        resp
+                    }
                     Err(never) => match never {},
                 }
             })

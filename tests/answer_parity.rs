@@ -1,0 +1,181 @@
+//! One answer, however it is written: `POST /rpc` is answered by the HTTP/1 loop's own writer,
+//! through a response object when the access log is on, and by hyper when CORS is on or the
+//! connection is HTTP/2. The same calls through each way must come back alike: the same status,
+//! every header but `Date` (and the `Vary` / `Access-Control-*` CORS adds by design, and the
+//! connection's own `Connection` / `Keep-Alive`), and the same body, byte for byte.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use wiregate::config::{Dialect, Legacy};
+
+use support::raw_h1::read_answer;
+use support::{legacy_echo, routing_all_to, TestGateway};
+
+const T: Duration = Duration::from_secs(10);
+
+/// The calls compared: translated answers, an upstream's error, a notification, a batch, a
+/// body that does not parse, and a legacy client's envelope.
+const CALLS: &[(&str, &str)] = &[
+    (
+        "translated",
+        r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":[1,2]}}"#,
+    ),
+    (
+        "upstream error",
+        r#"{"jsonrpc":"2.0","id":"x","method":"missing","params":{}}"#,
+    ),
+    (
+        "notification",
+        r#"{"jsonrpc":"2.0","method":"echo","params":{}}"#,
+    ),
+    (
+        "batch",
+        r#"[{"jsonrpc":"2.0","id":1,"method":"echo","params":{}},{"jsonrpc":"2.0","id":2,"method":"missing","params":{}}]"#,
+    ),
+    ("parse error", r#"{"jsonrpc":"#),
+    (
+        "legacy client",
+        r#"{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"b":true}}"#,
+    ),
+];
+
+/// How the request is sent.
+#[derive(Clone, Copy, Debug)]
+enum Framing {
+    Http11,
+    Http11Close,
+    Http10,
+    Chunked,
+    Http2,
+}
+
+/// What is compared of an answer.
+#[derive(Debug, PartialEq, Eq)]
+struct Seen {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// Drops what may differ by design: the date, the connection's own headers, what CORS adds.
+fn seen(status: u16, headers: impl IntoIterator<Item = (String, String)>, body: Vec<u8>) -> Seen {
+    let headers = headers
+        .into_iter()
+        .filter(|(k, _)| {
+            !matches!(k.as_str(), "date" | "connection" | "keep-alive" | "vary")
+                && !k.starts_with("access-control-")
+        })
+        .collect();
+    Seen {
+        status,
+        headers,
+        body,
+    }
+}
+
+async fn send(gw: &TestGateway, framing: Framing, body: &str) -> Seen {
+    if let Framing::Http2 = framing {
+        let client = reqwest::Client::builder()
+            .http2_prior_knowledge()
+            .build()
+            .unwrap();
+        let resp = client
+            .post(format!("{}/rpc", gw.base()))
+            .header("content-type", "application/json")
+            .header("x-request-id", "parity-1")
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+        let status = resp.status().as_u16();
+        let headers: Vec<(String, String)> = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+            .collect();
+        return seen(status, headers, resp.bytes().await.unwrap().to_vec());
+    }
+    let head = |version: &str, framing: &str| {
+        format!(
+            "POST /rpc {version}\r\nhost: x\r\ncontent-type: application/json\r\n\
+             x-request-id: parity-1\r\n{framing}\r\n"
+        )
+    };
+    let length = format!("content-length: {}\r\n", body.len());
+    let request = match framing {
+        Framing::Http11 => head("HTTP/1.1", &length) + body,
+        Framing::Http11Close => head("HTTP/1.1", &format!("{length}connection: close\r\n")) + body,
+        Framing::Http10 => head("HTTP/1.0", &length) + body,
+        Framing::Chunked => {
+            let (a, b) = body.split_at(body.len() / 2);
+            head("HTTP/1.1", "transfer-encoding: chunked\r\n")
+                + &format!("{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len())
+        }
+        Framing::Http2 => unreachable!(),
+    };
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut r = BufReader::new(s);
+    let a = read_answer(&mut r, T).await;
+    let status = a
+        .status
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {}", a.status));
+    seen(status, a.headers, a.body)
+}
+
+#[tokio::test]
+async fn every_writer_gives_the_same_answer_to_the_same_call() {
+    let up = legacy_echo().run().await;
+    let legacy = Legacy {
+        deprecation: true,
+        sunset: "2027-06-01T00:00:00Z".into(),
+        ..Legacy::default()
+    };
+    let start = |tweak: fn(&mut wiregate::config::Config)| {
+        routing_all_to(&up.url(), Dialect::Legacy)
+            .legacy(legacy.clone())
+            .with(tweak)
+            .start()
+    };
+    let plain = start(|_| {}).await;
+    let logged = start(|c| c.log.access = true).await;
+    let cors = start(|c| c.server.cors.allow_origins = vec!["https://app.example".into()]).await;
+
+    for (what, body) in CALLS {
+        let reference = send(&plain, Framing::Http11, body).await;
+        if *what == "legacy client" {
+            // What the mutant of a writer would drop is in the answer compared.
+            assert!(
+                reference.headers.contains_key("deprecation")
+                    && reference.headers.contains_key("sunset"),
+                "{what}: {reference:?}"
+            );
+        }
+        for (mode, gw) in [("plain", &plain), ("access log", &logged), ("cors", &cors)] {
+            for framing in [
+                Framing::Http11,
+                Framing::Http11Close,
+                Framing::Http10,
+                Framing::Chunked,
+                Framing::Http2,
+            ] {
+                let got = send(gw, framing, body).await;
+                assert_eq!(
+                    got,
+                    reference,
+                    "{what}, {mode}, {framing:?}: {}",
+                    String::from_utf8_lossy(&got.body)
+                );
+            }
+        }
+    }
+}
