@@ -280,8 +280,8 @@ impl A2a {
     /// The service over `bridge`.
     pub fn new(bridge: Arc<Bridge>, cfg: A2aConfig, rpc_path: String, bearer: bool) -> Self {
         A2a {
+            push: push::Push::new(cfg.push_allow_private, &bridge),
             bridge,
-            push: push::Push::new(cfg.push_allow_private),
             cfg,
             rpc_path,
             bearer,

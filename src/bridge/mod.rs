@@ -47,6 +47,18 @@ const CONTEXT_RETENTION_FACTOR: u32 = 16;
 /// How long `tasks/cancel` waits for sid to answer its interrupt.
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
+/// What [`Bridge::on_lost_tasks`] calls, with the ids of the tasks failed.
+pub type LostHook = Box<dyn Fn(Vec<String>) + Send + Sync>;
+
+/// A [`LostHook`], kept.
+struct Hook(LostHook);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LostHook")
+    }
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Bridge {
@@ -56,6 +68,9 @@ pub struct Bridge {
     attached: Option<Arc<Context>>,
     /// With `[cluster]`: Redis, and the local copies of other replicas' context logs.
     cluster: Option<shared::Shared>,
+    /// Told the tasks this replica fails taking over a lost replica's context (see
+    /// [`on_lost_tasks`](Self::on_lost_tasks)).
+    lost_hook: std::sync::OnceLock<Hook>,
 }
 
 /// A stream a call opened: the subscription and what to keep of it.
@@ -242,6 +257,7 @@ impl Bridge {
             tasks: Mutex::new(HashMap::new()),
             attached,
             cluster,
+            lost_hook: std::sync::OnceLock::new(),
             cfg,
         });
         if let Some(a) = &bridge.attached {
@@ -271,6 +287,18 @@ impl Bridge {
             }
         });
         bridge
+    }
+
+    /// Has `hook` called with the ids of the tasks this replica fails when it takes over a
+    /// context whose replica was lost, once their `failed` update is published: the layer
+    /// above keeps what the bridge does not (the tasks' push webhooks). The first hook stays.
+    pub fn on_lost_tasks(&self, hook: LostHook) {
+        let _ = self.lost_hook.set(Hook(hook));
+    }
+
+    /// The cluster link, with `[cluster]`.
+    pub fn cluster_link(&self) -> Option<&Arc<crate::cluster::Link>> {
+        self.cluster.as_ref().map(|sh| &sh.link)
     }
 
     fn contexts(&self) -> MutexGuard<'_, HashMap<String, Arc<Context>>> {

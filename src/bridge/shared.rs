@@ -277,6 +277,7 @@ impl Bridge {
                 index.insert(t.id.clone(), ctx_id.to_owned());
             }
         }
+        let ids: Vec<String> = lost.iter().map(|t| t.id.clone()).collect();
         ctx.adopt_lost(
             lost,
             &format!(
@@ -284,6 +285,9 @@ impl Bridge {
                 sh.link.node_id
             ),
         );
+        if let (Some(hook), false) = (self.lost_hook.get(), ids.is_empty()) {
+            (hook.0)(ids);
+        }
         ctx.spawn_child(&self.cfg.command, session)
             .map_err(|e| GatewayError::SidUnavailable(format!("cannot resume sid: {e}")))
     }

@@ -1,13 +1,14 @@
 //! A replica SIGKILLed mid-turn: once its lease lapses, another replica's sweep takes the
 //! context over and fails the interrupted task, so every subscriber on every replica, and a
 //! client of the dead replica resuming elsewhere, gets the updates it missed, the final
-//! `failed` once, then the end of its stream; `tasks/get` says `failed` everywhere in time.
+//! `failed` once, then the end of its stream; `tasks/get` says `failed` everywhere in time; the
+//! push webhook configured on the dead replica is told the task failed.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::replicas::{advertised, ids, with_context, ProcessReplica, WAIT};
+use crate::replicas::{advertised_from, ids, with_context, ProcessReplica, WAIT};
 use crate::support::redis_server::RedisServer;
 use crate::support::{self, SseEvent, SseReader, TestGateway};
 
@@ -46,6 +47,25 @@ fn continues_then_fails(what: &str, from: u64, got: &[SseEvent], task: &str) {
     );
 }
 
+/// A webhook receiver on a free loopback port: its URL and the bodies it is sent.
+async fn webhook() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/hook"), rx)
+}
+
 async fn state_on(g: &TestGateway, task: &str) -> Value {
     g.call("tasks/get", json!({"id": task})).await["result"]["status"]["state"].clone()
 }
@@ -53,9 +73,15 @@ async fn state_on(g: &TestGateway, task: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_killed_mid_turn_leaves_its_task_failed_on_every_replica() {
     let redis = RedisServer::start().await;
-    let mut a = ProcessReplica::start(&redis, "failover-sweep-a", "a");
-    let b = advertised(&redis, "failover-sweep-b", "b").await;
-    let c = advertised(&redis, "failover-sweep-c", "c").await;
+    let sid = format!(
+        "[sid]\nenabled = true\ncommand = [{:?}, \"--raw\", \"--tag\", \"failover-sweep-a\"]\n\
+         [a2a]\npush_allow_private = true\n",
+        support::fake_sid()
+    );
+    let mut a = ProcessReplica::with(&redis, "a", &sid);
+    let pushing = || support::gateway().with(|c| c.a2a.push_allow_private = true);
+    let b = advertised_from(pushing(), &redis, "failover-sweep-b", "b").await;
+    let c = advertised_from(pushing(), &redis, "failover-sweep-c", "c").await;
     let deadline = Instant::now() + WAIT;
     while !matches!(a.http.get(format!("{}/readyz", a.base)).send().await,
                     Ok(r) if r.status() == 200)
@@ -83,6 +109,16 @@ async fn a_replica_killed_mid_turn_leaves_its_task_failed_on_every_replica() {
         .as_str()
         .unwrap()
         .to_owned();
+
+    // A webhook of the task, configured on A.
+    let (hook_url, mut hooked) = webhook().await;
+    let made = a
+        .call(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task, "id": "hook-1", "url": hook_url, "token": "tok-1"}),
+        )
+        .await;
+    assert!(made.get("error").is_none(), "{made}");
 
     // Subscribers of the task on B and C, from its start.
     let path = format!("/tasks/{task}/events");
@@ -144,6 +180,23 @@ async fn a_replica_killed_mid_turn_leaves_its_task_failed_on_every_replica() {
         let mut resumed = g.sse_get(&path, Some(&last_a.to_string())).await;
         let got = to_the_end(name, &mut resumed).await;
         continues_then_fails(&format!("A's client on {name}"), last_a, &got, &task);
+    }
+
+    // The webhook A was told of hears how the task ended, from the replica that took over.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let hit = tokio::time::timeout_at(deadline, hooked.recv())
+            .await
+            .expect("the webhook is told the task failed")
+            .unwrap();
+        let state = hit["statusUpdate"]["status"]["state"]
+            .as_str()
+            .or(hit["task"]["status"]["state"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        if state == "TASK_STATE_FAILED" {
+            break;
+        }
     }
 
     // The context lives on where it was taken over: a new turn in it completes.

@@ -24,6 +24,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+mod shared;
+
 use super::shapes::{self, UpdateWriter};
 pub use super::ssrf::check_target;
 use super::Version;
@@ -198,15 +200,29 @@ impl Tasks {
 pub struct Push {
     tasks: Mutex<Tasks>,
     allow_private: bool,
+    /// With `[cluster]`: where the configurations are kept for the other replicas ([`shared`]).
+    link: Option<Arc<crate::cluster::Link>>,
 }
 
 impl Push {
-    /// An empty store.
-    pub fn new(allow_private: bool) -> Arc<Self> {
-        Arc::new(Push {
+    /// An empty store; with `bridge`'s cluster link, its configurations are shared, and the
+    /// webhooks of tasks `bridge` fails taking over a lost replica's context are told.
+    pub fn new(allow_private: bool, bridge: &Arc<Bridge>) -> Arc<Self> {
+        let push = Arc::new(Push {
             tasks: Mutex::new(Tasks::default()),
             allow_private,
-        })
+            link: bridge.cluster_link().cloned(),
+        });
+        if push.link.is_some() {
+            let (weak, bridge_weak) = (Arc::downgrade(&push), Arc::downgrade(bridge));
+            bridge.on_lost_tasks(Box::new(move |tasks| {
+                let (Some(push), Some(bridge)) = (weak.upgrade(), bridge_weak.upgrade()) else {
+                    return;
+                };
+                tokio::spawn(async move { push.restore(&bridge, tasks).await });
+            }));
+        }
+        push
     }
 
     fn lock(&self) -> MutexGuard<'_, Tasks> {
@@ -324,6 +340,9 @@ impl Push {
             list.push(config.clone());
             first
         };
+        if let Some(link) = &self.link {
+            shared::store(link, &config).await;
+        }
         tokio::spawn(deliver(self.allow_private, config.without_queue(), rx));
         if first {
             self.watch(bridge, &task_id)?;
@@ -397,6 +416,9 @@ impl Push {
             if list.is_empty() {
                 t.by_task.remove(&task);
             }
+        }
+        if let Some(link) = &self.link {
+            shared::forget(link, &task, &id);
         }
         Ok(match version {
             Version::V1_0 => json!({}),
