@@ -1,8 +1,9 @@
 //! One answer, however it is written: `POST /rpc` is answered by the HTTP/1 loop's own writer,
 //! through a response object when the access log is on, and by hyper when CORS is on or the
-//! connection is HTTP/2. The same calls through each way must come back alike: the same status,
-//! every header but `Date` (and the `Vary` / `Access-Control-*` CORS adds by design, and the
-//! connection's own `Connection` / `Keep-Alive`), and the same body, byte for byte.
+//! connection is HTTP/2; behind TLS, by the same over a TLS stream. The same calls through each
+//! way must come back alike: the same status, every header but `Date` (and the `Vary` /
+//! `Access-Control-*` CORS adds by design, and the connection's own `Connection` /
+//! `Keep-Alive`), and the same body, byte for byte.
 
 mod support;
 
@@ -13,6 +14,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use wiregate::config::{Dialect, Legacy};
 
+use support::pki::{self, Pki};
 use support::raw_h1::read_answer;
 use support::{legacy_echo, routing_all_to, TestGateway};
 
@@ -78,28 +80,36 @@ fn seen(status: u16, headers: impl IntoIterator<Item = (String, String)>, body: 
     }
 }
 
+/// The answer to `body` POSTed to `url` by `client`, over the HTTP version it negotiates.
+async fn via_client(client: &reqwest::Client, url: &str, body: &str) -> (reqwest::Version, Seen) {
+    let resp = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-request-id", "parity-1")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let version = resp.version();
+    let status = resp.status().as_u16();
+    let headers: Vec<(String, String)> = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+        .collect();
+    let body = resp.bytes().await.unwrap().to_vec();
+    (version, seen(status, headers, body))
+}
+
 async fn send(gw: &TestGateway, framing: Framing, body: &str) -> Seen {
     if let Framing::Http2 = framing {
         let client = reqwest::Client::builder()
             .http2_prior_knowledge()
             .build()
             .unwrap();
-        let resp = client
-            .post(format!("{}/rpc", gw.base()))
-            .header("content-type", "application/json")
-            .header("x-request-id", "parity-1")
-            .body(body.to_owned())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.version(), reqwest::Version::HTTP_2);
-        let status = resp.status().as_u16();
-        let headers: Vec<(String, String)> = resp
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned()))
-            .collect();
-        return seen(status, headers, resp.bytes().await.unwrap().to_vec());
+        let (version, seen) = via_client(&client, &format!("{}/rpc", gw.base()), body).await;
+        assert_eq!(version, reqwest::Version::HTTP_2);
+        return seen;
     }
     let head = |version: &str, framing: &str| {
         format!(
@@ -149,6 +159,26 @@ async fn every_writer_gives_the_same_answer_to_the_same_call() {
     let plain = start(|_| {}).await;
     let logged = start(|c| c.log.access = true).await;
     let cors = start(|c| c.server.cors.allow_origins = vec!["https://app.example".into()]).await;
+    // Behind TLS: HTTP/2 by ALPN, and HTTP/1.1 from a client that offers only that.
+    let ca = Pki::new("parity CA");
+    let (cert, key) = ca.issue("gateway", &["localhost"]).paths();
+    let tls = routing_all_to(&up.url(), Dialect::Legacy)
+        .legacy(legacy.clone())
+        .with(move |c| {
+            c.server.tls.cert = cert;
+            c.server.tls.key = key;
+        })
+        .start()
+        .await;
+    let tls_url = format!("https://localhost:{}/rpc", tls.addr.port());
+    let tls_h2 = pki::client(&ca, None);
+    let tls_h1 = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.ca_pem().as_bytes()).unwrap())
+        .http1_only()
+        .build()
+        .unwrap();
 
     for (what, body) in CALLS {
         let reference = send(&plain, Framing::Http11, body).await;
@@ -176,6 +206,14 @@ async fn every_writer_gives_the_same_answer_to_the_same_call() {
                     String::from_utf8_lossy(&got.body)
                 );
             }
+        }
+        for (client, expected) in [
+            (&tls_h2, reqwest::Version::HTTP_2),
+            (&tls_h1, reqwest::Version::HTTP_11),
+        ] {
+            let (version, got) = via_client(client, &tls_url, body).await;
+            assert_eq!(version, expected, "{what}: TLS");
+            assert_eq!(got, reference, "{what}, TLS, {version:?}");
         }
     }
 }
