@@ -302,8 +302,18 @@ impl Bridge {
             return Ok(());
         };
         let orphans = lease::orphans(&sh.link, |c| self.has_context(c)).await?;
+        if orphans.is_empty() {
+            return Ok(());
+        }
+        // The contexts with a task open, read once for all of them.
+        let open: std::collections::HashSet<String> = tasks::list(&sh.link, REMOTE_LIST_MAX)
+            .await?
+            .into_iter()
+            .filter(|(t, _)| !t.state.is_terminal())
+            .map(|(_, c)| c)
+            .collect();
         for ctx_id in orphans {
-            if open_tasks(sh, &ctx_id).await?.is_empty() {
+            if !open.contains(&ctx_id) {
                 lease::unlist(&sh.link, &ctx_id).await;
                 continue;
             }
