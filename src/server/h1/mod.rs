@@ -40,7 +40,7 @@ use crate::reply::ReplyBody;
 use crate::wire::head::content_length;
 
 /// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
-const MAX_HEAD: usize = 16 * 1024;
+pub const MAX_HEAD: usize = 16 * 1024;
 /// Most header lines read here; more go to hyper.
 const MAX_HEADERS: usize = 48;
 /// Bytes a client may send ahead (pipelined requests) while its call runs; beyond that the
@@ -62,19 +62,21 @@ pub(super) fn may_be_post(first: &[u8]) -> bool {
 }
 
 /// A request head this loop serves, parsed: where its parts lie in the head's bytes.
-struct Head {
+#[derive(Debug)]
+pub struct Head {
     /// The head's length, through its blank line.
-    len: usize,
+    pub len: usize,
     /// The request target.
-    path: Range<usize>,
+    pub path: Range<usize>,
     /// Each header's name and value.
-    headers: Vec<(HeaderName, Range<usize>)>,
+    pub headers: Vec<(HeaderName, Range<usize>)>,
     /// The body's length (`Content-Length`, 0 without one).
-    body: usize,
+    pub body: usize,
 }
 
 /// What the bytes read so far hold.
-enum Parsed {
+#[derive(Debug)]
+pub enum Parsed {
     /// Not a whole head yet.
     Partial,
     /// A head this loop serves.
@@ -84,7 +86,7 @@ enum Parsed {
 }
 
 /// Parses the head at the start of `buf`, when it is whole.
-fn parse(buf: &[u8]) -> Parsed {
+pub fn parse(buf: &[u8]) -> Parsed {
     // Header slots left uninitialised: httparse fills what it uses (48 zeroed slots cost more
     // than parsing a short head), as `proxy::h1` reads answers.
     let mut slots =
