@@ -505,7 +505,10 @@ fn a_request_head_over_the_bound_is_handed_over_however_it_arrives() {
     ));
     let exact = line(h1_head::MAX_HEAD - fixed);
     let exact = exact.as_bytes();
-    for cuts in [vec![exact.len()], vec![100, h1_head::MAX_HEAD - 1, exact.len()]] {
+    for cuts in [
+        vec![exact.len()],
+        vec![100, h1_head::MAX_HEAD - 1, exact.len()],
+    ] {
         assert!(
             matches!(request_head(exact, &cuts), Parsed::Head(h) if h.len == h1_head::MAX_HEAD && h.body == 2),
             "{cuts:?}"
@@ -613,7 +616,10 @@ fn the_relay_passes_no_hop_by_hop_header_and_one_length() {
     assert!(head.ends_with("content-length: 2\r\n\r\n"), "{head}");
     // No length and no body: none written; a bare-LF head goes out in CR LF.
     let (head, headers) = relayed(b"POST /files/up HTTP/1.1\nHost: gw\nX-End: kept\n\n");
-    assert!(!headers.iter().any(|(n, _)| n == "content-length"), "{head}");
+    assert!(
+        !headers.iter().any(|(n, _)| n == "content-length"),
+        "{head}"
+    );
     assert!(!head.replace("\r\n", "").contains('\n'), "{head}");
 }
 

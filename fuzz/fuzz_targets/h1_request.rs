@@ -121,9 +121,7 @@ fn oracle(wire: &[u8]) -> Outcome {
                 _ => return Outcome::Other,
             },
             "transfer-encoding" | "expect" | "upgrade" => return Outcome::Other,
-            "connection" if !h.value.eq_ignore_ascii_case(b"keep-alive") => {
-                return Outcome::Other
-            }
+            "connection" if !h.value.eq_ignore_ascii_case(b"keep-alive") => return Outcome::Other,
             _ => {}
         }
         headers.push((n.to_owned(), at(h.value)));
@@ -201,7 +199,10 @@ fn strict(wire: &[u8]) -> Option<(usize, Range<usize>, Vec<(Vec<u8>, Range<usize
         let lead = v.iter().take_while(|b| ows(b)).count();
         let trail = v[lead..].iter().rev().take_while(|b| ows(b)).count();
         let vs = s + colon + 1 + lead;
-        fields.push((l[..colon].to_ascii_lowercase(), vs..vs + v.len() - lead - trail));
+        fields.push((
+            l[..colon].to_ascii_lowercase(),
+            vs..vs + v.len() - lead - trail,
+        ));
     }
 }
 
@@ -237,7 +238,10 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(whole, split, "whole and split readings differ");
 
     let expected = oracle(wire);
-    assert_eq!(whole, expected, "the parser and httparse + RFC 9112 §6.3 differ");
+    assert_eq!(
+        whole, expected,
+        "the parser and httparse + RFC 9112 §6.3 differ"
+    );
 
     let strict = strict(wire);
     if let Outcome::Head {

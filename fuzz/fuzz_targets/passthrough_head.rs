@@ -154,8 +154,14 @@ fuzz_target!(|data: &[u8]| {
     let up = &out[..out.len() - body.len()];
     for (i, &b) in up.iter().enumerate() {
         match b {
-            b'\n' => assert!(i > 0 && up[i - 1] == b'\r', "a bare LF in the upstream head"),
-            b'\r' => assert!(up.get(i + 1) == Some(&b'\n'), "a bare CR in the upstream head"),
+            b'\n' => assert!(
+                i > 0 && up[i - 1] == b'\r',
+                "a bare LF in the upstream head"
+            ),
+            b'\r' => assert!(
+                up.get(i + 1) == Some(&b'\n'),
+                "a bare CR in the upstream head"
+            ),
             _ => {}
         }
     }
