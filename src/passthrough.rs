@@ -23,7 +23,8 @@ use crate::proxy::{stream::Stream, UpstreamClient};
 use crate::trace::{self, TraceContext};
 
 pub(crate) mod exchange;
-pub(crate) mod raw;
+#[doc(hidden)]
+pub mod raw;
 
 /// Pass-through traffic, by upstream and answer status class.
 pub const REQUESTS: &str = "wiregate_passthrough_requests_total";
@@ -139,26 +140,42 @@ impl Passthrough {
         origin: Origin,
     ) -> Option<Ready> {
         let t = self.target(path)?.clone();
-        let peer = origin
-            .peer
-            .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
-        let hop = Hop {
-            peer,
-            proto: if origin.tls { "https" } else { "http" },
-            version: "1.1",
-            trusted: origin.peer.is_some() && self.trusted.contains(peer.ip()),
-            host: req
-                .get(&header::HOST)
-                .and_then(|h| std::str::from_utf8(h).ok()),
-        };
-        let length =
-            (!body.is_empty() || req.get(&header::CONTENT_LENGTH).is_some()).then_some(body.len());
-        let mut request = Vec::with_capacity(req.bytes.len() + body.len() + 256);
-        let told = origin.peer.is_some();
-        raw::request_head(&mut request, req, &t.authority, &hop, told, length);
-        request.extend_from_slice(body);
+        let trusted = origin.peer.is_some_and(|p| self.trusted.contains(p.ip()));
+        let mut request = Vec::new();
+        upstream_request(&mut request, req, body, &t.authority, origin, trusted);
         Some(Ready { target: t, request })
     }
+}
+
+/// Writes in `out` the request `req` (a `POST` with `body`, from `origin`; `trusted`: a
+/// trusted proxy's) as the upstream at `authority` gets it: head and body.
+#[doc(hidden)]
+pub fn upstream_request(
+    out: &mut Vec<u8>,
+    req: &raw::Request<'_>,
+    body: &[u8],
+    authority: &str,
+    origin: Origin,
+    trusted: bool,
+) {
+    let peer = origin
+        .peer
+        .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+    let hop = Hop {
+        peer,
+        proto: if origin.tls { "https" } else { "http" },
+        version: "1.1",
+        trusted: origin.peer.is_some() && trusted,
+        host: req
+            .get(&header::HOST)
+            .and_then(|h| std::str::from_utf8(h).ok()),
+    };
+    let length =
+        (!body.is_empty() || req.get(&header::CONTENT_LENGTH).is_some()).then_some(body.len());
+    out.reserve(req.bytes.len() + body.len() + 256);
+    let told = origin.peer.is_some();
+    raw::request_head(out, req, authority, &hop, told, length);
+    out.extend_from_slice(body);
 }
 
 impl Ready {

@@ -11,7 +11,10 @@ use futures::executor::block_on;
 use wiregate::events::domain::{Bridge, EventMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 use wiregate::events::EventQueue;
 use wiregate::feed::{Reader, RecentIds};
+use wiregate::passthrough::raw::{plain_target, Request};
+use wiregate::passthrough::{upstream_request, Origin};
 use wiregate::proxy::h1::{parse_head, Chunked, Error, Framing};
+use wiregate::server::h1_head::{self, Parsed};
 use wiregate::wire::dialect::{parse, parse_bounded, Inbound, Message};
 use wiregate::wire::jsonrpc::{code, parse_responses, Id, Response};
 use wiregate::wire::legacy::{self, LegacyBody, LegacyResponse};
@@ -453,6 +456,173 @@ fn an_sse_feed_may_start_with_a_bom() {
     assert_eq!(feed(ndjson.as_bytes(), &[1], false).len(), 1);
 }
 
+// ---- h1_request, passthrough_head: the HTTP/1 loop's request heads and their relay --------
+
+/// The request head parser driven as the HTTP/1 loop drives it, over reads ending at `cuts`: the
+/// first answer other than "not whole yet".
+fn request_head(wire: &[u8], cuts: &[usize]) -> Parsed {
+    for &end in cuts {
+        match h1_head::parse(&wire[..end]) {
+            Parsed::Partial => continue,
+            p => return p,
+        }
+    }
+    Parsed::Partial
+}
+
+/// Whole, and byte by byte: the loop must answer both the same.
+fn read_both_ways(wire: &[u8]) -> Parsed {
+    let whole = h1_head::parse(wire);
+    let bytewise: Vec<usize> = (1..=wire.len()).collect();
+    let split = request_head(wire, &bytewise);
+    assert_eq!(
+        format!("{whole:?}"),
+        format!("{split:?}"),
+        "{}",
+        String::from_utf8_lossy(wire)
+    );
+    whole
+}
+
+/// Found by `h1_request`: a request head longer than the loop's bound (`MAX_HEAD`, 16 KiB) was
+/// served when it arrived in one read, and handed to hyper when a read ended past the bound. Now
+/// it goes to hyper however it arrives; a head of exactly the bound is served either way.
+#[test]
+fn a_request_head_over_the_bound_is_handed_over_however_it_arrives() {
+    let line = |pad: usize| {
+        format!(
+            "POST /rpc HTTP/1.1\r\nHost: gw\r\nX-Big: {}\r\nContent-Length: 2\r\n\r\n{{}}",
+            "a".repeat(pad)
+        )
+    };
+    let fixed = line(0).len() - 2;
+    let over = line(h1_head::MAX_HEAD + 1 - fixed);
+    let over = over.as_bytes();
+    assert!(matches!(h1_head::parse(over), Parsed::Other));
+    assert!(matches!(
+        request_head(over, &[100, h1_head::MAX_HEAD + 1, over.len()]),
+        Parsed::Other
+    ));
+    let exact = line(h1_head::MAX_HEAD - fixed);
+    let exact = exact.as_bytes();
+    for cuts in [
+        vec![exact.len()],
+        vec![100, h1_head::MAX_HEAD - 1, exact.len()],
+    ] {
+        assert!(
+            matches!(request_head(exact, &cuts), Parsed::Head(h) if h.len == h1_head::MAX_HEAD && h.body == 2),
+            "{cuts:?}"
+        );
+    }
+}
+
+/// What RFC 9112 §6.3 leaves ambiguous or refuses is never framed by the loop: it goes to hyper,
+/// which answers `400` (or frames by chunked and closes).
+#[test]
+fn request_heads_with_ambiguous_framing_are_handed_over() {
+    for text in [
+        // TE and CL: request smuggling's classic (rule 3).
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n",
+        // A TE not ending in chunked, on a request: 400 (rule 4).
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        // Several lengths, differing or not, or a list (rule 5).
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\nContent-Length: 20\r\n\r\n{}",
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nContent-Length: 2, 2\r\n\r\n{}",
+        // Not 1*DIGIT, or past usize.
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nContent-Length: +2\r\n\r\n{}",
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nContent-Length: 99999999999999999999999\r\n\r\n{}",
+        // Malformed field lines: obs-fold, a bare CR, whitespace before the colon.
+        "POST /rpc HTTP/1.1\r\nHost: gw\r\nX-Long: a\r\n b\r\nContent-Length: 2\r\n\r\n{}",
+        "POST /rpc HTTP/1.1\r\nHost: gw\rX: 1\r\nContent-Length: 2\r\n\r\n{}",
+        "POST /rpc HTTP/1.1\r\nHost : gw\r\nContent-Length: 2\r\n\r\n{}",
+    ] {
+        assert!(
+            matches!(read_both_ways(text.as_bytes()), Parsed::Other),
+            "{text}"
+        );
+    }
+}
+
+/// A bare LF ends a line (RFC 9112 §2.2 lets a recipient take it): the head is read as with
+/// CR LF, its length framing the body.
+#[test]
+fn a_request_head_with_bare_lf_is_framed_by_its_length() {
+    let text = b"POST /rpc HTTP/1.1\nHost: gw\nContent-Length: 2\n\n{}";
+    let Parsed::Head(h) = read_both_ways(text) else {
+        panic!("served here");
+    };
+    assert_eq!((h.len, h.body), (text.len() - 2, 2));
+    assert_eq!(&text[h.path], b"/rpc");
+}
+
+/// Relays `wire` as the loop does (a head it serves, with a plain target and a whole body) and
+/// returns the upstream's head and its header names and values.
+fn relayed(wire: &[u8]) -> (String, Vec<(String, String)>) {
+    let Parsed::Head(h) = h1_head::parse(wire) else {
+        panic!("served here: {}", String::from_utf8_lossy(wire));
+    };
+    assert!(plain_target(&wire[h.path.clone()]) && wire.len() >= h.len + h.body);
+    let req = Request {
+        bytes: &wire[..h.len],
+        target: h.path.clone(),
+        headers: &h.headers,
+    };
+    let body = &wire[h.len..h.len + h.body];
+    let origin = Origin {
+        peer: Some("192.0.2.7:5000".parse().unwrap()),
+        tls: false,
+    };
+    let mut out = Vec::new();
+    upstream_request(&mut out, &req, body, "up:9", origin, false);
+    assert!(out.ends_with(body));
+    let head = &out[..out.len() - body.len()];
+    let mut slots = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Request::new(&mut slots);
+    assert_eq!(
+        parsed.parse(head).unwrap(),
+        httparse::Status::Complete(head.len())
+    );
+    let headers = parsed
+        .headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_ascii_lowercase(),
+                String::from_utf8_lossy(h.value).into_owned(),
+            )
+        })
+        .collect();
+    (String::from_utf8_lossy(head).into_owned(), headers)
+}
+
+/// The relay drops every hop-by-hop header the loop lets through (it takes only `Connection:
+/// keep-alive`, but `Keep-Alive`, `TE`, `Trailer`, `Proxy-*` come along) and frames by its own
+/// `Content-Length`, never with a `Transfer-Encoding`.
+#[test]
+fn the_relay_passes_no_hop_by_hop_header_and_one_length() {
+    let wire = b"POST /files/up?x=1 HTTP/1.1\r\nHost: gw\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\nTrailer: X-Sum\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\nX-End: kept\r\ncontent-length: 2\r\n\r\n{}";
+    let (head, headers) = relayed(wire);
+    for (n, _) in &headers {
+        assert!(
+            !wiregate::forwarded::is_hop_by_hop_name(n.as_bytes()),
+            "{n} crossed:\n{head}"
+        );
+    }
+    let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "content-length").count(), 1);
+    assert!(head.starts_with("POST /files/up?x=1 HTTP/1.1\r\nhost: up:9\r\nx-end: kept\r\n"));
+    assert!(head.ends_with("content-length: 2\r\n\r\n"), "{head}");
+    // No length and no body: none written; a bare-LF head goes out in CR LF.
+    let (head, headers) = relayed(b"POST /files/up HTTP/1.1\nHost: gw\nX-End: kept\n\n");
+    assert!(
+        !headers.iter().any(|(n, _)| n == "content-length"),
+        "{head}"
+    );
+    assert!(!head.replace("\r\n", "").contains('\n'), "{head}");
+}
+
 // ---- every seed, the inputs the fuzzers found included ----------------------------------------
 
 /// The files of `fuzz/seeds/<target>/`: the hand-written seeds and, as `found-*`, what the
@@ -524,6 +694,24 @@ fn every_seed_goes_through_its_entry_point() {
                 let whole = chunked(body, &[body.len()], 1 << 20).is_ok();
                 let cuts: Vec<usize> = (1..=body.len()).step_by(97).chain([body.len()]).collect();
                 assert_eq!(whole, chunked(body, &cuts, 1 << 20).is_ok(), "{name}");
+            }
+        }
+    }
+    for (name, input) in seeds("h1_request") {
+        let wire = &input[8..];
+        if let Parsed::Head(h) = read_both_ways(wire) {
+            assert!(h.len <= wire.len() && wire[h.len - 1] == b'\n', "{name}");
+        }
+    }
+    for (name, input) in seeds("passthrough_head") {
+        let wire = &input[1..];
+        if let Parsed::Head(h) = h1_head::parse(wire) {
+            if plain_target(&wire[h.path.clone()]) && wire.len() >= h.len + h.body {
+                let (head, headers) = relayed(wire);
+                assert!(
+                    !headers.iter().any(|(n, _)| n == "transfer-encoding"),
+                    "{name}: {head}"
+                );
             }
         }
     }

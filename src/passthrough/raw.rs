@@ -18,7 +18,7 @@ use crate::wire::head::{header_line, status_line};
 
 /// A request head the HTTP/1 loop read: its bytes, and each header's name and where its value
 /// lies in them.
-pub(crate) struct Request<'a> {
+pub struct Request<'a> {
     /// The head's bytes.
     pub bytes: &'a [u8],
     /// Where the request target lies.
@@ -39,7 +39,7 @@ impl Values for Request<'_> {
 
 impl Request<'_> {
     /// The first value of `name`.
-    pub(crate) fn get(&self, name: &HeaderName) -> Option<&[u8]> {
+    pub fn get(&self, name: &HeaderName) -> Option<&[u8]> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -50,7 +50,7 @@ impl Request<'_> {
 /// Whether a request target is one the loop passes on as it came: origin form, visible ASCII
 /// without the characters a URI never carries unescaped. (Anything else takes the general
 /// path, whose URI parser decides.)
-pub(crate) fn plain_target(target: &[u8]) -> bool {
+pub fn plain_target(target: &[u8]) -> bool {
     target.first() == Some(&b'/')
         && target.iter().all(|&b| {
             b.is_ascii_graphic()

@@ -38,6 +38,13 @@ mod conn;
 mod cors;
 mod h1;
 pub mod reload;
+
+/// The HTTP/1 loop's request head parser, reachable for the fuzz targets and their regression
+/// tests (`fuzz/`, `tests/fuzz_regressions.rs`); not an interface.
+#[doc(hidden)]
+pub mod h1_head {
+    pub use super::h1::{parse, Head, Parsed, MAX_HEAD};
+}
 mod streams;
 
 use self::calls::{a2a_rpc, into_response, not_configured, rpc, rpc_call, rpc_reply};

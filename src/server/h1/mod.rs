@@ -40,7 +40,7 @@ use crate::reply::ReplyBody;
 use crate::wire::head::content_length;
 
 /// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
-const MAX_HEAD: usize = 16 * 1024;
+pub const MAX_HEAD: usize = 16 * 1024;
 /// Most header lines read here; more go to hyper.
 const MAX_HEADERS: usize = 48;
 /// Bytes a client may send ahead (pipelined requests) while its call runs; beyond that the
@@ -62,19 +62,21 @@ pub(super) fn may_be_post(first: &[u8]) -> bool {
 }
 
 /// A request head this loop serves, parsed: where its parts lie in the head's bytes.
-struct Head {
+#[derive(Debug)]
+pub struct Head {
     /// The head's length, through its blank line.
-    len: usize,
+    pub len: usize,
     /// The request target.
-    path: Range<usize>,
+    pub path: Range<usize>,
     /// Each header's name and value.
-    headers: Vec<(HeaderName, Range<usize>)>,
+    pub headers: Vec<(HeaderName, Range<usize>)>,
     /// The body's length (`Content-Length`, 0 without one).
-    body: usize,
+    pub body: usize,
 }
 
 /// What the bytes read so far hold.
-enum Parsed {
+#[derive(Debug)]
+pub enum Parsed {
     /// Not a whole head yet.
     Partial,
     /// A head this loop serves.
@@ -84,14 +86,16 @@ enum Parsed {
 }
 
 /// Parses the head at the start of `buf`, when it is whole.
-fn parse(buf: &[u8]) -> Parsed {
+pub fn parse(buf: &[u8]) -> Parsed {
     // Header slots left uninitialised: httparse fills what it uses (48 zeroed slots cost more
     // than parsing a short head), as `proxy::h1` reads answers.
     let mut slots =
         [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
+    // A head is served within `MAX_HEAD` however it arrives: a longer one is handed over when a
+    // read ends past the bound, so it is when it arrives whole too.
     let len = match req.parse_with_uninit_headers(buf, &mut slots) {
-        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => n,
         Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Parsed::Partial,
         _ => return Parsed::Other,
     };
@@ -581,6 +585,12 @@ mod tests {
         ));
         let long = format!("POST /rpc HTTP/1.1\r\nx: {}", "a".repeat(MAX_HEAD));
         assert!(matches!(parse(long.as_bytes()), Parsed::Other));
+        // Whole, a head past the bound goes to hyper too; one of exactly the bound is served.
+        let long = format!("POST /rpc HTTP/1.1\r\nx: {}\r\n\r\n", "a".repeat(MAX_HEAD));
+        assert!(matches!(parse(long.as_bytes()), Parsed::Other));
+        let pad = MAX_HEAD - "POST /rpc HTTP/1.1\r\nx: \r\n\r\n".len();
+        let exact = format!("POST /rpc HTTP/1.1\r\nx: {}\r\n\r\n", "a".repeat(pad));
+        assert!(matches!(parse(exact.as_bytes()), Parsed::Head(h) if h.len == MAX_HEAD));
         assert!(may_be_post(b"PO"));
         assert!(may_be_post(b"POST /rpc"));
         assert!(!may_be_post(b"GET /"));
