@@ -172,14 +172,17 @@ pub(super) fn sweep_every(link: &Link) -> Duration {
     (link.lease / 4).clamp(Duration::from_millis(50), Duration::from_secs(5))
 }
 
-/// The tasks of `ctx_id` that were not final when its owner last wrote them.
-async fn open_tasks(sh: &Shared, ctx_id: &str) -> Result<Vec<Task>, GatewayError> {
-    Ok(tasks::list(&sh.link, REMOTE_LIST_MAX)
-        .await?
-        .into_iter()
-        .filter(|(t, c)| c == ctx_id && !t.state.is_terminal())
-        .map(|(t, _)| t)
-        .collect())
+/// The tasks that were not final when their owners last wrote them, by context.
+async fn open_tasks(
+    sh: &Shared,
+) -> Result<std::collections::HashMap<String, Vec<Task>>, GatewayError> {
+    let mut open: std::collections::HashMap<String, Vec<Task>> = Default::default();
+    for (t, c) in tasks::list(&sh.link, REMOTE_LIST_MAX).await? {
+        if !t.state.is_terminal() {
+            open.entry(c).or_default().push(t);
+        }
+    }
+    Ok(open)
 }
 
 /// How long a call carried to a context's owner may take (a turn runs to its end).
@@ -243,7 +246,7 @@ impl Bridge {
             lease::release(&sh.link, ctx_id).await;
             return Ok(());
         }
-        let lost = open_tasks(sh, ctx_id).await?;
+        let lost = open_tasks(sh).await?.remove(ctx_id).unwrap_or_default();
         let ctx = {
             let mut contexts = self.contexts();
             if contexts.contains_key(ctx_id) {
@@ -306,14 +309,9 @@ impl Bridge {
             return Ok(());
         }
         // The contexts with a task open, read once for all of them.
-        let open: std::collections::HashSet<String> = tasks::list(&sh.link, REMOTE_LIST_MAX)
-            .await?
-            .into_iter()
-            .filter(|(t, _)| !t.state.is_terminal())
-            .map(|(_, c)| c)
-            .collect();
+        let open = open_tasks(sh).await?;
         for ctx_id in orphans {
-            if !open.contains(&ctx_id) {
+            if !open.contains_key(&ctx_id) {
                 lease::unlist(&sh.link, &ctx_id).await;
                 continue;
             }

@@ -289,6 +289,7 @@ async fn drive<C, E>(
     // for that answer would hold a silent peer's slot for another keep-alive timeout).
     let drained = tokio::time::sleep(Duration::MAX);
     let mut drained = std::pin::pin!(drained);
+    // Polled only once set, so a connection that never idles out registers no timer for it.
     let mut draining = false;
     loop {
         tokio::select! {
