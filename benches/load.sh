@@ -55,7 +55,6 @@
 # parses six headers fewer per call than behind the gateway: 31.4 k against 36.7 k instructions
 # per call in the upstream, 37.1 k behind the forwarding nginx (README, "Front deployment
 # (#13)"); measured in one run, the two nginx rows show what those headers cost the upstream.
-# (Until session 13 the forwarding nginx was NGINX_FORWARDS=1, which replaced the plain one.)
 #
 # Installs wrk, nginx and haproxy with apt-get when they are missing. Only loopback is used.
 # Each proxy gets one thread, as the peers are configured (nginx 1 worker, haproxy nbthread 1);

@@ -204,7 +204,7 @@ where
             }
             buf.reserve(4096);
             // The body's wait below is the same select, written twice on purpose: one async fn
-            // for both (`read_more`, tried in session 9) cost 0.2 k instructions per proxied
+            // for both (`read_more`) costs 0.2 k instructions per proxied
             // call (its future and result enum), measured with `benches/callgrind.sh proxy`.
             tokio::select! {
                 biased;
