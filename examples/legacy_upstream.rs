@@ -11,6 +11,10 @@
 //! `http://ADDR/events`) that closes every feed connection it carries every `SECS` seconds, as a
 //! legacy server that restarts or a proxy that times out would. Each drop prints a
 //! `feed dropped N connection(s)` line, so a soak can tell injected drops from real faults.
+//!
+//! With `--refuse-on-sigusr1 SECS` the server is reached through a front on the address given
+//! that, on each SIGUSR1, closes every connection and refuses new ones for `SECS` seconds, as a
+//! legacy server that is briefly down would; the server itself (its event ids) lives on.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +34,7 @@ async fn main() -> std::io::Result<()> {
     let mut addr = None;
     let mut drop_every = None;
     let mut feed_addr = None;
+    let mut refuse_for = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -46,12 +51,31 @@ async fn main() -> std::io::Result<()> {
                     })?;
                 drop_every = Some(Duration::from_secs_f64(secs));
             }
+            "--refuse-on-sigusr1" => {
+                let secs: f64 = args.next().and_then(|v| v.parse().ok()).ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "--refuse-on-sigusr1 takes a number of seconds",
+                    )
+                })?;
+                refuse_for = Some(Duration::from_secs_f64(secs));
+            }
             "--feed-addr" => feed_addr = Some(parse_addr(&args.next().unwrap_or_default())?),
             other => addr = Some(parse_addr(other)?),
         }
     }
     let addr = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9000)));
-    let (bound, task) = wiregate::demo::legacy_upstream(addr).await?;
+    let (bound, task) = match refuse_for {
+        None => wiregate::demo::legacy_upstream(addr).await?,
+        Some(pause) => {
+            let (inner, task) =
+                wiregate::demo::legacy_upstream(SocketAddr::new(addr.ip(), 0)).await?;
+            let front = TcpListener::bind(addr).await?;
+            let bound = front.local_addr()?;
+            tokio::spawn(refusing_front(front, inner, pause));
+            (bound, task)
+        }
+    };
     println!("legacy upstream listening on http://{bound}/a2a");
     if let Some(every) = drop_every {
         let feed_addr =
@@ -66,6 +90,48 @@ async fn main() -> std::io::Result<()> {
     }
     let _ = task.await;
     Ok(())
+}
+
+/// Relays connections to `target`; on each SIGUSR1 closes them all and refuses connections
+/// (no listener) for `pause`.
+async fn refusing_front(listener: TcpListener, target: SocketAddr, pause: Duration) {
+    let addr = listener
+        .local_addr()
+        .expect("a bound listener has an address");
+    let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        .expect("SIGUSR1 can be handled");
+    let (down_tx, _) = watch::channel(0u64);
+    let mut listener = Some(listener);
+    loop {
+        let Some(l) = listener.as_ref() else {
+            tokio::time::sleep(pause).await;
+            listener = Some(
+                TcpListener::bind(addr)
+                    .await
+                    .expect("the front's port is free again"),
+            );
+            println!("refusing no more");
+            continue;
+        };
+        tokio::select! {
+            accepted = l.accept() => {
+                let Ok((mut inbound, _)) = accepted else { continue };
+                let mut down = down_tx.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(target).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = down.changed() => {}
+                    }
+                });
+            }
+            _ = usr1.recv() => {
+                listener = None;
+                down_tx.send_modify(|g| *g += 1);
+                println!("refusing connections for {:.1} s", pause.as_secs_f64());
+            }
+        }
+    }
 }
 
 /// Relays connections to `target`, closing all of them every `every`.

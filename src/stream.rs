@@ -33,7 +33,15 @@ pub struct Filter {
     pub until_final: bool,
     /// End also when the task stops to wait for input (A2A's interrupted state).
     pub until_input_required: bool,
+    /// With `[cluster]`, the owner's mark of what the shared store holds (the last sequence
+    /// written to Redis): the event that ends the stream is written only once the store has
+    /// it, so a client that saw its task end reads it ended on every replica. Waits at most
+    /// [`STORED_WAIT`]; `None` for a stream read from the store (a mirror) or without one.
+    pub stored: Option<tokio::sync::watch::Receiver<u64>>,
 }
+
+/// Longest the event ending a stream waits for the shared store (Redis down: written anyway).
+pub const STORED_WAIT: Duration = Duration::from_secs(2);
 
 impl Filter {
     fn admits(&self, s: &Stored) -> bool {
@@ -109,7 +117,7 @@ const READ_EVENTS: usize = 512;
 /// event as `enc` writes it.
 pub fn frames<E: Encode>(
     sub: Subscription,
-    filter: Filter,
+    mut filter: Filter,
     timing: Timing,
     prelude: Option<Bytes>,
     mut enc: E,
@@ -179,6 +187,7 @@ pub fn frames<E: Encode>(
             let room = |left: usize| (left * hint).min(BATCH_BYTES) + 2 * hint;
             out.reserve(room(batch.len()));
             let mut end = false;
+            let mut end_seq = 0;
             for (i, s) in batch.iter().enumerate() {
                 if !filter.admits(s) {
                     continue;
@@ -186,6 +195,7 @@ pub fn frames<E: Encode>(
                 enc.event(s, &mut out);
                 end = filter.ends_with(s);
                 if end {
+                    end_seq = s.seq;
                     break;
                 }
                 if out.len() >= BATCH_BYTES {
@@ -197,6 +207,9 @@ pub fn frames<E: Encode>(
                 }
             }
             if end {
+                if let Some(rx) = filter.stored.as_mut() {
+                    let _ = tokio::time::timeout(STORED_WAIT, rx.wait_for(|s| *s >= end_seq)).await;
+                }
                 yield Ok(std::mem::take(&mut out).freeze());
                 return;
             }

@@ -106,7 +106,7 @@ impl Opened {
             filter: Filter {
                 task: Some(task_id.to_owned()),
                 until_final: true,
-                until_input_required: false,
+                ..Filter::default()
             },
             context_id,
         })
@@ -444,6 +444,7 @@ impl Bridge {
                     task: Some(task),
                     until_final: true,
                     until_input_required: false,
+                    stored: ctx.flushed.get().cloned(),
                 },
                 context_id: ctx.id.clone(),
             },
@@ -479,14 +480,16 @@ impl Bridge {
         let state = ctx
             .task_state(task_id)
             .ok_or_else(|| GatewayError::TaskNotFound(task_id.to_owned()))?;
-        Opened::task(
+        let mut opened = Opened::task(
             &ctx.queue,
             task_id,
             ctx.id.clone(),
             !state.is_terminal(),
             last_event_id,
             live_if_running,
-        )
+        )?;
+        opened.filter.stored = ctx.flushed.get().cloned();
+        Ok(opened)
     }
 
     /// Every event of one context after `last_event_id`.

@@ -13,6 +13,7 @@ mod failover;
 mod live_feed;
 mod mirror_burst;
 mod mirror_pacing;
+mod read_after_end;
 mod replicas;
 
 use std::time::{Duration, Instant};

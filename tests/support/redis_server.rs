@@ -59,6 +59,21 @@ impl RedisServer {
         }
     }
 
+    /// Holds every write command for `ms` (`CLIENT PAUSE ms WRITE`; reads go on), as a Redis
+    /// slow to take writes would.
+    pub async fn pause_writes(&self, ms: u64) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .unwrap();
+        s.write_all(format!("CLIENT PAUSE {ms} WRITE\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"+OK\r\n", "CLIENT PAUSE answered");
+    }
+
     /// Whether it answers PING.
     pub async fn ping(&self) -> bool {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
