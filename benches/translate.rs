@@ -10,9 +10,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput};
 use serde_json::{json, Value};
-use wiregate::bridge::mapping::Tracker;
 use wiregate::events::domain::{DomainEvent, EventMap};
-use wiregate::events::A2aEvent;
+use wiregate::model::event::A2aEvent;
+use wiregate::model::task::Tracker;
 use wiregate::wire::dialect::{self, Inbound, Message};
 use wiregate::wire::jsonrpc::Id;
 use wiregate::wire::legacy::LegacyResponse;

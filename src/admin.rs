@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use axum::http::{header, HeaderMap};
 
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 
 /// The client's address, put on every request by the connection that carried it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub fn authorize(
 
 /// What the command line's admin subcommands (`wiregate reload`, …) send to a running gateway:
 /// `method` on `url` with an optional bearer token; the answer's status and body. An `https://`
-/// URL is dialled with `tls` ([`admin_client_config`](crate::tls::admin_client_config)), or
+/// URL is dialled with `tls` ([`admin_client_config`](crate::config::tls::admin_client_config)), or
 /// verified against the platform's roots when `None`.
 pub async fn request(
     method: axum::http::Method,
@@ -51,7 +51,7 @@ pub async fn request(
 ) -> Result<(axum::http::StatusCode, bytes::Bytes), String> {
     use http_body_util::BodyExt;
     let uri: axum::http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-    let connector = crate::tls::connector(tls, Some(std::time::Duration::from_secs(10)));
+    let connector = crate::config::tls::connector(tls, Some(std::time::Duration::from_secs(10)));
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build::<_, axum::body::Body>(connector);
     let mut req = axum::http::Request::builder().method(method).uri(uri);

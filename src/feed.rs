@@ -68,18 +68,14 @@ impl Feed {
         feed
     }
 
-    /// Starts the feed of a replica (`[cluster]`): the replica holding the feed lease reads
-    /// `cfg.source` into the shared stream, and every replica serves its copy of that stream.
-    pub fn start_shared(cfg: EventsConfig, link: Arc<crate::cluster::Link>) -> Arc<Self> {
-        let queue =
-            Arc::new(EventQueue::new(cfg.replay_events).with_max_subscribers(cfg.max_subscribers));
-        let feed = Arc::new(Feed {
-            queue: queue.clone(),
+    /// A feed whose events something else pushes into `queue` (the replicas' shared stream,
+    /// [`cluster::feed::start`](crate::cluster::feed::start)).
+    pub(crate) fn fed(queue: Arc<EventQueue>) -> Arc<Self> {
+        Arc::new(Feed {
+            queue,
             connected: AtomicBool::new(false),
             closing: watch::channel(false).0,
-        });
-        crate::cluster::feed::spawn(link, cfg, Arc::downgrade(&feed), queue);
-        feed
+        })
     }
 
     /// The translated events.
@@ -167,7 +163,7 @@ impl Reader {
             .tls()
             .expect("events.source's TLS settings are validated at start");
         let client: Client<_, Empty<Bytes>> =
-            Client::builder(TokioExecutor::new()).build(crate::tls::connector(tls, None));
+            Client::builder(TokioExecutor::new()).build(crate::config::tls::connector(tls, None));
         let first = Duration::from_millis(cfg.reconnect_ms);
         let mut backoff = first;
         loop {

@@ -103,18 +103,22 @@ impl AdminTls {
             p.as_ref()
                 .map_or_else(String::new, |p| p.to_string_lossy().into_owned())
         };
-        wiregate::tls::admin_client_config(&path(&self.cacert), &path(&self.cert), &path(&self.key))
-            .map(Some)
-            .map_err(|e| {
-                let flag = match e.key {
-                    "ca_file" => "--cacert",
-                    "client_cert" => "--cert",
-                    "client_key" => "--key",
-                    other => other,
-                };
-                eprintln!("wiregate: {flag}: {}", e.message);
-                ExitCode::from(2)
-            })
+        wiregate::config::tls::admin_client_config(
+            &path(&self.cacert),
+            &path(&self.cert),
+            &path(&self.key),
+        )
+        .map(Some)
+        .map_err(|e| {
+            let flag = match e.key {
+                "ca_file" => "--cacert",
+                "client_cert" => "--cert",
+                "client_key" => "--key",
+                other => other,
+            };
+            eprintln!("wiregate: {flag}: {}", e.message);
+            ExitCode::from(2)
+        })
     }
 }
 
@@ -383,7 +387,7 @@ fn print_demo(addr: SocketAddr, context: &str) {
     );
     println!(
         "# the web console (overview, agents, events), in a browser:\n#   http://{addr}{}\n",
-        wiregate::console::PATH
+        wiregate::routes::CONSOLE
     );
     println!("# a JSON-RPC 2.0 call, translated to the legacy envelope and back:");
     println!(

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
 use futures_util::Stream;
 
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 use crate::wire::jsonrpc::Response;
 
 /// The HTTP answer to one body.

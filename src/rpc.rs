@@ -14,15 +14,15 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use futures_util::Stream;
-use serde_json::value::RawValue;
 
 use crate::a2a::{self, A2a, SpecCall};
 use crate::bridge::Bridge;
-use crate::config::{Config, Dialect};
-use crate::error::GatewayError;
+use crate::config::Config;
 use crate::facade::Facade;
 use crate::feed::Feed;
 use crate::migration::{Migration, Who};
+use crate::model::error::GatewayError;
+use crate::proxy::call::{forward, Call, Done};
 use crate::proxy::UpstreamClient;
 use crate::reply::{
     empty_reply, error_status, json_reply, single_reply, status_of, Reply, ReplyBody,
@@ -31,22 +31,9 @@ use crate::router::Router;
 use crate::stream::{self as sse_stream, Shared};
 use crate::telemetry::{self, CallLabels};
 use crate::wire::dialect::{self, Entry, Inbound, Message};
-use crate::wire::jsonrpc::{null_raw, to_raw, Id, Outcome, Request, Response};
-use crate::wire::legacy::{Auth, LegacyBody, LegacyRequest, LegacyResponse};
+use crate::wire::jsonrpc::{to_raw, Id, Outcome, Request, Response};
+use crate::wire::legacy::{Auth, LegacyRequest, LegacyResponse};
 use crate::wire::translate::{self, ErrorTable};
-
-/// The pivot form of one call, whatever dialect it arrived in.
-#[derive(Clone, Debug)]
-pub(crate) struct Call {
-    pub(crate) method: String,
-    pub(crate) params: Option<Box<RawValue>>,
-    /// The id sent upstream (legacy `request_id`, or the JSON-RPC id); never used for the answer.
-    pub(crate) upstream_id: String,
-    pub(crate) notification: bool,
-    pub(crate) auth: Option<Auth>,
-    /// The A2A version and operation, when the call speaks a published A2A version.
-    spec: Option<SpecCall>,
-}
 
 /// What the caller's headers say about a body.
 #[derive(Clone, Copy, Debug, Default)]
@@ -83,13 +70,6 @@ pub enum Binding {
     Gateway,
     /// `a2a.jsonrpc_path`: A2A's JSON-RPC binding.
     A2a,
-}
-
-/// A call's outcome in JSON-RPC terms, with what the upstream reported of its own time.
-#[derive(Debug)]
-pub(crate) struct Done {
-    pub(crate) outcome: Outcome,
-    pub(crate) timing_ms: Option<f64>,
 }
 
 /// The request-path state built from the configuration.
@@ -147,7 +127,7 @@ impl Gateway {
             ))
         });
         let feed = (!config.events.source.is_empty()).then(|| match &cluster {
-            Some(link) => Feed::start_shared(config.events.clone(), link.clone()),
+            Some(link) => crate::cluster::feed::start(config.events.clone(), link.clone()),
             None => Feed::start(config.events.clone()),
         });
         Self::with_services(config, bridge, a2a, feed, None, cluster)
@@ -224,6 +204,11 @@ impl Gateway {
     /// The sid bridge, when enabled.
     pub fn bridge(&self) -> Option<&Arc<Bridge>> {
         self.bridge.as_ref()
+    }
+
+    /// The A2A service, shared (for the REST binding's router).
+    pub fn a2a_shared(&self) -> Option<Arc<A2a>> {
+        self.a2a.clone()
     }
 
     /// The A2A service, when the sid bridge and `[a2a]` are on.
@@ -654,75 +639,4 @@ impl Gateway {
         }
         reply
     }
-}
-
-/// One call to one upstream in that upstream's dialect, its answer brought to JSON-RPC terms:
-/// the primary's exchange and a shadow's are the same.
-pub(crate) async fn forward(
-    up: &UpstreamClient,
-    table: &ErrorTable,
-    call: &Call,
-) -> Result<Done, GatewayError> {
-    match up.dialect() {
-        Dialect::Legacy => to_legacy_upstream(up, table, call).await,
-        Dialect::Jsonrpc => to_jsonrpc_upstream(up, call).await,
-    }
-}
-
-async fn to_legacy_upstream(
-    up: &UpstreamClient,
-    table: &ErrorTable,
-    call: &Call,
-) -> Result<Done, GatewayError> {
-    // The envelope `translate::request_to_legacy` makes, written from the borrowed call.
-    let empty;
-    let params = match call.params.as_deref() {
-        Some(p) => {
-            translate::named_params(p).map_err(|e| GatewayError::InvalidParams(e.message))?;
-            p
-        }
-        None => {
-            empty = crate::wire::dialect::empty_object();
-            &empty
-        }
-    };
-    let body = crate::wire::legacy::request_bytes(
-        crate::wire::legacy::VERSION,
-        &call.upstream_id,
-        &call.method,
-        params,
-        call.auth.as_ref(),
-    );
-    let answer = up.post(&body, None).await?;
-    let resp: LegacyResponse = crate::wire::from_json(&answer.body)
-        .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
-    let timing_ms = resp.timing_ms;
-    let outcome = match resp.body {
-        LegacyBody::Success(data) => Outcome::Result(data.unwrap_or_else(null_raw)),
-        LegacyBody::Error(e) => Outcome::Error(translate::error_to_jsonrpc(&e, table)),
-    };
-    Ok(Done { outcome, timing_ms })
-}
-
-async fn to_jsonrpc_upstream(up: &UpstreamClient, call: &Call) -> Result<Done, GatewayError> {
-    let body = crate::wire::jsonrpc::request_bytes(
-        &call.method,
-        call.params.as_deref(),
-        (!call.notification).then_some(call.upstream_id.as_str()),
-    );
-    let authorization = call.auth.as_ref().and_then(Auth::to_header);
-    let answer = up.post(&body, authorization.as_deref()).await?;
-    if call.notification {
-        // Nothing is answered to a notification; the upstream's body, if any, is dropped.
-        return Ok(Done {
-            outcome: Outcome::Result(null_raw()),
-            timing_ms: None,
-        });
-    }
-    let resp: Response = crate::wire::from_json(&answer.body)
-        .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
-    Ok(Done {
-        outcome: resp.outcome,
-        timing_ms: None,
-    })
 }

@@ -20,8 +20,8 @@ use futures_util::Stream;
 /// Most bytes coalesced into one chunk of the response body.
 const BATCH_BYTES: usize = 64 * 1024;
 
-use crate::bridge::mapping::TaskState;
 use crate::events::{Read, Stored, Subscription};
+use crate::model::task::TaskState;
 use crate::wire::sse;
 
 /// Which events a stream carries, and when it ends.

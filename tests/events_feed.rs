@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{domain_record, feed_server, gateway, FeedMode, SseEvent, TestGateway};
-use wiregate::events::domain::Unmapped;
+use wiregate::config::Unmapped;
 
 const T: Duration = Duration::from_secs(10);
 

@@ -325,7 +325,7 @@ fn tls_settings_are_checked_with_their_key_paths() {
 /// for the server's flight and never finishes the handshake.
 async fn stalled_hello(port: u16) -> tokio::net::TcpStream {
     use tokio::io::AsyncWriteExt;
-    let config = std::sync::Arc::new(wiregate::tls::unused_client_config());
+    let config = std::sync::Arc::new(wiregate::config::tls::unused_client_config());
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let mut tls = rustls::ClientConnection::new(config, name).unwrap();
     let mut hello = Vec::new();

@@ -26,12 +26,14 @@ pub struct LoadStats {
 pub enum Outcome {
     Ok,
     /// No HTTP answer: refused, reset.
+    #[allow(dead_code, reason = "read through Debug, in the problem reports")]
     Transport(String),
     /// No answer within [`CALL_LIMIT`].
     Hang,
     /// A JSON-RPC error code or a legacy error code.
     Error(String),
     /// An answer that is not the one this call must get.
+    #[allow(dead_code, reason = "read through Debug, in the problem reports")]
     Wrong(String),
 }
 

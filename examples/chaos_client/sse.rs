@@ -49,6 +49,7 @@ pub enum End {
     /// The server ended the body.
     Closed,
     /// The connection failed.
+    #[allow(dead_code, reason = "read through Debug, in the problem reports")]
     Broken(String),
     /// No byte for this long, not even a keepalive.
     Silent(Duration),

@@ -22,7 +22,8 @@ use futures::executor::block_on;
 use futures::stream;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use wiregate::events::domain::{Bridge, EventMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
+use wiregate::config::{Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
+use wiregate::events::domain::{Bridge, EventMap};
 use wiregate::events::EventQueue;
 use wiregate::feed::{Reader, RecentIds};
 

@@ -5,13 +5,13 @@
 //! update as a tree of maps (the update, its artifact, its part, its metadata) only for the
 //! tree to be serialised and dropped; here the same bytes are written from the delta
 //! ([`TextDelta`]: its text kept escaped as sid's line held it), as the seed dialect's frame is
-//! ([`crate::events::A2aEvent::to_sse`]). The members are written in the order the tree
+//! ([`crate::model::event::A2aEvent::to_sse`]). The members are written in the order the tree
 //! serialises them (a `serde_json::Map` is sorted).
 //!
 //! [`UpdateWriter::result`]: super::shapes::UpdateWriter::result
 
 use super::Version;
-use crate::events::TextDelta;
+use crate::model::payload::TextDelta;
 use crate::wire::write_json_str;
 
 /// Appends the `result` of a text delta of task `task_id` (`""` without one), as
@@ -65,9 +65,11 @@ mod tests {
     use super::super::shapes::UpdateWriter;
     use super::super::SpecEncoder;
     use super::*;
-    use crate::bridge::mapping::Tracker;
-    use crate::events::{A2aEvent, DeltaArtifact, EventKind, Payload};
+    use crate::model::event::{A2aEvent, EventKind};
+    use crate::model::payload::Payload;
+    use crate::model::task::Tracker;
     use crate::wire::jsonrpc::Id;
+    use crate::wire::raw::DeltaArtifact;
 
     /// A request id of any kind: none (the REST binding), null, a number as a client may
     /// write it, a string that needs escapes or none.

@@ -6,7 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use super::Version;
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 use crate::wire::jsonrpc::ErrorObject;
 
 /// The `@type` of an ErrorInfo detail.

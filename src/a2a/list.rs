@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::shapes::{self, View};
 use super::Version;
-use crate::bridge::mapping::{Task, TaskState};
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
+use crate::model::task::{Task, TaskState};
 
 /// Tasks per page when the client does not say.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -225,7 +225,7 @@ pub fn page(version: Version, q: &Query, mut tasks: Vec<(Task, String)>) -> Valu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bridge::mapping::Tracker;
+    use crate::model::task::Tracker;
 
     fn query(v: Value) -> Result<Query, GatewayError> {
         serde_json::from_value::<ListRequest>(v)

@@ -21,11 +21,13 @@ use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::bridge::mapping::TaskState;
 use crate::bridge::{Bridge, IdParams, Turn};
 use crate::config::A2a as A2aConfig;
-use crate::error::GatewayError;
-use crate::events::{A2aEvent, EventKind, Payload, Stored};
+use crate::events::Stored;
+use crate::model::error::GatewayError;
+use crate::model::event::{A2aEvent, EventKind};
+use crate::model::payload::Payload;
+use crate::model::task::TaskState;
 use crate::stream::{Cut, Encode, Filter};
 use crate::wire::jsonrpc::{Id, Response};
 use crate::wire::sse;
@@ -42,120 +44,7 @@ struct GetParams {
     history_length: Option<i64>,
 }
 
-/// The request header naming the protocol version.
-pub const VERSION_HEADER: &str = "a2a-version";
-
-/// A published protocol version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Version {
-    /// A2A 1.0: PascalCase methods, protobuf JSON.
-    V1_0,
-    /// A2A 0.3: slash methods, `kind` discriminators.
-    V0_3,
-}
-
-impl Version {
-    /// How the card and headers spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Version::V1_0 => "1.0",
-            Version::V0_3 => "0.3",
-        }
-    }
-
-    /// The client-dialect label in metrics.
-    pub fn label(self) -> &'static str {
-        match self {
-            Version::V1_0 => "a2a-1.0",
-            Version::V0_3 => "a2a-0.3",
-        }
-    }
-
-    /// Reads an `A2A-Version` value by major and minor (`1.0`, `1.0.2`, `0.3.0`).
-    pub fn parse(v: &str) -> Option<Self> {
-        let mut it = v.trim().split('.');
-        let major = it.next()?.parse::<u32>().ok()?;
-        let minor = it.next().map_or(Some(0), |m| m.parse::<u32>().ok())?;
-        if it.any(|p| p.parse::<u32>().is_err()) {
-            return None;
-        }
-        match (major, minor) {
-            (1, 0) => Some(Version::V1_0),
-            (0, 3) => Some(Version::V0_3),
-            _ => None,
-        }
-    }
-}
-
-/// An A2A operation, whatever its name in either version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    /// `SendMessage` / `message/send`.
-    Send,
-    /// `SendStreamingMessage` / `message/stream`.
-    Stream,
-    /// `GetTask` / `tasks/get`.
-    Get,
-    /// `CancelTask` / `tasks/cancel`.
-    Cancel,
-    /// `SubscribeToTask` / `tasks/resubscribe`.
-    Subscribe,
-    /// `ListTasks` (1.0 only).
-    ListTasks,
-    /// A push-notification configuration method.
-    Push(push::Op),
-    /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`.
-    ExtendedCard,
-}
-
-impl Method {
-    fn v1_0(name: &str) -> Option<Self> {
-        Some(match name {
-            "SendMessage" => Method::Send,
-            "SendStreamingMessage" => Method::Stream,
-            "GetTask" => Method::Get,
-            "CancelTask" => Method::Cancel,
-            "SubscribeToTask" => Method::Subscribe,
-            "ListTasks" => Method::ListTasks,
-            "CreateTaskPushNotificationConfig" => Method::Push(push::Op::Create),
-            "GetTaskPushNotificationConfig" => Method::Push(push::Op::Get),
-            "ListTaskPushNotificationConfigs" => Method::Push(push::Op::List),
-            "DeleteTaskPushNotificationConfig" => Method::Push(push::Op::Delete),
-            "GetExtendedAgentCard" => Method::ExtendedCard,
-            _ => return None,
-        })
-    }
-
-    fn v0_3(name: &str) -> Option<Self> {
-        Some(match name {
-            "message/send" => Method::Send,
-            "message/stream" => Method::Stream,
-            "tasks/get" => Method::Get,
-            "tasks/cancel" => Method::Cancel,
-            "tasks/resubscribe" => Method::Subscribe,
-            "tasks/pushNotificationConfig/set" => Method::Push(push::Op::Create),
-            "tasks/pushNotificationConfig/get" => Method::Push(push::Op::Get),
-            "tasks/pushNotificationConfig/list" => Method::Push(push::Op::List),
-            "tasks/pushNotificationConfig/delete" => Method::Push(push::Op::Delete),
-            "agent/getAuthenticatedExtendedCard" => Method::ExtendedCard,
-            _ => return None,
-        })
-    }
-
-    /// Whether the method answers a stream.
-    pub fn is_streaming(self) -> bool {
-        matches!(self, Method::Stream | Method::Subscribe)
-    }
-}
-
-/// A call in a spec version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpecCall {
-    /// The version it speaks.
-    pub version: Version,
-    /// What it asks.
-    pub method: Method,
-}
+pub use crate::model::a2a::{Method, SpecCall, Version, VERSION_HEADER};
 
 /// Decides a call's dialect. `Ok(None)`: not a spec call (the seed dialect, a routed method).
 ///

@@ -1,4 +1,4 @@
-//! The HTTP+JSON (REST) binding of A2A 1.0 (spec §11), at [`PATH`], over the same task model
+//! The HTTP+JSON (REST) binding of A2A 1.0 (spec §11), at [`A2A_REST`](crate::routes::A2A_REST), over the same task model
 //! and the same calls as JSON-RPC: only the framing differs. Requests are the protobuf JSON
 //! objects as bodies (POST) or camelCase query parameters (GET, DELETE); answers are the bare
 //! result objects; streams are SSE whose `data:` is a bare `StreamResponse`; errors are HTTP
@@ -15,12 +15,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
 use super::{errors, push, shapes, Method, SpecCall, Version, VERSION_HEADER};
-use crate::error::GatewayError;
-use crate::rpc::Gateway;
+use crate::bridge::Bridge;
+use crate::model::error::GatewayError;
 use crate::telemetry::{self, CallLabels};
-
-/// Where the binding is served; the card names `{base}{PATH}`.
-pub const PATH: &str = "/a2a/rest";
 
 /// The HTTP status of a failure answered over REST (spec §5.4 for A2A's own errors).
 pub fn status(e: &GatewayError) -> StatusCode {
@@ -80,9 +77,20 @@ fn error_response(e: &GatewayError) -> Response {
     (status(e), axum::Json(error_body(e))).into_response()
 }
 
-/// The router served under [`PATH`].
-pub fn router(gateway: Arc<Gateway>) -> axum::Router {
-    axum::Router::new().fallback(handle).with_state(gateway)
+/// The router served under [`A2A_REST`](crate::routes::A2A_REST).
+/// It serves with the A2A service and the sid bridge; without either (`a2a.enabled` or
+/// `sid.enabled` off) it refuses every request.
+pub fn router(a2a: Option<Arc<super::A2a>>, bridge: Option<Arc<Bridge>>) -> axum::Router {
+    axum::Router::new()
+        .fallback(handle)
+        .with_state(Served { a2a, bridge })
+}
+
+/// What [`router`] serves with.
+#[derive(Clone)]
+struct Served {
+    a2a: Option<Arc<super::A2a>>,
+    bridge: Option<Arc<Bridge>>,
 }
 
 /// What a request asks, once its path is read.
@@ -137,7 +145,8 @@ fn query_params(uri: &Uri) -> Result<Map<String, Value>, GatewayError> {
 fn route(m: &HttpMethod, uri: &Uri, body: &Bytes) -> Result<Call, GatewayError> {
     let path = uri.path().trim_end_matches('/');
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let not_found = || GatewayError::MethodNotFound(format!("{m} {PATH}{path}"));
+    let not_found =
+        || GatewayError::MethodNotFound(format!("{m} {}{path}", crate::routes::A2A_REST));
     let with = |mut p: Map<String, Value>, k: &str, v: &str| {
         p.insert(k.into(), json!(v));
         Value::Object(p)
@@ -189,14 +198,14 @@ fn with_map(task: &str) -> Map<String, Value> {
 }
 
 async fn handle(
-    State(gw): State<Arc<Gateway>>,
+    State(served): State<Served>,
     method: HttpMethod,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let started = Instant::now();
-    let (Some(a2a), Some(bridge)) = (gw.a2a(), gw.bridge()) else {
+    let (Some(a2a), Some(bridge)) = (served.a2a.as_deref(), served.bridge.as_ref()) else {
         return error_response(&GatewayError::MethodNotFound(
             "the A2A REST binding needs sid.enabled and a2a.enabled".into(),
         ));

@@ -12,10 +12,11 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::Version;
-use crate::bridge::mapping::{HistoryMessage, Role, Task, TaskState};
 use crate::bridge::Turn;
-use crate::error::GatewayError;
-use crate::events::{A2aEvent, EventKind, TextDelta};
+use crate::model::error::GatewayError;
+use crate::model::event::{A2aEvent, EventKind};
+use crate::model::payload::TextDelta;
+use crate::model::task::{HistoryMessage, Role, Task, TaskState};
 
 /// A state as `version` spells it.
 pub fn state(version: Version, s: TaskState) -> &'static str {
@@ -622,7 +623,7 @@ mod tests {
     }
 
     fn model(state: TaskState, response: &str) -> Task {
-        let mut t = crate::bridge::mapping::Tracker::default();
+        let mut t = crate::model::task::Tracker::default();
         t.begin("t1");
         let mut task = t.task("t1").unwrap().clone();
         task.state = state;

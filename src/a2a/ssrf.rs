@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use axum::http::Uri;
 
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 
 /// Whether an address is one a webhook must not reach by default.
 pub fn is_private(ip: IpAddr) -> bool {

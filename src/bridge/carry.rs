@@ -23,7 +23,7 @@ use http_body_util::BodyExt;
 
 use super::shared::{Place, FORWARD_TIMEOUT_MS};
 use super::Bridge;
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 use crate::passthrough::exchange::{self, Delivered, Sending};
 use crate::proxy::h1;
 use crate::reply::{Reply, ReplyBody};

@@ -12,8 +12,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::lines::Lines;
-use super::mapping::{Task, TaskState, Tracker, Update};
-use crate::events::{A2aEvent, EventKind, EventQueue};
+use crate::events::EventQueue;
+use crate::model::event::{A2aEvent, EventKind};
+use crate::model::task::{Task, TaskState, Tracker, Update};
 use crate::wire::raw::{ClientLine, DeltaLine, Hello, Op, ResultLine, ServerLine, ServerMessage};
 
 /// How the context reaches sid.

@@ -64,7 +64,8 @@ impl Bridge {
                     .collect();
                 tasks.sort_by(|a, b| {
                     let done = |t: &TaskView| {
-                        super::mapping::TaskState::parse(t.state).is_some_and(|s| s.is_terminal())
+                        crate::model::task::TaskState::parse(t.state)
+                            .is_some_and(|s| s.is_terminal())
                     };
                     done(a).cmp(&done(b)).then_with(|| a.id.cmp(&b.id))
                 });

@@ -8,7 +8,6 @@ mod carry;
 pub mod context;
 mod lines;
 pub mod listing;
-pub mod mapping;
 mod shared;
 
 use std::collections::HashMap;
@@ -20,12 +19,12 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use crate::config::Sid as SidConfig;
-use crate::error::GatewayError;
 use crate::events::{EventQueue, Subscription};
+use crate::model::error::GatewayError;
+use crate::model::task::{Task, TaskState};
 use crate::stream::{Filter, Timing};
 use crate::wire::raw::{Op, ResultLine, ServerError};
 use context::{Context, SendError, Transport};
-use mapping::{Task, TaskState};
 
 /// `message/send`.
 pub const SEND: &str = "message/send";

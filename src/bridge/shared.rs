@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::context::{Context, Transport};
-use super::mapping::Task;
 use super::{Bridge, Opened};
 use crate::cluster::lease::{self, Holder};
 use crate::cluster::log::{self, Exporter, Mirrors};
 use crate::cluster::{tasks, Link};
 use crate::config::Sid as SidConfig;
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
+use crate::model::task::Task;
 use crate::stream::Filter;
 
 /// How long an answer waits for its task's events to reach Redis, so another replica asked

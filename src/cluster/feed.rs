@@ -23,8 +23,18 @@ use crate::feed::Feed;
 /// Retry delay while Redis does not answer.
 const RETRY: Duration = Duration::from_millis(200);
 
+/// Starts the feed of a replica: the replica holding the feed lease reads `cfg.source` into
+/// the shared stream, and every replica serves its copy of that stream.
+pub fn start(cfg: EventsConfig, link: Arc<Link>) -> Arc<Feed> {
+    let queue =
+        Arc::new(EventQueue::new(cfg.replay_events).with_max_subscribers(cfg.max_subscribers));
+    let feed = Feed::fed(queue.clone());
+    spawn(link, cfg, Arc::downgrade(&feed), queue);
+    feed
+}
+
 /// Follows the shared stream into `served`, and reads the source while holding the lease.
-pub fn spawn(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>, served: Arc<EventQueue>) {
+fn spawn(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>, served: Arc<EventQueue>) {
     let replay = cfg.replay_events;
     let follower = {
         let link = link.clone();

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::events::{A2aEvent, DeltaArtifact, EventKind, Payload, TextDelta};
+use crate::model::event::{A2aEvent, EventKind};
+use crate::model::payload::{Payload, TextDelta};
+use crate::wire::raw::DeltaArtifact;
 use crate::wire::scan;
 
 /// Every key starts with this, so a shared Redis can tell the gateway's keys apart.
@@ -336,7 +338,7 @@ pub struct StoredTask {
     /// The context the task belongs to.
     pub context: String,
     /// The task model.
-    pub task: crate::bridge::mapping::Task,
+    pub task: crate::model::task::Task,
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use redis::AsyncCommands;
 
 use super::{keys, Link};
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 
 /// How soon a renewal that failed (Redis did not answer) is tried again.
 const RETRY_SOON: std::time::Duration = std::time::Duration::from_millis(50);

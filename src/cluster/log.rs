@@ -24,9 +24,11 @@ use tokio::sync::watch;
 
 use super::keys::{self, StoredTask};
 use super::Link;
-use crate::bridge::mapping::Task;
-use crate::error::GatewayError;
-use crate::events::{A2aEvent, EventQueue, Payload, Read, Stored};
+use crate::events::{EventQueue, Read, Stored};
+use crate::model::error::GatewayError;
+use crate::model::event::A2aEvent;
+use crate::model::payload::Payload;
+use crate::model::task::Task;
 
 /// Most updates one stream entry holds.
 const BATCH: usize = 256;

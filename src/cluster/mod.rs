@@ -27,7 +27,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 
 use crate::config::Cluster as ClusterConfig;
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 
 /// How often the link checks that Redis answers.
 const PING_EVERY: Duration = Duration::from_millis(500);

@@ -6,8 +6,8 @@ use redis::AsyncCommands;
 
 use super::keys::{self, StoredTask};
 use super::Link;
-use crate::bridge::mapping::Task;
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
+use crate::model::task::Task;
 
 /// A task some replica runs (or ran), with its context; `None` when no replica knows it.
 pub async fn get(link: &Link, task_id: &str) -> Result<Option<(Task, String)>, GatewayError> {

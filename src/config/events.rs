@@ -35,7 +35,7 @@ pub struct Events {
     /// Interval of SSE keepalive comments.
     pub keepalive_ms: u64,
     /// What to do with event types the map does not name.
-    pub unmapped: crate::events::domain::Unmapped,
+    pub unmapped: Unmapped,
     /// Event type → update kind.
     pub map: EventsMap,
 }
@@ -52,7 +52,6 @@ pub struct EventsMap {
 
 impl Default for EventsMap {
     fn default() -> Self {
-        use crate::events::domain::{DEFAULT_ARTIFACT, DEFAULT_STATUS};
         EventsMap {
             status: DEFAULT_STATUS.map(String::from).to_vec(),
             artifact: DEFAULT_ARTIFACT.map(String::from).to_vec(),
@@ -81,8 +80,8 @@ impl Default for Events {
 impl Events {
     /// The client TLS configuration for `source` (`None` for `http://`), from `ca_file`,
     /// `client_cert` and `client_key` as an upstream's are built.
-    pub fn tls(&self) -> Result<Option<Arc<rustls::ClientConfig>>, crate::tls::TlsProblem> {
-        crate::tls::client_config_for(
+    pub fn tls(&self) -> Result<Option<Arc<rustls::ClientConfig>>, crate::config::tls::TlsProblem> {
+        crate::config::tls::client_config_for(
             &self.source,
             &self.ca_file,
             &self.client_cert,
@@ -118,3 +117,32 @@ impl Events {
         }
     }
 }
+
+/// What to do with a type the map does not name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unmapped {
+    /// Drop it.
+    #[default]
+    Drop,
+    /// Pass it on as a status update.
+    Status,
+}
+
+/// The default status types.
+pub const DEFAULT_STATUS: [&str; 6] = [
+    "plan.created",
+    "plan.phase_changed",
+    "plan.state_changed",
+    "plan.applied",
+    "plan.cancelled",
+    "plan.errored",
+];
+
+/// The default artifact types.
+pub const DEFAULT_ARTIFACT: [&str; 4] = [
+    "checkpoint.created",
+    "checkpoint.restored",
+    "sandbox.committed",
+    "resource.modified",
+];

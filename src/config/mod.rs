@@ -10,14 +10,15 @@ mod log;
 mod migration;
 mod server;
 mod sid;
+pub mod tls;
 mod upstream;
 
 pub use a2a::A2a;
 pub use cluster::Cluster;
-pub use events::{Events, EventsMap};
+pub use events::{Events, EventsMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 pub use log::{Log, LogFormat};
 pub use migration::{is_json_pointer, Migration, Rollback, SplitSide, Sticky};
-pub use server::{is_own_route, Cors, Server, ServerTls, OWN_ROUTES};
+pub use server::{Cors, Server, ServerTls};
 pub use sid::{Sid, SID_INTERNAL_OPS, SID_OFF_BY_DEFAULT_OPS, SID_OPS};
 pub use upstream::{Dialect, Legacy, Passthrough, Route, Upstream};
 

@@ -6,32 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use super::Issues;
 
-/// Where the gateway's own routes live: the server registers each of its routes under one of
-/// these (and checks it, `server::routes`), so no RPC path, A2A binding or pass-through fast lane
-/// may take them.
-pub const OWN_ROUTES: &[&str] = &[
-    "/tasks",
-    "/contexts",
-    "/events",
-    "/.well-known",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/migration",
-    "/admin",
-    crate::console::PATH,
-    crate::a2a::rest::PATH,
-];
-
-/// Whether `path` is one of [`OWN_ROUTES`] or lies below one (on segment boundaries).
-pub fn is_own_route(path: &str) -> bool {
-    let path = path.strip_suffix('/').unwrap_or(path);
-    OWN_ROUTES.iter().any(|o| {
-        path.strip_prefix(o)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
-}
-
 /// Why `path` cannot be an RPC path: it must be an absolute path of plain segments that no
 /// built-in route uses.
 fn rpc_path_problem(path: &str) -> Result<(), &'static str> {
@@ -47,7 +21,7 @@ fn rpc_path_problem(path: &str) -> Result<(), &'static str> {
     }) {
         return Err("segments may hold only letters, digits and - . _ ~");
     }
-    if is_own_route(path) {
+    if crate::routes::is_own_route(path) {
         return Err("is a route of the gateway's own");
     }
     Ok(())
@@ -183,7 +157,7 @@ impl Server {
                 "cert and key are set together, or neither".into(),
             );
         } else if self.tls.enabled() {
-            if let Err(e) = crate::tls::server_config(&self.tls) {
+            if let Err(e) = crate::config::tls::server_config(&self.tls) {
                 issues.add(format!("server.tls.{}", e.key), e.message);
             }
         } else if !self.tls.client_ca.is_empty() {

@@ -243,7 +243,7 @@ pub(super) fn validate(
             ),
             Err(e) => issues.add(format!("upstreams[{i}].url"), e.to_string()),
         }
-        if let Err(e) = crate::tls::client_config(u) {
+        if let Err(e) = crate::config::tls::client_config(u) {
             issues.add(format!("upstreams[{i}].{}", e.key), e.message);
         }
         if u.pipeline > MAX_PIPELINE {

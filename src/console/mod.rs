@@ -9,8 +9,6 @@
 //! behind the same rule as the rest (with `sid.bearer_tokens` set, the bridge still checks its
 //! own token too).
 
-pub mod stats;
-
 use std::sync::Arc;
 
 use axum::extract::{FromRef, Path, Request, State};
@@ -25,9 +23,6 @@ use crate::rpc::Gateway;
 /// `server.admin_tokens`, as the routes' state hands them to [`admin_only`].
 #[derive(Clone, Debug, Default)]
 pub struct AdminTokens(pub Arc<[String]>);
-
-/// The page, and the URL `--demo` prints.
-pub const PATH: &str = "/console";
 
 const PAGE: &str = include_str!("assets/index.html");
 
@@ -129,7 +124,7 @@ pub async fn admin_only(State(tokens): State<AdminTokens>, req: Request, next: N
             .or_else(|| req.uri().authority().map(|a| a.as_str()));
         let foreign_host = tokens.0.is_empty() && host.is_some_and(|h| !is_loopback_host(h));
         if foreign_host || is_cross_site(headers) {
-            Err(crate::error::GatewayError::AdminForbidden)
+            Err(crate::model::error::GatewayError::AdminForbidden)
         } else {
             Ok(())
         }
@@ -186,7 +181,7 @@ where
 
 /// Calls per second by dialect and outcome, and latency, over the last 15 minutes.
 async fn stats_route() -> Response {
-    no_store(axum::Json(stats::snapshot()).into_response())
+    no_store(axum::Json(crate::telemetry::stats::snapshot()).into_response())
 }
 
 /// Upstreams with their readiness, and the sid bridge's and the feed's state.

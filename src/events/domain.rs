@@ -10,7 +10,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{A2aEvent, EventKind, EventQueue};
+use super::EventQueue;
+use crate::config::{Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
+use crate::model::event::{A2aEvent, EventKind};
 
 /// One record of the legacy event feed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,17 +44,6 @@ impl DomainEvent {
     }
 }
 
-/// What to do with a type the map does not name.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Unmapped {
-    /// Drop it.
-    #[default]
-    Drop,
-    /// Pass it on as a status update.
-    Status,
-}
-
 /// Event type → update kind.
 #[derive(Clone, Debug)]
 pub struct EventMap {
@@ -60,24 +51,6 @@ pub struct EventMap {
     artifact: HashSet<String>,
     unmapped: Unmapped,
 }
-
-/// The default status types.
-pub const DEFAULT_STATUS: [&str; 6] = [
-    "plan.created",
-    "plan.phase_changed",
-    "plan.state_changed",
-    "plan.applied",
-    "plan.cancelled",
-    "plan.errored",
-];
-
-/// The default artifact types.
-pub const DEFAULT_ARTIFACT: [&str; 4] = [
-    "checkpoint.created",
-    "checkpoint.restored",
-    "sandbox.committed",
-    "resource.modified",
-];
 
 impl Default for EventMap {
     fn default() -> Self {

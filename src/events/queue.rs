@@ -22,7 +22,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use super::tick::Wake;
-use super::A2aEvent;
+use crate::model::event::A2aEvent;
 
 /// One queued event and its SSE frame.
 #[derive(Debug)]
@@ -511,10 +511,17 @@ impl EventQueue {
     }
 }
 
+/// A full stream refuses the call that asked for it the way every capacity limit does.
+impl From<TooManySubscribers> for crate::model::error::GatewayError {
+    fn from(e: TooManySubscribers) -> Self {
+        crate::model::error::GatewayError::TooManySubscribers(e.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::EventKind;
+    use crate::model::event::EventKind;
     use serde_json::Map;
 
     fn ev() -> A2aEvent {

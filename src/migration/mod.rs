@@ -29,9 +29,9 @@ use metrics::Counter;
 use serde_json::{json, Value};
 
 use crate::config::{Config, Rollback, Route, SplitSide, Sticky};
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
+use crate::proxy::call::{Call, Done};
 use crate::proxy::UpstreamClient;
-use crate::rpc::{Call, Done};
 use crate::wire::jsonrpc::{code, Outcome};
 use crate::wire::translate::ErrorTable;
 

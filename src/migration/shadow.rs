@@ -24,8 +24,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::proxy::call::{forward, Call};
 use crate::proxy::UpstreamClient;
-use crate::rpc::{forward, Call};
 use crate::telemetry;
 use crate::wire::jsonrpc::Outcome;
 use crate::wire::translate::ErrorTable;

@@ -10,6 +10,7 @@
 //! once more on a fresh connection.
 
 /// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).
+pub(crate) mod call;
 pub mod h1;
 mod pipeline;
 pub(crate) mod stream;
@@ -22,7 +23,7 @@ use bytes::Bytes;
 use tokio::net::TcpStream;
 
 use crate::config::{Dialect, Upstream};
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 
 /// Idle connections kept per upstream.
 const MAX_IDLE: usize = 256;
@@ -119,7 +120,7 @@ impl UpstreamClient {
         let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         let host = authority.host().trim_matches(['[', ']']);
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-        let tls = crate::tls::client_config(&config)
+        let tls = crate::config::tls::client_config(&config)
             .expect("upstream TLS settings are validated at start")
             .map(|cfg| {
                 let name = rustls::pki_types::ServerName::try_from(host.to_owned())

@@ -9,8 +9,8 @@ use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::error::GatewayError;
 use crate::headers::Headers;
+use crate::model::error::GatewayError;
 use crate::reply::{Reply, ReplyBody};
 use crate::rpc::{Binding, Meta};
 use crate::stream as sse_stream;

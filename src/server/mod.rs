@@ -23,8 +23,8 @@ use tower_http::cors::CorsLayer;
 
 use crate::activity::Activity;
 use crate::config::Config;
-use crate::error::GatewayError;
 use crate::headers::{Headers, RawHead};
+use crate::model::error::GatewayError;
 use crate::passthrough::Passthrough;
 use crate::reply::Reply;
 use crate::rpc::{Binding, Gateway};
@@ -142,12 +142,12 @@ impl RpcPaths {
 }
 
 /// Whether the gateway may answer `path` itself: an RPC path, or one of its own routes
-/// ([`OWN_ROUTES`](crate::config::OWN_ROUTES)). A path it never answers, under a
+/// ([`OWN_ROUTES`](crate::routes::OWN_ROUTES)). A path it never answers, under a
 /// pass-through prefix, goes straight there (the router, its handler adapters and the request's
 /// extensions skipped); [`routes`] checks each route it registers against this (in debug
 /// builds, so every test run).
 fn is_own_path(rpc_paths: &RpcPaths, path: &str) -> bool {
-    rpc_paths.covers(path) || crate::config::is_own_route(path)
+    rpc_paths.covers(path) || crate::routes::is_own_route(path)
 }
 
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
@@ -184,7 +184,7 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     route("/metrics", get(metrics));
     route("/migration", get(migration));
     route(reload::PATH, post(reload::handler));
-    route(crate::console::PATH, get(crate::console::page));
+    route(crate::routes::CONSOLE, get(crate::console::page));
     route("/console/assets/{file}", get(crate::console::asset));
     debug_assert!(is_own_path(rpc_paths, "/console/api"));
     router
@@ -232,8 +232,11 @@ impl Live {
         let cors = cors::layer(&config.server.cors);
         let mut router = routes(&rpc_paths, &state)
             .nest_service(
-                crate::a2a::rest::PATH,
-                crate::a2a::rest::router(state.gateway.clone()),
+                crate::routes::A2A_REST,
+                crate::a2a::rest::router(
+                    state.gateway.a2a_shared(),
+                    state.gateway.bridge().cloned(),
+                ),
             )
             .with_state(state.clone());
         if let Some(c) = &cors {
@@ -532,7 +535,7 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let tls = match config.server.tls.enabled() {
         true => Some(Arc::new(ArcSwap::new(
-            crate::tls::server_config(&config.server.tls).map_err(|e| {
+            crate::config::tls::server_config(&config.server.tls).map_err(|e| {
                 std::io::Error::other(format!("server.tls.{}: {}", e.key, e.message))
             })?,
         ))),

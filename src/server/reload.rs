@@ -92,7 +92,7 @@ impl Reloader {
         let mut restart_needed = restart_needed(&self.started, config);
         if let Some(tls) = &self.tls {
             if config.server.tls.enabled() {
-                match crate::tls::server_config(&config.server.tls) {
+                match crate::config::tls::server_config(&config.server.tls) {
                     Ok(c) => tls.store(c),
                     Err(e) => {
                         return Applied {

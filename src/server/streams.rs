@@ -7,7 +7,7 @@ use axum::response::Response;
 
 use super::{header_str, not_configured, AppState, LAST_EVENT_ID};
 use crate::bridge::{Bridge, Opened};
-use crate::error::GatewayError;
+use crate::model::error::GatewayError;
 use crate::stream as sse_stream;
 
 /// The sid bridge's stream routes answer only when the bridge is on, and only to a valid token.

@@ -11,7 +11,8 @@ use serde_json::Map;
 use wiregate::cluster::log::{Exporter, Mirrors};
 use wiregate::cluster::{keys, Link};
 use wiregate::config::Cluster;
-use wiregate::events::{A2aEvent, EventKind, EventQueue, Read};
+use wiregate::events::{EventQueue, Read};
+use wiregate::model::event::{A2aEvent, EventKind};
 
 use crate::support::redis_server::RedisServer;
 use crate::WAIT;

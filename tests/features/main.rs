@@ -17,8 +17,9 @@ use std::sync::Arc;
 
 use cucumber::World as _;
 use serde_json::Value;
-use wiregate::events::{A2aEvent, EventQueue};
+use wiregate::events::EventQueue;
 use wiregate::facade::Facade;
+use wiregate::model::event::A2aEvent;
 use wiregate::wire::jsonrpc::{Request, Response};
 use wiregate::wire::raw::ServerMessage;
 use wiregate::wire::ValidationError;

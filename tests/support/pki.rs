@@ -94,7 +94,7 @@ pub fn server_config(issued: &Issued, client_ca: Option<&str>) -> Arc<rustls::Se
         key: issued.key.to_string_lossy().into_owned(),
         client_ca: client_ca.unwrap_or_default().to_owned(),
     };
-    let mut cfg = (*wiregate::tls::server_config(&tls).unwrap()).clone();
+    let mut cfg = (*wiregate::config::tls::server_config(&tls).unwrap()).clone();
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Arc::new(cfg)
 }

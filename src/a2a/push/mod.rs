@@ -31,8 +31,8 @@ pub use super::ssrf::check_target;
 use super::Version;
 use crate::bridge::Bridge;
 use crate::config::{Dialect, Upstream};
-use crate::error::GatewayError;
 use crate::events::Read;
+use crate::model::error::GatewayError;
 
 /// Webhooks one task may have.
 pub const MAX_CONFIGS_PER_TASK: usize = 8;
@@ -521,7 +521,7 @@ impl Push {
 }
 
 /// What a webhook receives for the whole task: 1.0's `{"task": …}`, 0.3's task.
-fn snapshot_payload(v: Version, t: &crate::bridge::mapping::Task, ctx: &str) -> Bytes {
+fn snapshot_payload(v: Version, t: &crate::model::task::Task, ctx: &str) -> Bytes {
     Bytes::from(shapes::stream_start(v, t, ctx).to_string())
 }
 
@@ -599,15 +599,4 @@ async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) 
     }
 }
 
-/// The push method a spec call names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// Create (set).
-    Create,
-    /// Get.
-    Get,
-    /// List.
-    List,
-    /// Delete.
-    Delete,
-}
+pub use crate::model::a2a::PushOp as Op;

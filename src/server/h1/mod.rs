@@ -34,8 +34,8 @@ mod answer;
 
 use self::answer::{bodiless, end_head, write, write_body, write_reply};
 use super::{Front, Lane};
-use crate::error::GatewayError;
 use crate::headers::RawHead;
+use crate::model::error::GatewayError;
 use crate::reply::ReplyBody;
 use crate::wire::head::content_length;
 

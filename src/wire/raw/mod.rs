@@ -118,7 +118,7 @@ impl Op {
 
 mod parse;
 
-pub use parse::{DeltaLine, ServerLine};
+pub use parse::{DeltaArtifact, DeltaLine, ServerLine};
 
 /// The 7 server message types.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -16,8 +16,26 @@ use serde::de::Error as _;
 use serde::Deserialize;
 
 use super::{Event, EventLine, ServerMessage, PROTOCOL_VERSION};
-use crate::events::DeltaArtifact;
 use crate::wire::scan;
+
+/// Which of a turn's artifacts a text delta appends to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeltaArtifact {
+    /// The answer (`assistant_text_delta`).
+    Response,
+    /// The model's thinking (`thinking_delta`).
+    Thinking,
+}
+
+impl DeltaArtifact {
+    /// The artifact's name, the update's `artifact` member.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeltaArtifact::Response => "response",
+            DeltaArtifact::Thinking => "thinking",
+        }
+    }
+}
 
 /// Every field an event line can carry; which are required depends on `event`. Strings are
 /// borrowed from the line where the scanner read them without an escape.
@@ -172,7 +190,7 @@ pub struct DeltaLine<'a> {
     /// The text, decoded.
     pub text: Cow<'a, str>,
     /// The text as the line wrote it between its quotes, when the scanner read the line (see
-    /// [`crate::events::TextDelta::new`]).
+    /// [`crate::model::payload::TextDelta::new`]).
     pub raw_text: Option<&'a str>,
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::wire::json_str_contents;
+use crate::wire::raw::DeltaArtifact;
 
 /// An update's fields: a JSON object, or a text delta without one.
 #[derive(Clone, Debug)]
@@ -98,25 +99,6 @@ impl Payload {
     /// Whether the fields are empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// Which of a turn's artifacts a text delta appends to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeltaArtifact {
-    /// The answer (`assistant_text_delta`).
-    Response,
-    /// The model's thinking (`thinking_delta`).
-    Thinking,
-}
-
-impl DeltaArtifact {
-    /// The artifact's name, the update's `artifact` member.
-    pub fn name(self) -> &'static str {
-        match self {
-            DeltaArtifact::Response => "response",
-            DeltaArtifact::Thinking => "thinking",
-        }
     }
 }
 

@@ -3,6 +3,8 @@
 //! The recorder is process-global; it is installed once, whatever number of gateways a process
 //! (a test binary, say) starts.
 
+pub mod stats;
+
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, Mutex, OnceLock};
@@ -180,7 +182,7 @@ pub fn record_call(l: CallLabels<'_>, elapsed: Duration) {
 pub fn record_routed_call(l: CallLabels<'_>, served: Option<Dialect>, elapsed: Duration) {
     crate::scope::note_call(l.client_dialect, l.upstream);
     // The console's per-second ring (its charts), beside the Prometheus totals.
-    crate::console::stats::record(l.client_dialect, l.outcome, served, elapsed);
+    crate::telemetry::stats::record(l.client_dialect, l.outcome, served, elapsed);
     let method = &l.method[..l
         .method
         .char_indices()

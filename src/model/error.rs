@@ -358,9 +358,3 @@ impl GatewayError {
         e
     }
 }
-
-impl From<crate::events::TooManySubscribers> for GatewayError {
-    fn from(e: crate::events::TooManySubscribers) -> Self {
-        GatewayError::TooManySubscribers(e.0)
-    }
-}

@@ -11,7 +11,9 @@ use std::time::SystemTime;
 
 use serde_json::{json, Map, Value};
 
-use crate::events::{DeltaArtifact, EventKind, Payload, TextDelta};
+use crate::model::event::EventKind;
+use crate::model::payload::{Payload, TextDelta};
+use crate::wire::raw::DeltaArtifact;
 use crate::wire::raw::{DeltaLine, Event, ServerMessage};
 
 /// A task's state, spelled as A2A spells it.

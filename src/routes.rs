@@ -1,0 +1,34 @@
+//! The paths the gateway answers itself, known in one place: the configuration's checks (no
+//! RPC path or pass-through lane may take them), the router and the agent card read them here.
+
+/// The operator console's page.
+pub const CONSOLE: &str = "/console";
+
+/// The A2A HTTP+JSON (REST) binding; the card names `{base}{A2A_REST}`.
+pub const A2A_REST: &str = "/a2a/rest";
+
+/// Where the gateway's own routes live: the server registers each of its routes under one of
+/// these (and checks it, `server::routes`), so no RPC path, A2A binding or pass-through fast lane
+/// may take them.
+pub const OWN_ROUTES: &[&str] = &[
+    "/tasks",
+    "/contexts",
+    "/events",
+    "/.well-known",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/migration",
+    "/admin",
+    CONSOLE,
+    A2A_REST,
+];
+
+/// Whether `path` is one of [`OWN_ROUTES`] or lies below one (on segment boundaries).
+pub fn is_own_route(path: &str) -> bool {
+    let path = path.strip_suffix('/').unwrap_or(path);
+    OWN_ROUTES.iter().any(|o| {
+        path.strip_prefix(o)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}

@@ -1,0 +1,269 @@
+//! The crate's layers: every top-level module of `src/` sits in one layer, and a module uses
+//! only modules of its own layer or of the layers before it, with no circle between two
+//! modules. Reads every `src/**/*.rs`, maps each `crate::…` path in code (comments are not
+//! code) to the module it names, and fails naming the file, the line and the import that points
+//! later in the order, the modules of a circle, or a module no layer holds.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The layers, first to last, with the top-level modules each holds (what each owns:
+/// docs/architecture.md).
+const LAYERS: &[(&str, &[&str])] = &[
+    ("util", &["clock", "hex", "ids"]),
+    ("wire", &["wire"]),
+    ("model", &["model"]),
+    (
+        "http",
+        &[
+            "headers",
+            "forwarded",
+            "reply",
+            "routes",
+            "scope",
+            "sse_conn",
+            "trace",
+        ],
+    ),
+    ("config", &["config", "logging"]),
+    ("telemetry", &["telemetry", "activity"]),
+    ("upstream", &["proxy", "router"]),
+    (
+        "io",
+        &["passthrough", "events", "feed", "stream", "cluster"],
+    ),
+    ("auth", &["admin"]),
+    ("sid", &["bridge"]),
+    ("a2a", &["a2a"]),
+    ("migration", &["migration"]),
+    ("gateway", &["rpc", "facade"]),
+    ("server", &["server", "listener", "access", "console"]),
+    ("cli", &["demo", "main", "lib"]),
+];
+
+/// One import of one module by another.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Import {
+    from: String,
+    to: String,
+    at: String,
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a file under `src` belongs to (`server/h1/mod.rs` → `server`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
+    first.strip_suffix(".rs").unwrap_or(&first).to_owned()
+}
+
+/// The code of a line: without a `//` comment (doc comments included), outside strings.
+fn code_of(line: &str) -> &str {
+    let mut in_str = false;
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if in_str => i += 1,
+            b'"' => in_str = !in_str,
+            b'/' if !in_str && b.get(i + 1) == Some(&b'/') => return &line[..i],
+            _ => {}
+        }
+        i += 1;
+    }
+    line
+}
+
+/// The modules a line of code names: `crate::x…` and the members of `crate::{x, y::…}`.
+fn named(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let after = &rest[i + "crate::".len()..];
+        let before_ok = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
+        if before_ok {
+            if let Some(group) = after.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for member in group[..end].split(',') {
+                    let m: String = member
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !m.is_empty() && m != "self" {
+                        out.push(m);
+                    }
+                }
+            } else {
+                let m: String = after
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !m.is_empty() {
+                    out.push(m);
+                }
+            }
+        }
+        rest = after;
+    }
+    out
+}
+
+/// Every import between two top-level modules of the tree at `src`.
+fn imports(src: &Path) -> (BTreeSet<String>, Vec<Import>) {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut modules = BTreeSet::new();
+    let mut found = Vec::new();
+    for f in &files {
+        let from = module_of(src, f);
+        modules.insert(from.clone());
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for to in named(code_of(line)) {
+                if to != from {
+                    found.push(Import {
+                        from: from.clone(),
+                        to,
+                        at: format!("{}:{}: {}", f.display(), n + 1, line.trim()),
+                    });
+                }
+            }
+        }
+    }
+    (modules, found)
+}
+
+/// What is wrong with the tree at `src` against `layers`, one line each.
+fn problems(src: &Path, layers: &[(&str, &[&str])]) -> Vec<String> {
+    let rank: BTreeMap<&str, (usize, &str)> = layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (layer, mods))| mods.iter().map(move |m| (*m, (i, *layer))))
+        .collect();
+    let (modules, found) = imports(src);
+    let mut out = Vec::new();
+    for m in &modules {
+        if !rank.contains_key(m.as_str()) {
+            out.push(format!("module {m} is in no layer: add it to LAYERS"));
+        }
+    }
+    let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for imp in &found {
+        let (Some(&(from, fl)), Some(&(to, tl))) =
+            (rank.get(imp.from.as_str()), rank.get(imp.to.as_str()))
+        else {
+            continue;
+        };
+        if to > from {
+            out.push(format!(
+                "{} ({fl}) uses {} ({tl}), a later layer: {}",
+                imp.from, imp.to, imp.at
+            ));
+        }
+        edges
+            .entry(imp.from.as_str())
+            .or_default()
+            .insert(imp.to.as_str());
+    }
+    for (a, tos) in &edges {
+        for b in tos {
+            if a < b && edges.get(b).is_some_and(|t| t.contains(a)) {
+                let at = |x: &str, y: &str| {
+                    found
+                        .iter()
+                        .find(|i| i.from == x && i.to == y)
+                        .map(|i| i.at.clone())
+                        .unwrap_or_default()
+                };
+                out.push(format!(
+                    "circle between {a} and {b}: {} / {}",
+                    at(a, b),
+                    at(b, a)
+                ));
+            }
+        }
+    }
+    // Longer circles within one layer (between layers, an upward import already shows).
+    for start in edges.keys() {
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
+        while let Some((at, path)) = stack.pop() {
+            for &next in edges.get(at).into_iter().flatten() {
+                if next == *start && path.len() > 2 && path.iter().min() == Some(start) {
+                    out.push(format!("circle {} -> {start}", path.join(" -> ")));
+                } else if seen.insert(next) && rank.get(next) == rank.get(start) {
+                    let mut p = path.clone();
+                    p.push(next);
+                    stack.push((next, p));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_module_uses_only_its_layer_and_the_ones_before() {
+    // WIREGATE_LAYERS_SRC: check another tree (an older checkout's `src`, say).
+    let src = std::env::var_os("WIREGATE_LAYERS_SRC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let found = problems(&src, LAYERS);
+    assert!(
+        found.is_empty(),
+        "{} layer problems:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The check itself, on a small tree made here: an upward import, a circle, a module in no
+/// layer, and what must not count (a comment, a string, a path that only ends in `crate::`).
+#[test]
+fn the_check_finds_upward_imports_circles_and_unplaced_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("low")).unwrap();
+    std::fs::write(
+        src.join("low/mod.rs"),
+        "use crate::high::Thing;\n// crate::other is a comment\nfn f() { let _ = \"crate::other\"; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("high.rs"),
+        "use crate::{low, peer::X};\nfn g() { mycrate::other(); }\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("peer.rs"), "use crate::high;\n").unwrap();
+    std::fs::write(src.join("stray.rs"), "").unwrap();
+    let layers: &[(&str, &[&str])] = &[("first", &["low"]), ("second", &["high", "peer"])];
+    let found = problems(src, layers);
+    let has = |s: &str| found.iter().any(|p| p.contains(s));
+    assert!(has("low (first) uses high (second)"), "{found:#?}");
+    assert!(has("low/mod.rs:1"), "names file and line: {found:#?}");
+    assert!(has("circle between high and low"), "{found:#?}");
+    assert!(has("circle between high and peer"), "{found:#?}");
+    assert!(has("module stray is in no layer"), "{found:#?}");
+    assert!(
+        !has("other"),
+        "comments, strings and other crates: {found:#?}"
+    );
+    assert_eq!(found.len(), 4, "{found:#?}");
+}
