@@ -24,7 +24,7 @@
 # passthrough: the same, with `[[passthrough]] prefix = "/"` and wrk posting the legacy
 #        envelope of benches/load.sh to /a2a, which reaches the upstream unchanged; calls
 #        counted by wiregate_passthrough_requests_total.
-# pipelined: the proxy part with `pipeline = 256` on the upstream (`src/proxy/pipeline.rs`),
+# pipelined: the proxy part with `pipeline = 256` on the upstream (`src/upstream/pipeline.rs`),
 #        driven by 32 connections unless CONNS says otherwise: pipelining only batches calls
 #        when several are ready in the same tick.
 # shadow: issue #15's "at shadow_sample = 1.0 the primary path drops by at most the shadow
@@ -323,7 +323,7 @@ shadow_sample = 1.0'
   # The shadow thread, by the function it runs; the drain task (the queue's receiving end,
   # polling each job's `run` inline); the exchange; the caller's hand-off.
   local thread_fn='wiregate::migration::shadow::serve'
-  local task='wiregate::migration::shadow::drain::{{closure}}' exchange='wiregate::rpc::forward::{{closure}}'
+  local task='wiregate::migration::shadow::drain::{{closure}}' exchange='wiregate::upstream::call::forward::{{closure}}'
   local jobs='<futures_util::stream::futures_unordered::FuturesUnordered<Fut> as futures_core::stream::Stream>::poll_next'
   local copy='wiregate::migration::Migration::shadow_copy' handoff='wiregate::migration::hand_off'
   local th_a th_b own_a own_b ex_a ex_b cp_a cp_b ho_a ho_b
@@ -339,7 +339,7 @@ shadow_sample = 1.0'
     # inlined) and `forward` inside `run`: the HTTP exchange is UpstreamClient::post, read on
     # that thread alone (the primary's exchanges are posts too).
     jobs='<futures_util::stream::stream::for_each_concurrent::ForEachConcurrent<St,Fut,F> as core::future::future::Future>::poll'
-    local post='wiregate::proxy::UpstreamClient::post::{{closure}}'
+    local post='wiregate::upstream::UpstreamClient::post::{{closure}}'
     if [ -n "$th_b" ]; then
       exname="the HTTP exchange (UpstreamClient::post, on the shadow thread)"
       ex_a=$(inclusive "$(thread_file "$S" "$thread_fn")" "$post")

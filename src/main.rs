@@ -187,7 +187,7 @@ fn main() -> ExitCode {
             tls,
         );
     }
-    let log = wiregate::logging::init(&config.log);
+    let log = wiregate::telemetry::logging::init(&config.log);
     // One worker: a current-thread runtime, which wakes tasks without cross-thread handoffs.
     let mut builder = match config.server.worker_threads {
         1 => tokio::runtime::Builder::new_current_thread(),
@@ -255,7 +255,7 @@ fn admin_call(
         Ok(r) => r,
         Err(code) => return code,
     };
-    match runtime.block_on(wiregate::admin::request(method, &url, token, tls)) {
+    match runtime.block_on(wiregate::auth::admin::request(method, &url, token, tls)) {
         Ok((status, body)) => {
             println!("{}", String::from_utf8_lossy(&body));
             if status.is_success() {
@@ -279,7 +279,7 @@ async fn run(
     mut config: Config,
     demo_mode: bool,
     reload_source: Option<ReloadSource>,
-    log: wiregate::logging::LogHandle,
+    log: wiregate::telemetry::logging::LogHandle,
 ) -> std::io::Result<()> {
     if demo_mode {
         let (addr, _task) = demo::legacy_upstream(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
@@ -387,7 +387,7 @@ fn print_demo(addr: SocketAddr, context: &str) {
     );
     println!(
         "# the web console (overview, agents, events), in a browser:\n#   http://{addr}{}\n",
-        wiregate::routes::CONSOLE
+        wiregate::http::routes::CONSOLE
     );
     println!("# a JSON-RPC 2.0 call, translated to the legacy envelope and back:");
     println!(
@@ -517,7 +517,7 @@ async fn fetch_report(
 ) -> Result<serde_json::Value, String> {
     let target = format!("{}/migration", url.trim_end_matches('/'));
     let (status, body) =
-        wiregate::admin::request(axum::http::Method::GET, &target, token, tls).await?;
+        wiregate::auth::admin::request(axum::http::Method::GET, &target, token, tls).await?;
     if !status.is_success() {
         return Err(format!(
             "{target} answered {status}: {}",

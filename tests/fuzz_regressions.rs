@@ -10,12 +10,12 @@ use bytes::Bytes;
 use futures::executor::block_on;
 use wiregate::config::{Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 use wiregate::events::domain::{Bridge, EventMap};
+use wiregate::events::feed::{Reader, RecentIds};
 use wiregate::events::EventQueue;
-use wiregate::feed::{Reader, RecentIds};
 use wiregate::passthrough::raw::{plain_target, Request};
 use wiregate::passthrough::{upstream_request, Origin};
-use wiregate::proxy::h1::{parse_head, Chunked, Error, Framing};
 use wiregate::server::h1_head::{self, Parsed};
+use wiregate::upstream::h1::{parse_head, Chunked, Error, Framing};
 use wiregate::wire::dialect::{parse, parse_bounded, Inbound, Message};
 use wiregate::wire::jsonrpc::{code, parse_responses, Id, Response};
 use wiregate::wire::legacy::{self, LegacyBody, LegacyResponse};
@@ -607,7 +607,7 @@ fn the_relay_passes_no_hop_by_hop_header_and_one_length() {
     let (head, headers) = relayed(wire);
     for (n, _) in &headers {
         assert!(
-            !wiregate::forwarded::is_hop_by_hop_name(n.as_bytes()),
+            !wiregate::http::forwarded::is_hop_by_hop_name(n.as_bytes()),
             "{n} crossed:\n{head}"
         );
     }

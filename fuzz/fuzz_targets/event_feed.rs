@@ -25,7 +25,7 @@ use serde_json::Value;
 use wiregate::config::{Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 use wiregate::events::domain::{Bridge, EventMap};
 use wiregate::events::EventQueue;
-use wiregate::feed::{Reader, RecentIds};
+use wiregate::events::feed::{Reader, RecentIds};
 
 #[path = "common/split.rs"]
 mod split;

@@ -34,7 +34,7 @@ pub fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
 /// requires a token.
 pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value {
     let rpc = format!("{base}{rpc_path}");
-    let rest = format!("{base}{}", crate::routes::A2A_REST);
+    let rest = format!("{base}{}", crate::http::routes::A2A_REST);
     let mut card = json!({
         "name": cfg.name,
         "description": cfg.description,

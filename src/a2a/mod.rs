@@ -23,12 +23,12 @@ use serde_json::Value;
 
 use crate::bridge::{Bridge, IdParams, Turn};
 use crate::config::A2a as A2aConfig;
+use crate::events::frames::{Cut, Encode, Filter};
 use crate::events::Stored;
 use crate::model::error::GatewayError;
 use crate::model::event::{A2aEvent, EventKind};
 use crate::model::payload::Payload;
 use crate::model::task::TaskState;
-use crate::stream::{Cut, Encode, Filter};
 use crate::wire::jsonrpc::{Id, Response};
 use crate::wire::sse;
 use shapes::{SendRequest, UpdateWriter, View};

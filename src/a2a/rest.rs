@@ -1,4 +1,4 @@
-//! The HTTP+JSON (REST) binding of A2A 1.0 (spec §11), at [`A2A_REST`](crate::routes::A2A_REST), over the same task model
+//! The HTTP+JSON (REST) binding of A2A 1.0 (spec §11), at [`A2A_REST`](crate::http::routes::A2A_REST), over the same task model
 //! and the same calls as JSON-RPC: only the framing differs. Requests are the protobuf JSON
 //! objects as bodies (POST) or camelCase query parameters (GET, DELETE); answers are the bare
 //! result objects; streams are SSE whose `data:` is a bare `StreamResponse`; errors are HTTP
@@ -77,7 +77,7 @@ fn error_response(e: &GatewayError) -> Response {
     (status(e), axum::Json(error_body(e))).into_response()
 }
 
-/// The router served under [`A2A_REST`](crate::routes::A2A_REST).
+/// The router served under [`A2A_REST`](crate::http::routes::A2A_REST).
 /// It serves with the A2A service and the sid bridge; without either (`a2a.enabled` or
 /// `sid.enabled` off) it refuses every request.
 pub fn router(a2a: Option<Arc<super::A2a>>, bridge: Option<Arc<Bridge>>) -> axum::Router {
@@ -146,7 +146,7 @@ fn route(m: &HttpMethod, uri: &Uri, body: &Bytes) -> Result<Call, GatewayError> 
     let path = uri.path().trim_end_matches('/');
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let not_found =
-        || GatewayError::MethodNotFound(format!("{m} {}{path}", crate::routes::A2A_REST));
+        || GatewayError::MethodNotFound(format!("{m} {}{path}", crate::http::routes::A2A_REST));
     let with = |mut p: Map<String, Value>, k: &str, v: &str| {
         p.insert(k.into(), json!(v));
         Value::Object(p)
@@ -236,14 +236,14 @@ async fn handle(
                     .open_value(SpecCall { version, method: m }, None, p, last)
                     .await?;
                 let o = s.opened;
-                let frames = crate::stream::frames(
+                let frames = crate::events::frames::frames(
                     o.subscription,
                     o.filter,
                     bridge.timing(),
                     Some(s.prelude),
                     s.encoder,
                 );
-                Ok(crate::stream::response(frames))
+                Ok(crate::events::frames::response(frames))
             }
         }
     }

@@ -16,17 +16,17 @@ use std::convert::Infallible;
 use axum::body::Body;
 use axum::http::{StatusCode, Uri};
 
-use crate::headers::Headers;
+use crate::http::headers::Headers;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
 
 use super::shared::{Place, FORWARD_TIMEOUT_MS};
 use super::Bridge;
+use crate::http::reply::{Reply, ReplyBody};
 use crate::model::error::GatewayError;
 use crate::passthrough::exchange::{self, Delivered, Sending};
-use crate::proxy::h1;
-use crate::reply::{Reply, ReplyBody};
+use crate::upstream::h1;
 
 /// Marks a request already carried once: the replica receiving it runs it or refuses it, and
 /// never carries it on (two replicas that disagree on a lease cannot bounce a call).
@@ -184,7 +184,7 @@ fn request_head(
     );
     for name in KEPT {
         for v in headers.into_iter().flat_map(|h| h.get_all(name)) {
-            if let Some(v) = crate::headers::visible(v).filter(|v| h1::is_header_value(v)) {
+            if let Some(v) = crate::http::headers::visible(v).filter(|v| h1::is_header_value(v)) {
                 head.push_str(&format!("{name}: {v}\r\n"));
             }
         }

@@ -19,10 +19,10 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use crate::config::Sid as SidConfig;
+use crate::events::frames::{Filter, Timing};
 use crate::events::{EventQueue, Subscription};
 use crate::model::error::GatewayError;
 use crate::model::task::{Task, TaskState};
-use crate::stream::{Filter, Timing};
 use crate::wire::raw::{Op, ResultLine, ServerError};
 use context::{Context, SendError, Transport};
 
@@ -339,7 +339,7 @@ impl Bridge {
             .cfg
             .bearer_tokens
             .iter()
-            .any(|t| crate::admin::constant_time_eq(t.as_bytes(), given.as_bytes()));
+            .any(|t| crate::auth::admin::constant_time_eq(t.as_bytes(), given.as_bytes()));
         ok.then_some(()).ok_or(GatewayError::Unauthorized)
     }
 

@@ -11,9 +11,9 @@ use crate::cluster::lease::{self, Holder};
 use crate::cluster::log::{self, Exporter, Mirrors};
 use crate::cluster::{tasks, Link};
 use crate::config::Sid as SidConfig;
+use crate::events::frames::Filter;
 use crate::model::error::GatewayError;
 use crate::model::task::Task;
-use crate::stream::Filter;
 
 /// How long an answer waits for its task's events to reach Redis, so another replica asked
 /// next already knows what this one answered. Past it the answer goes anyway (Redis is slow
@@ -30,7 +30,7 @@ pub(super) struct Shared {
     mirrors: Arc<Mirrors>,
     /// Clients of the other replicas, by `advertise` URL.
     pub(super) owners:
-        std::sync::Mutex<std::collections::HashMap<String, crate::proxy::UpstreamClient>>,
+        std::sync::Mutex<std::collections::HashMap<String, crate::upstream::UpstreamClient>>,
 }
 
 impl Shared {
@@ -345,7 +345,7 @@ impl Bridge {
         &self,
         node: &str,
         advertise: &str,
-    ) -> Result<crate::proxy::UpstreamClient, GatewayError> {
+    ) -> Result<crate::upstream::UpstreamClient, GatewayError> {
         if advertise.is_empty() {
             return Err(GatewayError::SidUnavailable(format!(
                 "this context runs on replica {node}, which has no cluster.advertise URL"
@@ -365,7 +365,7 @@ impl Bridge {
                     crate::config::Dialect::Jsonrpc,
                     FORWARD_TIMEOUT_MS,
                 );
-                crate::proxy::UpstreamClient::new(up, 64 << 20)
+                crate::upstream::UpstreamClient::new(up, 64 << 20)
             })
             .clone())
     }

@@ -1,6 +1,6 @@
 //! The domain-event feed read once for all replicas (`[cluster]` with `[events] source`).
 //!
-//! The replica holding the feed lease runs the usual [`Reader`](crate::feed::Reader) into a
+//! The replica holding the feed lease runs the usual [`Reader`](crate::events::feed::Reader) into a
 //! queue of its own, exported to the shared stream `wiregate:feed` (entries keep the feed's
 //! event ids); it resumes the source with `?after=` the last id that stream holds, so a replica
 //! taking over from a dead reader continues where it stopped. Every replica, the reader's too,
@@ -17,8 +17,8 @@ use super::keys::{self, FEED_LEASE, FEED_LOG};
 use super::log::{self, Exporter};
 use super::{lease, Link};
 use crate::config::Events as EventsConfig;
+use crate::events::feed::Feed;
 use crate::events::EventQueue;
-use crate::feed::Feed;
 
 /// Retry delay while Redis does not answer.
 const RETRY: Duration = Duration::from_millis(200);
@@ -143,7 +143,7 @@ fn start_reader(
 ) -> Option<(watch::Sender<bool>, Arc<EventQueue>)> {
     let staging = Arc::new(
         EventQueue::new(cfg.replay_events)
-            .with_id_prefix(crate::feed::ID_LESS_PREFIX)
+            .with_id_prefix(crate::events::feed::ID_LESS_PREFIX)
             .starting_after(last_seq),
     );
     let exported = Exporter::spawn(
@@ -160,7 +160,7 @@ fn start_reader(
         return None;
     }
     let (stop, mut stopped) = watch::channel(false);
-    let reader = crate::feed::Reader::into(cfg, staging.clone(), last_id);
+    let reader = crate::events::feed::Reader::into(cfg, staging.clone(), last_id);
     let (cfg, feed) = (cfg.clone(), feed.clone());
     tokio::spawn(async move {
         tokio::select! {

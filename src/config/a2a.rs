@@ -51,7 +51,7 @@ impl A2a {
         if let Some(p) = self.jsonrpc_path() {
             let plain = |c: char| c.is_ascii_alphanumeric() || "/-_.~".contains(c);
             let clash = rpc_paths.iter().any(|r| r.trim_end_matches('/') == p)
-                || crate::routes::is_own_route(p);
+                || crate::http::routes::is_own_route(p);
             if !p.starts_with('/') || !p.chars().all(plain) || p.contains("//") {
                 issues.add(
                     "a2a.jsonrpc_path".into(),

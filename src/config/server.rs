@@ -21,7 +21,7 @@ fn rpc_path_problem(path: &str) -> Result<(), &'static str> {
     }) {
         return Err("segments may hold only letters, digits and - . _ ~");
     }
-    if crate::routes::is_own_route(path) {
+    if crate::http::routes::is_own_route(path) {
         return Err("is a route of the gateway's own");
     }
     Ok(())
@@ -144,7 +144,7 @@ impl Server {
             }
         }
         for (i, c) in self.trusted_proxies.iter().enumerate() {
-            if crate::forwarded::parse_cidr(c).is_none() {
+            if crate::http::forwarded::parse_cidr(c).is_none() {
                 issues.add(
                     format!("server.trusted_proxies[{i}]"),
                     format!("{c:?} is not an address or CIDR (\"10.0.0.0/8\", \"::1\")"),

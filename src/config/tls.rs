@@ -159,7 +159,7 @@ pub fn unused_client_config() -> ClientConfig {
 
 /// An HTTP client connector that dials `http://` plainly and `https://` with `tls` (or, when
 /// `None`, verified against the platform's roots): for the pass-through, the event feed and the
-/// admin subcommands (the RPC path has its own, see [`proxy`](crate::proxy)).
+/// admin subcommands (the RPC path has its own, see [`proxy`](crate::upstream)).
 pub fn connector(
     tls: Option<Arc<ClientConfig>>,
     connect_timeout: Option<std::time::Duration>,

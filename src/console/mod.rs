@@ -2,7 +2,7 @@
 //! admin-only data routes under `/console/api/` the page reads.
 //!
 //! The page itself loads for anyone (it holds nothing but code); every data call goes through
-//! [`admin_only`], the admin routes' rule of [`crate::admin::authorize`] (loopback only, or a
+//! [`admin_only`], the admin routes' rule of [`crate::auth::admin::authorize`] (loopback only, or a
 //! bearer token from `server.admin_tokens`). The page reads only the gateway's own origin, so no
 //! CORS is involved. Besides the routes here, the server mounts under `/console/api/` the same
 //! `POST /rpc` and event-stream handlers it serves publicly, so the Agents and Events views are
@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
-use crate::rpc::Gateway;
+use crate::gateway::Gateway;
 
 /// `server.admin_tokens`, as the routes' state hands them to [`admin_only`].
 #[derive(Clone, Debug, Default)]
@@ -115,9 +115,9 @@ pub async fn asset(Path(file): Path<String>) -> Response {
 /// page of another site whose name is made to resolve to 127.0.0.1 (DNS rebinding) would
 /// otherwise be the console's own origin, from a loopback address.
 pub async fn admin_only(State(tokens): State<AdminTokens>, req: Request, next: Next) -> Response {
-    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
     let headers = req.headers();
-    let verdict = crate::admin::authorize(peer, headers, &tokens.0).and_then(|()| {
+    let verdict = crate::auth::admin::authorize(peer, headers, &tokens.0).and_then(|()| {
         let host = headers
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())

@@ -6,6 +6,8 @@
 //! [`EventQueue`]; one SSE writer serves both.
 
 pub mod domain;
+pub mod feed;
+pub mod frames;
 pub mod queue;
 pub mod tick;
 

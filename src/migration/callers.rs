@@ -37,7 +37,7 @@ pub fn write_caller_id(rule: &Sticky, who: &Who<'_>, out: &mut String) {
             None => out.write_str("(no auth)"),
         },
         Sticky::Header(name) => match who.headers.and_then(|h| h.get(name.as_str())) {
-            Some(v) => match crate::headers::visible(v) {
+            Some(v) => match crate::http::headers::visible(v) {
                 Some(s) => out.write_str(super::compare::cut_str(s, MAX_NAME_CHARS)),
                 None => write!(out, "hash:{:012x}", hash(v) >> 16),
             },

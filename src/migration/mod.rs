@@ -30,8 +30,8 @@ use serde_json::{json, Value};
 
 use crate::config::{Config, Rollback, Route, SplitSide, Sticky};
 use crate::model::error::GatewayError;
-use crate::proxy::call::{Call, Done};
-use crate::proxy::UpstreamClient;
+use crate::upstream::call::{Call, Done};
+use crate::upstream::UpstreamClient;
 use crate::wire::jsonrpc::{code, Outcome};
 use crate::wire::translate::ErrorTable;
 

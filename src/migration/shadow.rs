@@ -24,9 +24,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::proxy::call::{forward, Call};
-use crate::proxy::UpstreamClient;
 use crate::telemetry;
+use crate::upstream::call::{forward, Call};
+use crate::upstream::UpstreamClient;
 use crate::wire::jsonrpc::Outcome;
 use crate::wire::translate::ErrorTable;
 

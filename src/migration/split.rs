@@ -9,7 +9,7 @@
 use std::net::IpAddr;
 
 use crate::config::Sticky;
-use crate::headers::Headers;
+use crate::http::headers::Headers;
 use crate::wire::legacy::Auth;
 
 /// What identifies the caller of one call, borrowed from the request.

@@ -4,7 +4,7 @@
 //! framing (read whole when it is short and has a length, streamed otherwise); a `101` hands the
 //! upstream connection over for a tunnel.
 //!
-//! Like the RPC path's exchange ([`crate::proxy::h1`], whose connections, framing rules and
+//! Like the RPC path's exchange ([`crate::upstream::h1`], whose connections, framing rules and
 //! pool it shares), it wakes no other task and crosses no channel. hyper's pooled client, used
 //! here before, spent about four times nginx's user CPU on a passed-through call: a connection
 //! task, the channels to it, and its request and response objects (README, Performance).
@@ -19,8 +19,8 @@ use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use hyper::body::{Body as _, Frame};
 
-use crate::proxy::h1::{self, Chunked, Conn, Framing};
-use crate::proxy::{stream::Stream, until, UpstreamClient};
+use crate::upstream::h1::{self, Chunked, Conn, Framing};
+use crate::upstream::{stream::Stream, until, UpstreamClient};
 
 /// Answers with a length up to this are read whole before they are passed on (one frame, and
 /// the connection back in the pool at once); longer ones, chunked and close-delimited ones

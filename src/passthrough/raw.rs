@@ -12,8 +12,8 @@ use std::ops::Range;
 
 use axum::http::{header, HeaderName, StatusCode};
 
-use crate::forwarded::{self, Hop, Values};
-use crate::trace::{self, TraceContext};
+use crate::http::forwarded::{self, Hop, Values};
+use crate::http::trace::{self, TraceContext};
 use crate::wire::head::{header_line, status_line};
 
 /// A request head the HTTP/1 loop read: its bytes, and each header's name and where its value

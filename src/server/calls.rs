@@ -9,11 +9,11 @@ use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::headers::Headers;
+use crate::events::frames as sse_stream;
+use crate::gateway::{Binding, Meta};
+use crate::http::headers::Headers;
+use crate::http::reply::{Reply, ReplyBody};
 use crate::model::error::GatewayError;
-use crate::reply::{Reply, ReplyBody};
-use crate::rpc::{Binding, Meta};
-use crate::stream as sse_stream;
 use crate::wire::dialect::{self, Inbound};
 use crate::wire::jsonrpc::{Id, Response as RpcResponse};
 use crate::wire::legacy::LegacyResponse;
@@ -30,7 +30,7 @@ pub(super) fn is_json(headers: Headers<'_>) -> bool {
     if ct.eq_ignore_ascii_case(b"application/json") {
         return true;
     }
-    let Some(ct) = crate::headers::visible(ct) else {
+    let Some(ct) = crate::http::headers::visible(ct) else {
         return false;
     };
     let ct = ct.as_bytes();
@@ -85,19 +85,19 @@ impl RequestId {
 }
 
 /// The caller's `X-Request-Id` when it is usable (1–128 visible characters), else a fresh one
-/// (a random UUID, see [`crate::ids`]).
+/// (a random UUID, see [`crate::util::ids`]).
 pub(super) fn request_id(headers: Headers<'_>) -> RequestId {
     match headers
         .value(&X_REQUEST_ID)
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.to_str().is_ok())
     {
         Some(v) => RequestId::Sent(v),
-        None => RequestId::Made(crate::ids::uuid_v4_text()),
+        None => RequestId::Made(crate::util::ids::uuid_v4_text()),
     }
 }
 
 pub(super) async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
-    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
     rpc_call(state, req, None, peer, Binding::Gateway).await
 }
 
@@ -106,7 +106,7 @@ pub(super) async fn a2a_rpc(
     State(state): State<AppState>,
     req: axum::extract::Request,
 ) -> Response {
-    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
     rpc_call(state, req, None, peer, Binding::A2a).await
 }
 
@@ -117,7 +117,7 @@ pub(super) async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
     read: Option<Result<bytes::Bytes, GatewayError>>,
-    peer: Option<crate::admin::Peer>,
+    peer: Option<crate::auth::admin::Peer>,
     binding: Binding,
 ) -> Response {
     let (parts, body) = req.into_parts();
@@ -149,7 +149,7 @@ pub(super) async fn rpc_reply(
     state: &AppState,
     headers: Headers<'_>,
     read: Result<bytes::Bytes, GatewayError>,
-    peer: Option<crate::admin::Peer>,
+    peer: Option<crate::auth::admin::Peer>,
     binding: Binding,
 ) -> (Reply, RequestId) {
     // Only the debug line reads the clock here (the call's latency is measured where it is
@@ -254,7 +254,7 @@ pub(super) fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
         ReplyBody::Stream(s) => sse_stream::response(s),
     };
     let h = resp.headers_mut();
-    crate::reply::add_server_timing(h, reply.timing_ms);
+    crate::http::reply::add_server_timing(h, reply.timing_ms);
     if let Some(extra) = reply.headers {
         h.extend(*extra);
     }

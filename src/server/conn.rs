@@ -1,5 +1,5 @@
 //! The accept loop and one connection's life: every wait on a client timed, HTTP/1 event
-//! streams handed to [`sse_conn`](crate::sse_conn), everything else served by hyper.
+//! streams handed to [`sse_conn`](crate::http::sse_conn), everything else served by hyper.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +10,8 @@ use arc_swap::ArcSwap;
 
 use super::streams::stream_route;
 use super::Front;
-use crate::activity::Activity;
-use crate::sse_conn;
+use crate::http::sse_conn;
+use crate::telemetry::activity::Activity;
 
 /// Accepts connections and serves each on its own task until `stopped`; then lets every open
 /// connection finish its calls (streams end when the bridge and feed stop).
@@ -20,7 +20,7 @@ use crate::sse_conn;
 /// timed by `header_read_timeout` (its first bytes, each request head, an idle HTTP/2
 /// connection, unanswered HTTP/2 PINGs), so a slow or silent client cannot hold a slot forever.
 pub(super) async fn accept_loop(
-    mut listener: crate::listener::Bounded,
+    mut listener: crate::server::listener::Bounded,
     front: Front,
     tls: Option<Arc<ArcSwap<rustls::ServerConfig>>>,
     header_read_timeout: Duration,
@@ -40,7 +40,7 @@ pub(super) async fn accept_loop(
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout);
     let builder = Arc::new(Builders { auto, http1 });
-    let handshakes = Arc::new(crate::listener::Handshakes::new(
+    let handshakes = Arc::new(crate::server::listener::Handshakes::new(
         tokio::runtime::Handle::current().metrics().num_workers(),
     ));
     loop {
@@ -62,7 +62,7 @@ pub(super) async fn accept_loop(
                 let config = tls.load_full();
                 let handshakes = handshakes.clone();
                 tokio::spawn(async move {
-                    let peer = conn.peer().map(crate::admin::Peer);
+                    let peer = conn.peer().map(crate::auth::admin::Peer);
                     let accepted = conn.tls_accept(config, header_read_timeout, &handshakes);
                     if let Some(conn) = accepted.await {
                         serve_http(
@@ -97,14 +97,14 @@ type Builder = Arc<Builders>;
 /// Serves one plain connection: its first bytes within `timeout`; an HTTP/1 event-stream GET
 /// off hyper ([`sse_conn`]), anything else as [`serve_http`] does.
 async fn serve_conn(
-    conn: crate::listener::Conn,
+    conn: crate::server::listener::Conn,
     builder: Builder,
     front: Front,
     timeout: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
-    use crate::listener::Protocol;
-    let peer = conn.peer().map(crate::admin::Peer);
+    use crate::server::listener::Protocol;
+    let peer = conn.peer().map(crate::auth::admin::Peer);
     let sniffed = tokio::select! {
         s = conn.sniff(timeout) => s,
         _ = stopped.wait_for(|s| *s) => None,
@@ -145,14 +145,16 @@ async fn serve_conn(
                     match resp {
                         Some(resp) => {
                             let line = access.then(|| {
-                                Box::new(crate::access::Line {
+                                Box::new(crate::server::access::Line {
                                     method: axum::http::Method::GET,
                                     path: get.uri.path().to_owned(),
                                     status: resp.status(),
                                     started: std::time::Instant::now(),
-                                    trace_id: crate::trace::TraceContext::for_call(&get.headers)
-                                        .trace_id_hex(),
-                                    note: crate::scope::Note::default(),
+                                    trace_id: crate::http::trace::TraceContext::for_call(
+                                        &get.headers,
+                                    )
+                                    .trace_id_hex(),
+                                    note: crate::http::scope::Note::default(),
                                 })
                             });
                             let (io, _permit) = conn.into_stream();
@@ -188,17 +190,17 @@ async fn serve_conn(
 /// A connection whose first bytes are not read yet (`proto` unknown: a TLS session) gets
 /// `timeout` to send them, so a silent client cannot hold its slot there either.
 async fn serve_http<S>(
-    conn: crate::listener::Conn<S>,
-    proto: Option<crate::listener::Protocol>,
+    conn: crate::server::listener::Conn<S>,
+    proto: Option<crate::server::listener::Protocol>,
     builder: Builder,
     front: Front,
-    peer: Option<crate::admin::Peer>,
+    peer: Option<crate::auth::admin::Peer>,
     timeout: Duration,
     mut stopped: watch::Receiver<bool>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    use crate::listener::Protocol;
+    use crate::server::listener::Protocol;
     let tls = proto.is_none();
     let (conn, proto) = match proto {
         Some(p) => (conn, p),

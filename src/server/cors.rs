@@ -1,5 +1,5 @@
 //! `[server.cors]`: tower-http's CORS layer, built from the allowed origins, around every
-//! route (the SSE streams that [`sse_conn`](crate::sse_conn) serves get the same headers; see
+//! route (the SSE streams that [`sse_conn`](crate::http::sse_conn) serves get the same headers; see
 //! [`stream_headers`]).
 //!
 //! The pass-through is one of those routes, so the rule is a reverse proxy's: every method a

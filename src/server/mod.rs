@@ -21,22 +21,24 @@ use tokio::task::JoinHandle;
 use arc_swap::ArcSwap;
 use tower_http::cors::CorsLayer;
 
-use crate::activity::Activity;
 use crate::config::Config;
-use crate::headers::{Headers, RawHead};
+use crate::events::frames as sse_stream;
+use crate::gateway::{Binding, Gateway};
+use crate::http::headers::{Headers, RawHead};
+use crate::http::reply::Reply;
+use crate::http::scope;
+use crate::http::trace::TraceContext;
 use crate::model::error::GatewayError;
 use crate::passthrough::Passthrough;
-use crate::reply::Reply;
-use crate::rpc::{Binding, Gateway};
-use crate::scope;
-use crate::stream as sse_stream;
 use crate::telemetry;
-use crate::trace::TraceContext;
+use crate::telemetry::activity::Activity;
 
+pub mod access;
 mod calls;
 mod conn;
 mod cors;
 mod h1;
+pub mod listener;
 pub mod reload;
 
 /// The HTTP/1 loop's request head parser, reachable for the fuzz targets and their regression
@@ -142,12 +144,12 @@ impl RpcPaths {
 }
 
 /// Whether the gateway may answer `path` itself: an RPC path, or one of its own routes
-/// ([`OWN_ROUTES`](crate::routes::OWN_ROUTES)). A path it never answers, under a
+/// ([`OWN_ROUTES`](crate::http::routes::OWN_ROUTES)). A path it never answers, under a
 /// pass-through prefix, goes straight there (the router, its handler adapters and the request's
 /// extensions skipped); [`routes`] checks each route it registers against this (in debug
 /// builds, so every test run).
 fn is_own_path(rpc_paths: &RpcPaths, path: &str) -> bool {
-    rpc_paths.covers(path) || crate::routes::is_own_route(path)
+    rpc_paths.covers(path) || crate::http::routes::is_own_route(path)
 }
 
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
@@ -184,7 +186,7 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     route("/metrics", get(metrics));
     route("/migration", get(migration));
     route(reload::PATH, post(reload::handler));
-    route(crate::routes::CONSOLE, get(crate::console::page));
+    route(crate::http::routes::CONSOLE, get(crate::console::page));
     route("/console/assets/{file}", get(crate::console::asset));
     debug_assert!(is_own_path(rpc_paths, "/console/api"));
     router
@@ -232,7 +234,7 @@ impl Live {
         let cors = cors::layer(&config.server.cors);
         let mut router = routes(&rpc_paths, &state)
             .nest_service(
-                crate::routes::A2A_REST,
+                crate::http::routes::A2A_REST,
                 crate::a2a::rest::router(
                     state.gateway.a2a_shared(),
                     state.gateway.bridge().cloned(),
@@ -263,7 +265,7 @@ struct Front {
     /// On an HTTP/2 connection, its calls in flight (HTTP/1's idle time is hyper's to time).
     activity: Option<Arc<Activity>>,
     /// The connection's client, put on each of its requests for the routes that ask.
-    peer: Option<crate::admin::Peer>,
+    peer: Option<crate::auth::admin::Peer>,
     /// Whether the connection is TLS.
     tls: bool,
 }
@@ -283,7 +285,7 @@ impl Front {
     fn tracking(
         &self,
         activity: Option<Arc<Activity>>,
-        peer: Option<crate::admin::Peer>,
+        peer: Option<crate::auth::admin::Peer>,
         tls: bool,
     ) -> Self {
         Front {
@@ -379,7 +381,7 @@ impl Front {
         let call = self
             .activity
             .as_ref()
-            .map(|a| crate::activity::Call::begin(a.clone()));
+            .map(|a| crate::telemetry::activity::Call::begin(a.clone()));
         // Boxed on its own before it is wrapped: the handlers' futures are large, and every
         // wrapper that held one by value would copy it (measured with callgrind: tens of
         // thousands of instructions of memcpy per call).
@@ -423,7 +425,7 @@ impl Front {
         Box::pin(async move {
             let (mut resp, note) = scope::run(trace, state, access.is_some(), handled).await;
             if let Some((method, path, started)) = access {
-                let line = crate::access::Line {
+                let line = crate::server::access::Line {
                     method,
                     path,
                     status: resp.status(),
@@ -431,7 +433,7 @@ impl Front {
                     trace_id: trace.trace_id_hex(),
                     note,
                 };
-                resp = resp.map(|b| Body::new(crate::access::Counted::new(b, line)));
+                resp = resp.map(|b| Body::new(crate::server::access::Counted::new(b, line)));
             }
             if let Some(call) = call {
                 resp = resp.map(|b| Body::new(call.guard_body(b)));
@@ -550,7 +552,7 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     )));
     let front = Front::new(live.clone());
     let (stop, stopped) = watch::channel(false);
-    let listener = crate::listener::Bounded::new(listener, config.server.max_connections);
+    let listener = crate::server::listener::Bounded::new(listener, config.server.max_connections);
     let header_read_timeout = Duration::from_millis(config.server.header_read_timeout_ms);
     let task = tokio::spawn(accept_loop(
         listener,
@@ -650,7 +652,10 @@ async fn forward(
     req: axum::extract::Request,
 ) -> Result<Response, axum::extract::Request> {
     let origin = crate::passthrough::Origin {
-        peer: req.extensions().get::<crate::admin::Peer>().map(|p| p.0),
+        peer: req
+            .extensions()
+            .get::<crate::auth::admin::Peer>()
+            .map(|p| p.0),
         tls: req.extensions().get::<OverTls>().is_some(),
     };
     state.passthrough.forward(req, origin).await
@@ -690,8 +695,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 /// `GET /migration`: splits, shadows, rollbacks and callers (admin callers only).
 async fn migration(State(state): State<AppState>, req: axum::extract::Request) -> Response {
-    let peer = req.extensions().get::<crate::admin::Peer>().copied();
-    if let Err(e) = crate::admin::authorize(peer, req.headers(), &state.admin_tokens) {
+    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
+    if let Err(e) = crate::auth::admin::authorize(peer, req.headers(), &state.admin_tokens) {
         return e.route_response();
     }
     axum::Json(state.gateway.migration().report()).into_response()

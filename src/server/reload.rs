@@ -185,7 +185,7 @@ impl Reloader {
 
 /// What differs between `old` (what the process started with) and `new` that a reload cannot
 /// apply: what the listener, the runtime and shutdown read once at start, and the sections whose
-/// running services a reload keeps ([`Gateway::reloaded`](crate::rpc::Gateway::reloaded)).
+/// running services a reload keeps ([`Gateway::reloaded`](crate::gateway::Gateway::reloaded)).
 fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     let s = (&old.server, &new.server);
     // Sections compared as their serialised values (not all of them are `PartialEq`).
@@ -239,9 +239,9 @@ pub(super) async fn handler(
     State(state): State<AppState>,
     req: axum::extract::Request,
 ) -> Response {
-    let peer = req.extensions().get::<crate::admin::Peer>().copied();
+    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
     let headers: &HeaderMap = req.headers();
-    if let Err(e) = crate::admin::authorize(peer, headers, &state.admin_tokens) {
+    if let Err(e) = crate::auth::admin::authorize(peer, headers, &state.admin_tokens) {
         return e.route_response();
     }
     if !state.reload.watched() {

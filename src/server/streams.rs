@@ -1,5 +1,5 @@
 //! The event-stream routes: a sid task's or context's updates, and the domain-event feed, as
-//! SSE; the same answers whether hyper or [`sse_conn`](crate::sse_conn) serves the connection.
+//! SSE; the same answers whether hyper or [`sse_conn`](crate::http::sse_conn) serves the connection.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
@@ -7,8 +7,8 @@ use axum::response::Response;
 
 use super::{header_str, not_configured, AppState, LAST_EVENT_ID};
 use crate::bridge::{Bridge, Opened};
+use crate::events::frames as sse_stream;
 use crate::model::error::GatewayError;
-use crate::stream as sse_stream;
 
 /// The sid bridge's stream routes answer only when the bridge is on, and only to a valid token.
 fn sse_error(err: GatewayError) -> Response {

@@ -3,6 +3,8 @@
 //! The recorder is process-global; it is installed once, whatever number of gateways a process
 //! (a test binary, say) starts.
 
+pub mod activity;
+pub mod logging;
 pub mod stats;
 
 use std::cell::RefCell;
@@ -180,7 +182,7 @@ pub fn record_call(l: CallLabels<'_>, elapsed: Duration) {
 /// [`record_call`] for a call routed to an upstream, whose dialect the console's legacy share
 /// counts (`served`; `None` when no upstream served it).
 pub fn record_routed_call(l: CallLabels<'_>, served: Option<Dialect>, elapsed: Duration) {
-    crate::scope::note_call(l.client_dialect, l.upstream);
+    crate::http::scope::note_call(l.client_dialect, l.upstream);
     // The console's per-second ring (its charts), beside the Prometheus totals.
     crate::telemetry::stats::record(l.client_dialect, l.outcome, served, elapsed);
     let method = &l.method[..l

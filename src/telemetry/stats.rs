@@ -279,7 +279,7 @@ static SAMPLER: LazyLock<Mutex<Sampler>> = LazyLock::new(Mutex::default);
 /// Counts one served call in the process's sampler (process-global, as the metrics recorder);
 /// `served`, for a routed call, is the dialect of the upstream that served it.
 pub fn record(dialect: &'static str, outcome: &str, served: Option<Dialect>, elapsed: Duration) {
-    let now = crate::clock::unix_second();
+    let now = crate::util::clock::unix_second();
     SAMPLER
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -288,7 +288,7 @@ pub fn record(dialect: &'static str, outcome: &str, served: Option<Dialect>, ela
 
 /// The process's last 15 minutes.
 pub fn snapshot() -> Snapshot {
-    let now = crate::clock::unix_second();
+    let now = crate::util::clock::unix_second();
     SAMPLER
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -310,7 +310,7 @@ impl Probe<'_> {
     fn into_legacy(self) -> Result<LegacyRequest, LegacyFault> {
         let request_id = match self.request_id.as_ref().and_then(Loose::as_str) {
             Some(s) if !s.is_empty() => s.to_owned(),
-            _ => crate::ids::uuid_v4().to_string(),
+            _ => crate::util::ids::uuid_v4().to_string(),
         };
         let fault = |code: &str, message: &str| LegacyFault {
             request_id: request_id.clone(),

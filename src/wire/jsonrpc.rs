@@ -157,7 +157,7 @@ impl Serialize for IdNumber {
 impl Id {
     /// A fresh, unique string id.
     pub fn fresh() -> Self {
-        Id::String(crate::ids::uuid_v4().to_string())
+        Id::String(crate::util::ids::uuid_v4().to_string())
     }
 
     /// The id as plain text, for upstreams (legacy `request_id`) that only know strings.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use cucumber::World as _;
 use serde_json::Value;
 use wiregate::events::EventQueue;
-use wiregate::facade::Facade;
+use wiregate::gateway::facade::Facade;
 use wiregate::model::event::A2aEvent;
 use wiregate::wire::jsonrpc::{Request, Response};
 use wiregate::wire::raw::ServerMessage;

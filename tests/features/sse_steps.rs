@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use wiregate::events::domain::{Bridge, EventMap};
+use wiregate::events::feed::{Reader, RecentIds};
 use wiregate::events::EventQueue;
-use wiregate::feed::{Reader, RecentIds};
 use wiregate::model::event::{A2aEvent, EventKind, TASK_ARTIFACT_UPDATE, TASK_STATUS_UPDATE};
 use wiregate::wire::sse;
 

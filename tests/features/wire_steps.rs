@@ -2,7 +2,7 @@
 
 use cucumber::{given, then, when};
 use serde_json::{json, Value};
-use wiregate::facade::Facade;
+use wiregate::gateway::facade::Facade;
 use wiregate::wire::dialect::{self, Inbound, Message};
 use wiregate::wire::jsonrpc::{Id, Request, Response};
 use wiregate::wire::legacy::LegacyError;

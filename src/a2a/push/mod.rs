@@ -551,7 +551,7 @@ impl Config {
 /// One webhook's sender: POSTs each queued notification, retrying with backoff, until the
 /// webhook is deleted or its task's updates end.
 async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) {
-    let client = crate::proxy::UpstreamClient::new(
+    let client = crate::upstream::UpstreamClient::new(
         Upstream::new(
             &format!("webhook {}", c.id),
             &c.url,

@@ -14,21 +14,21 @@ use hyper::body::Body as _;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::MAX_AHEAD;
-use crate::reply::{Reply, ReplyBody};
+use crate::http::reply::{Reply, ReplyBody};
 use crate::wire::head;
 
 /// Answers up to this size are written with their head in one write.
 const GATHER: usize = 64 * 1024;
 
 /// Appends the answer's `Date` value, formatted once a second per thread (the second read
-/// through [`crate::clock`]).
+/// through [`crate::util::clock`]).
 pub(super) fn write_date(out: &mut Vec<u8>) {
     use std::cell::RefCell;
     use std::time::{Duration, UNIX_EPOCH};
     thread_local! {
         static NOW: RefCell<Option<(u64, String)>> = const { RefCell::new(None) };
     }
-    let second = crate::clock::unix_second();
+    let second = crate::util::clock::unix_second();
     NOW.with_borrow_mut(|kept| match kept {
         Some((at, text)) if *at == second => out.extend_from_slice(text.as_bytes()),
         _ => {
@@ -64,7 +64,7 @@ where
     }
     let at = out.len();
     out.extend_from_slice(b"server-timing: ");
-    match crate::reply::write_server_timing(out, reply.timing_ms) {
+    match crate::http::reply::write_server_timing(out, reply.timing_ms) {
         true => out.extend_from_slice(b"\r\n"),
         false => out.truncate(at),
     }

@@ -5,7 +5,7 @@
 //! much on one as the gateway's own work does: its dispatcher, a request with a streaming body
 //! and the channel behind it, a timer set per request, the answer encoded through its own buffers
 //! (README, Performance). This loop reads the head with httparse (as the upstream side,
-//! [`crate::proxy::h1`], reads answers), the body with it, answers through the same
+//! [`crate::upstream::h1`], reads answers), the body with it, answers through the same
 //! [`Front::respond`] as hyper's connections (trace context, access line, metrics, every header
 //! the handlers set), and writes the answer's head and a known-length body in one write, under
 //! one timer per connection.
@@ -34,9 +34,9 @@ mod answer;
 
 use self::answer::{bodiless, end_head, write, write_body, write_reply};
 use super::{Front, Lane};
-use crate::headers::RawHead;
+use crate::http::headers::RawHead;
+use crate::http::reply::ReplyBody;
 use crate::model::error::GatewayError;
-use crate::reply::ReplyBody;
 use crate::wire::head::content_length;
 
 /// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
@@ -88,7 +88,7 @@ pub enum Parsed {
 /// Parses the head at the start of `buf`, when it is whole.
 pub fn parse(buf: &[u8]) -> Parsed {
     // Header slots left uninitialised: httparse fills what it uses (48 zeroed slots cost more
-    // than parsing a short head), as `proxy::h1` reads answers.
+    // than parsing a short head), as `upstream::h1` reads answers.
     let mut slots =
         [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
@@ -331,7 +331,7 @@ where
         };
         let written = match fast {
             Ok((trace, state, call)) => {
-                let call = std::pin::pin!(crate::scope::run(trace, state, false, call));
+                let call = std::pin::pin!(crate::http::scope::run(trace, state, false, call));
                 let Some(((reply, request_id), _)) =
                     watch_client(call, io, &mut buf, &flag, &mut stopping, complete).await
                 else {

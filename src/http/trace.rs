@@ -22,7 +22,7 @@ pub struct TraceContext {
 impl TraceContext {
     /// The context for a call that arrived with `headers` (a map, or a head the HTTP/1 loop
     /// read): the client's trace continued with a new span, or a new trace.
-    pub fn for_call<'a>(headers: impl Into<crate::headers::Headers<'a>>) -> Self {
+    pub fn for_call<'a>(headers: impl Into<crate::http::headers::Headers<'a>>) -> Self {
         Self::for_parent(headers.into().get(&TRACEPARENT)).0
     }
 
@@ -33,7 +33,7 @@ impl TraceContext {
     /// allows more, the pass-through passes any, and the client's head limit bounds it.
     /// `headers` are read in one scan for both names.
     pub fn for_call_with_state<'a>(
-        headers: impl Into<crate::headers::Headers<'a>>,
+        headers: impl Into<crate::http::headers::Headers<'a>>,
     ) -> (Self, Option<HeaderValue>) {
         let (parent, state) = headers.into().get_and_sole(&TRACEPARENT, &TRACESTATE);
         let (ctx, valid) = Self::for_parent(parent);
@@ -43,7 +43,7 @@ impl TraceContext {
     /// The same from the client's `traceparent` value, if it sent one; also whether it was a
     /// valid one (its `tracestate` goes on only then).
     pub fn for_parent(traceparent: Option<&[u8]>) -> (Self, bool) {
-        let mut span_id = crate::ids::random_u64().to_le_bytes();
+        let mut span_id = crate::util::ids::random_u64().to_le_bytes();
         if span_id == [0; 8] {
             span_id[7] = 1;
         }
@@ -58,7 +58,7 @@ impl TraceContext {
                 flags,
             },
             None => {
-                let mut trace_id = crate::ids::random_bytes();
+                let mut trace_id = crate::util::ids::random_bytes();
                 trace_id[0] |= 1; // never all zeros
                 TraceContext {
                     trace_id,
@@ -81,12 +81,12 @@ impl TraceContext {
     }
 
     /// The same, laid out on the stack: what the RPC path writes into its request, allocating
-    /// nothing. The ids' digits eight bytes at a time ([`crate::hex`]; a byte at a time, by
+    /// nothing. The ids' digits eight bytes at a time ([`crate::util::hex`]; a byte at a time, by
     /// unrolled loops, cost 0.2 k instructions a call).
     pub fn traceparent_bytes(&self) -> [u8; 55] {
         let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
-        out[3..35].copy_from_slice(&crate::hex::hex16(self.trace_id));
-        out[36..52].copy_from_slice(&crate::hex::hex8(self.span_id));
+        out[3..35].copy_from_slice(&crate::util::hex::hex16(self.trace_id));
+        out[36..52].copy_from_slice(&crate::util::hex::hex8(self.span_id));
         const HEX: &[u8; 16] = b"0123456789abcdef";
         out[53] = HEX[usize::from(self.flags >> 4)];
         out[54] = HEX[usize::from(self.flags & 15)];

@@ -1,6 +1,6 @@
 //! What `POST /rpc` answers: status, extra headers and body, and the functions that shape them.
 //!
-//! [`crate::rpc`] decides what to answer; this module only says how an answer is laid out, so
+//! [`crate::gateway`] decides what to answer; this module only says how an answer is laid out, so
 //! the status rules (spec calls, parse errors) and the `Server-Timing` header live in one place.
 
 use std::convert::Infallible;

@@ -42,14 +42,14 @@ pub fn uuid_v4() -> uuid::Uuid {
 
 /// A random (version 4) UUID as its 36 hyphenated lowercase characters (a call's made
 /// `X-Request-Id`): what `uuid_v4().hyphenated().encode_lower` writes, its digits eight bytes at
-/// a time ([`crate::hex`]) where uuid's writer takes a byte at a time (0.2 k instructions).
+/// a time ([`crate::util::hex`]) where uuid's writer takes a byte at a time (0.2 k instructions).
 pub fn uuid_v4_text() -> [u8; 36] {
     hyphenated(*uuid_v4().as_bytes())
 }
 
 /// The 36 characters of the UUID `bytes`, `8-4-4-4-12` digits.
 fn hyphenated(bytes: [u8; 16]) -> [u8; 36] {
-    let d = crate::hex::hex16(bytes);
+    let d = crate::util::hex::hex16(bytes);
     let mut out = [b'-'; 36];
     out[..8].copy_from_slice(&d[..8]);
     out[9..13].copy_from_slice(&d[8..12]);

@@ -12,7 +12,7 @@ use axum::http::{Method, StatusCode};
 use bytes::Bytes;
 use hyper::body::{Frame, SizeHint};
 
-use crate::scope::Note;
+use crate::http::scope::Note;
 
 /// What is known of a request when its answer starts.
 #[derive(Debug)]
@@ -35,7 +35,7 @@ impl Line {
     /// Writes the line, with the body's byte count.
     pub fn emit(&self, bytes: u64) {
         tracing::info!(
-            target: "wiregate::access",
+            target: "wiregate::server::access",
             method = %self.method,
             path = %self.path,
             status = self.status.as_u16(),

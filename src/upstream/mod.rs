@@ -13,6 +13,7 @@
 pub(crate) mod call;
 pub mod h1;
 mod pipeline;
+pub mod router;
 pub(crate) mod stream;
 
 use std::sync::{Arc, Mutex};
@@ -166,7 +167,7 @@ impl UpstreamClient {
         body: &[u8],
         authorization: Option<&str>,
     ) -> Result<Answer, GatewayError> {
-        let (traceparent, tracestate) = match crate::scope::upstream_trace() {
+        let (traceparent, tracestate) = match crate::http::scope::upstream_trace() {
             Some((t, state)) => (Some(t.traceparent_bytes()), state),
             None => (None, None),
         };

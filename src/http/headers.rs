@@ -116,7 +116,7 @@ impl<'a> Headers<'a> {
 
     /// The first value of `first`, and the value of `sole` (another name) when it came once
     /// (none when it came more than once), read together: in a head, in one pass over its
-    /// lines. A call reads its `traceparent` and `tracestate` so ([`crate::trace`]), in the one
+    /// lines. A call reads its `traceparent` and `tracestate` so ([`crate::http::trace`]), in the one
     /// scan `traceparent` alone cost. `sole`'s value is a [`HeaderValue`] sharing the head's
     /// bytes (a reference count, no copy), kept beyond the head: it goes upstream.
     pub fn get_and_sole(

@@ -2,9 +2,9 @@
 //! `[[passthrough]]` prefix, goes to that upstream's scheme and authority with its own method,
 //! path, query, headers and body. Bodies stream both ways without buffering (an upstream's SSE
 //! reaches the client event by event), `Upgrade` (WebSocket) is tunnelled, and the hop is told
-//! as RFC 9110 and RFC 7239 say (see [`forwarded`](crate::forwarded)).
+//! as RFC 9110 and RFC 7239 say (see [`forwarded`](crate::http::forwarded)).
 //!
-//! The exchange runs in the calling task over [`proxy`](crate::proxy)'s pooled connections (see
+//! The exchange runs in the calling task over [`proxy`](crate::upstream)'s pooled connections (see
 //! [`exchange`]), as the RPC path's does.
 
 use std::sync::Arc;
@@ -18,9 +18,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 
 use crate::config::{Config, Upstream};
-use crate::forwarded::{self, Hop, Trusted};
-use crate::proxy::{stream::Stream, UpstreamClient};
-use crate::trace::{self, TraceContext};
+use crate::http::forwarded::{self, Hop, Trusted};
+use crate::http::trace::{self, TraceContext};
+use crate::upstream::{stream::Stream, UpstreamClient};
 
 pub(crate) mod exchange;
 #[doc(hidden)]
@@ -240,7 +240,7 @@ impl Target {
                 hyper::upgrade::on(&mut req),
             )
         });
-        crate::scope::note_call("http", &self.name);
+        crate::http::scope::note_call("http", &self.name);
         let (parts, body) = req.into_parts();
         let (head, sending, no_body) = self.head(
             &parts,
@@ -333,7 +333,7 @@ impl Target {
             .and_then(|h| h.to_str().ok())
             .or_else(|| req.uri.authority().map(|a| a.as_str()));
         let client_traced = trace::has_valid_parent(headers);
-        let ctx = crate::scope::trace().unwrap_or_else(|| TraceContext::for_call(headers));
+        let ctx = crate::http::scope::trace().unwrap_or_else(|| TraceContext::for_call(headers));
         let had_length = headers.contains_key(header::CONTENT_LENGTH);
         let hop = Hop {
             peer: origin

@@ -11,7 +11,7 @@ use std::future::Future;
 
 use axum::http::HeaderValue;
 
-use crate::trace::TraceContext;
+use crate::http::trace::TraceContext;
 
 /// One request's scope.
 #[derive(Debug)]

@@ -5,6 +5,8 @@
 //! written back in the client's dialect. JSON-RPC's rules (ids restored, notifications silent,
 //! batches in order) hold whatever the upstream.
 
+pub mod facade;
+
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,18 +20,18 @@ use futures_util::Stream;
 use crate::a2a::{self, A2a, SpecCall};
 use crate::bridge::Bridge;
 use crate::config::Config;
-use crate::facade::Facade;
-use crate::feed::Feed;
-use crate::migration::{Migration, Who};
-use crate::model::error::GatewayError;
-use crate::proxy::call::{forward, Call, Done};
-use crate::proxy::UpstreamClient;
-use crate::reply::{
+use crate::events::feed::Feed;
+use crate::events::frames::{self as sse_stream, Shared};
+use crate::gateway::facade::Facade;
+use crate::http::reply::{
     empty_reply, error_status, json_reply, single_reply, status_of, Reply, ReplyBody,
 };
-use crate::router::Router;
-use crate::stream::{self as sse_stream, Shared};
+use crate::migration::{Migration, Who};
+use crate::model::error::GatewayError;
 use crate::telemetry::{self, CallLabels};
+use crate::upstream::call::{forward, Call, Done};
+use crate::upstream::router::Router;
+use crate::upstream::UpstreamClient;
 use crate::wire::dialect::{self, Entry, Inbound, Message};
 use crate::wire::jsonrpc::{to_raw, Id, Outcome, Request, Response};
 use crate::wire::legacy::{Auth, LegacyRequest, LegacyResponse};
@@ -45,7 +47,7 @@ pub struct Meta<'a> {
     /// `A2A-Version`.
     pub a2a_version: Option<&'a str>,
     /// All the request's headers (a split's `sticky = "header:NAME"`, the caller report).
-    pub headers: Option<crate::headers::Headers<'a>>,
+    pub headers: Option<crate::http::headers::Headers<'a>>,
     /// The client's address (`sticky = "ip"`).
     pub peer: Option<std::net::IpAddr>,
     /// The request's `X-Request-Id` (named in shadow differences), as the header's bytes: read
@@ -456,7 +458,7 @@ impl Gateway {
                 .as_ref()
                 .and_then(Id::as_text)
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| crate::ids::uuid_v4().to_string()),
+                .unwrap_or_else(|| crate::util::ids::uuid_v4().to_string()),
             notification: id.is_none(),
             method: req.method,
             params: req.params,

@@ -1,0 +1,3 @@
+//! Who may do what: the admin routes' callers.
+
+pub mod admin;
