@@ -197,22 +197,8 @@ pub struct Legacy {
 impl Legacy {
     /// The `Sunset` instant, when one is configured and valid.
     pub fn sunset_time(&self) -> Option<SystemTime> {
-        parse_date(&self.sunset)
+        crate::util::time::parse_date_or_time(&self.sunset)
     }
-}
-
-fn parse_date(s: &str) -> Option<SystemTime> {
-    if s.is_empty() {
-        return None;
-    }
-    let full = if s.len() == 10 {
-        format!("{s}T00:00:00Z")
-    } else {
-        s.to_owned()
-    };
-    humantime::parse_rfc3339_weak(full.trim_end_matches('Z'))
-        .ok()
-        .or_else(|| humantime::parse_rfc3339(&full).ok())
 }
 
 /// Checks the upstreams (names unique, URLs usable, TLS files readable) and that every route
@@ -300,17 +286,5 @@ pub(super) fn validate(
             "legacy.sunset".into(),
             format!("{:?} is not an RFC 3339 date", legacy.sunset),
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_parse() {
-        assert!(parse_date("2027-01-01").is_some());
-        assert!(parse_date("2027-01-01T00:00:00Z").is_some());
-        assert!(parse_date("soon").is_none());
     }
 }

@@ -4,3 +4,4 @@
 pub mod clock;
 pub mod hex;
 pub mod ids;
+pub mod time;
