@@ -16,16 +16,18 @@
 //!   with `Last-Event-ID` when the stream breaks, a quarter read back with `tasks/get`;
 //! - `--subscribers` SSE subscribers, half on `/events`, half on the contexts' streams, each with
 //!   a home replica, dropping their connection at random and resuming;
-//! - after the warm-up, a fault every 20..60 s, chosen at random: a replica SIGKILLed and started
-//!   again 2 s later (r1 is never killed, so one process spans the run), `redis-server` stopped
-//!   and started again, one replica's sid child SIGKILLed, the upstream stopped for 5 s;
+//! - after the warm-up, a fault every 20..60 s (at random), the four kinds in turn: a replica
+//!   SIGKILLed and started again 2 s later (r2 or r3, at random: r1 is never killed, so one
+//!   process spans the run), `redis-server` stopped and started again, a random replica's sid
+//!   child SIGKILLed, the upstream refusing connections for 5 s;
 //! - every 10 s the RSS and open fds of each replica process.
 //!
 //! A failure is excused only by a fault of the kind that explains it, in force while the call
 //! or stream ran (plus the time the fault takes to heal: a lapsed lease, a reconnect). At the
 //! end: no unexcused failure, no hang, no repeated or silently skipped id, every task any stream
 //! named in a final state, and for every replica process that lived past its warm-up, RSS and
-//! fds in the last 5 minutes (samples outside faults) within 10 % of their warm-up level.
+//! fds in its last 5 minutes within 10 % of their level at its warm-up's end, compared at the
+//! same number of contexts it runs (samples outside faults; at least one process compared).
 
 mod faults;
 mod load;
@@ -152,36 +154,28 @@ struct Sample {
     t: f64,
     rss: u64,
     fds: u64,
+    /// sid children the replica runs: one a context, each with its pipes and its tasks.
+    contexts: usize,
 }
 
-/// Warm-up level against the last 5 minutes, per replica process; the lines to print and
-/// whether all held.
+/// Warm-up level against the last 5 minutes, per replica process, at the same number of
+/// contexts (a replica taking a lost one's contexts over runs more, each with its pipes and
+/// its kept tasks: more state, not a leak). Samples taken during a fault or within 10 s after
+/// it are left out. Returns the lines to print, whether every comparison held, and how many
+/// processes were compared.
 fn footprints(
     procs: &Procs,
     samples: &[Sample],
     timeline: &Timeline,
     o: &Opts,
     end: f64,
-) -> (Vec<String>, bool) {
+) -> (Vec<String>, bool, usize) {
     let mut lines = Vec::new();
-    let mut ok = true;
-    let quiet = |s: &&Sample| !timeline.any(s.t - 20.0, s.t);
+    let (mut ok, mut compared) = (true, 0);
+    let quiet = |s: &&Sample| !timeline.any(s.t - 10.0, s.t);
     for (i, life) in procs.lives().iter().enumerate() {
         let until = life.died.unwrap_or(end);
         let warm = life.born + o.warmup as f64;
-        let mine: Vec<&Sample> = samples.iter().filter(|s| s.life == i).collect();
-        let level: Vec<&Sample> = mine
-            .iter()
-            .copied()
-            .filter(|s| s.t > warm - 30.0 && s.t <= warm)
-            .filter(quiet)
-            .collect();
-        let late: Vec<&Sample> = mine
-            .iter()
-            .copied()
-            .filter(|s| s.t > (until - 300.0).max(warm + 30.0))
-            .filter(quiet)
-            .collect();
         let who = format!(
             "r{} pid {} ({:.0}..{:.0} s)",
             life.replica + 1,
@@ -189,13 +183,42 @@ fn footprints(
             life.born,
             until
         );
-        if level.is_empty() || late.is_empty() {
+        let mine: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.life == i)
+            .filter(quiet)
+            .collect();
+        let level: Vec<&Sample> = mine
+            .iter()
+            .copied()
+            .filter(|s| s.t > warm - 60.0 && s.t <= warm)
+            .collect();
+        let Some(n) = level.last().map(|s| s.contexts) else {
             lines.push(format!(
-                "{who}: lived {:.0} s, too short to compare",
+                "{who}: lived {:.0} s, no quiet sample at its warm-up's end",
+                until - life.born
+            ));
+            continue;
+        };
+        let level: Vec<&Sample> = level.into_iter().filter(|s| s.contexts == n).collect();
+        let late_from = (until - 300.0).max(warm + 60.0);
+        let late_all: Vec<&Sample> = mine.iter().copied().filter(|s| s.t > late_from).collect();
+        let late: Vec<&Sample> = late_all
+            .iter()
+            .copied()
+            .filter(|s| s.contexts == n)
+            .collect();
+        if late.is_empty() {
+            let now = late_all
+                .last()
+                .map_or("?".to_owned(), |s| s.contexts.to_string());
+            lines.push(format!(
+                "{who}: lived {:.0} s; not compared: {n} contexts at its warm-up, {now} at its end",
                 until - life.born
             ));
             continue;
         }
+        compared += 1;
         let mean = |v: &[&Sample], f: fn(&Sample) -> u64| {
             v.iter().map(|s| f(s) as f64).sum::<f64>() / v.len() as f64
         };
@@ -205,16 +228,18 @@ fn footprints(
         let held = rss1 <= rss0 * 1.10 && (fds1 - fds0).abs() <= fds0 * 0.10;
         ok &= held;
         lines.push(format!(
-            "{who}: RSS {:.1} MiB at warm-up, {:.1} MiB in the last 5 min ({:+.1} %, max {:.1}); fds {fds0:.1} -> {fds1:.1} ({:+.1} %){}",
+            "{who}, {n} contexts: RSS {:.1} MiB at warm-up, {:.1} MiB in the last 5 min ({:+.1} %, max {:.1}); fds {fds0:.1} -> {fds1:.1} ({:+.1} %); {} + {} samples{}",
             rss0 / 1024.0,
             rss1 / 1024.0,
             (rss1 / rss0 - 1.0) * 100.0,
             rss_max as f64 / 1024.0,
             (fds1 / fds0 - 1.0) * 100.0,
+            level.len(),
+            late.len(),
             if held { "" } else { "  <- beyond 10 %" }
         ));
     }
-    (lines, ok)
+    (lines, ok, compared)
 }
 
 #[tokio::main]
@@ -313,8 +338,10 @@ async fn main() {
                     if life.died.is_some() {
                         continue;
                     }
+                    let contexts = procs.sid_children(life.replica).len();
                     if let Some((rss, fds)) = footprint(life.pid) {
                         samples.lock().unwrap().push(Sample {
+                            contexts,
                             life: i,
                             t,
                             rss,
@@ -415,7 +442,7 @@ async fn main() {
         }
     }
     let samples = samples.lock().unwrap().clone();
-    let (lines, held) = footprints(&procs, &samples, &run.timeline, &o, end);
+    let (lines, held, compared) = footprints(&procs, &samples, &run.timeline, &o, end);
     println!("replica processes:");
     for l in &lines {
         println!("  {l}");
@@ -423,6 +450,10 @@ async fn main() {
     procs.stop_all();
 
     let mut failed = !held;
+    if compared == 0 && o.secs >= 600 {
+        println!("FAIL: no replica process could be compared with its warm-up");
+        failed = true;
+    }
     for (name, p) in [
         ("translated calls", &load.problems),
         ("sid turns", &turn_stats.problems),
