@@ -127,7 +127,7 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
     crate::wire::head::status_line(&mut head, version, parts.status);
     crate::wire::head::answer_headers(&mut head, &parts.headers, &[]);
     head.extend_from_slice(b"date: ");
-    head.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
+    super::date::write_date(&mut head);
     head.extend_from_slice(b"\r\nconnection: close\r\n");
     match known {
         Some(n) => head.extend_from_slice(format!("content-length: {n}\r\n").as_bytes()),

@@ -20,25 +20,6 @@ use crate::wire::head;
 /// Answers up to this size are written with their head in one write.
 const GATHER: usize = 64 * 1024;
 
-/// Appends the answer's `Date` value, formatted once a second per thread (the second read
-/// through [`crate::util::clock`]).
-pub(super) fn write_date(out: &mut Vec<u8>) {
-    use std::cell::RefCell;
-    use std::time::{Duration, UNIX_EPOCH};
-    thread_local! {
-        static NOW: RefCell<Option<(u64, String)>> = const { RefCell::new(None) };
-    }
-    let second = crate::util::clock::unix_second();
-    NOW.with_borrow_mut(|kept| match kept {
-        Some((at, text)) if *at == second => out.extend_from_slice(text.as_bytes()),
-        _ => {
-            let text = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
-            out.extend_from_slice(text.as_bytes());
-            *kept = Some((second, text));
-        }
-    });
-}
-
 /// Writes a call's JSON (or empty) `reply` on `io`, its head laid out here as [`write`] lays
 /// out a response's (`content-type`, the reply's headers, `x-request-id`, the length, `date`)
 /// and its body gathered with it when small.
@@ -133,7 +114,7 @@ pub(super) fn end_head(
     }
     if !has_date {
         out.extend_from_slice(b"date: ");
-        write_date(out);
+        crate::http::date::write_date(out);
         out.extend_from_slice(b"\r\n");
     }
     if close {
