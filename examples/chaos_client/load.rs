@@ -5,9 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::faults::{Excused, Kind, Problems};
+use crate::mixed_calls::{call_body, check_call, Answer};
 use crate::Run;
 
 /// A call that takes longer than this hangs: the upstream's `timeout_ms` is 5 s.
@@ -37,76 +38,13 @@ pub enum Outcome {
     Wrong(String),
 }
 
-fn body(kind: u64, w: usize, n: u64) -> Value {
-    match kind {
-        0 => json!({"jsonrpc": "2.0", "id": format!("w{w}-{n}"), "method": "echo",
-                    "params": {"n": n, "text": "chaos ü € \u{1F600}", "list": [1, 2.5, null]}}),
-        1 => json!({"jsonrpc": "2.0", "id": n, "method": "_cleveragents/plan/status",
-                    "params": {"plan_id": "P1"}}),
-        2 => json!([
-            {"jsonrpc": "2.0", "id": format!("b{w}-{n}"), "method": "echo", "params": {"n": n}},
-            {"jsonrpc": "2.0", "id": n, "method": "session.create"},
-            {"jsonrpc": "2.0", "method": "echo", "params": {"note": "a notification"}}
-        ]),
-        _ => json!({"a2a_version": "1.0", "request_id": format!("r{w}-{n}"), "operation": "echo",
-                    "params": {"n": n, "legacy": true}, "auth": null}),
-    }
-}
-
-fn rpc_error(v: &Value) -> Option<Outcome> {
-    v.get("error")
-        .map(|e| Outcome::Error(e["code"].to_string()))
-}
-
-fn check(kind: u64, sent: &Value, got: &Value) -> Outcome {
-    match kind {
-        0 => rpc_error(got).unwrap_or(
-            if got["id"] == sent["id"] && got["result"] == sent["params"] {
-                Outcome::Ok
-            } else {
-                Outcome::Wrong(format!("echo answered {got}"))
-            },
-        ),
-        1 => rpc_error(got).unwrap_or(
-            if got["id"] == sent["id"] && got["result"]["plan_id"] == "P1" {
-                Outcome::Ok
-            } else {
-                Outcome::Wrong(format!("plan/status answered {got}"))
-            },
-        ),
-        2 => {
-            let Some(items) = got.as_array() else {
-                return rpc_error(got)
-                    .unwrap_or_else(|| Outcome::Wrong(format!("batch answered {got}")));
-            };
-            if items.len() != 2 {
-                return Outcome::Wrong(format!("two calls and a notification answered {got}"));
-            }
-            if let Some(e) = items.iter().find_map(rpc_error) {
-                return e;
-            }
-            if items[0]["id"] == sent[0]["id"]
-                && items[0]["result"] == sent[0]["params"]
-                && items[1]["id"] == sent[1]["id"]
-                && items[1]["result"]["session_id"].is_string()
-            {
-                Outcome::Ok
-            } else {
-                Outcome::Wrong(format!("batch answered {got}"))
-            }
-        }
-        _ => {
-            if got["status"] == "error" {
-                return Outcome::Error(got["error"]["code"].to_string());
-            }
-            if got["status"] == "success"
-                && got["request_id"] == sent["request_id"]
-                && got["data"] == sent["params"]
-            {
-                Outcome::Ok
-            } else {
-                Outcome::Wrong(format!("legacy envelope answered {got}"))
-            }
+/// A call's answer as the fault check reads it: an error by its code.
+fn check(kind: u64, n: u64, sent: &Value, got: &Value) -> Outcome {
+    match check_call(kind, n, sent, got) {
+        Answer::Ok => Outcome::Ok,
+        Answer::Wrong(w) => Outcome::Wrong(w),
+        Answer::RpcError(e) => {
+            Outcome::Error(serde_json::from_str::<Value>(&e).map_or(e, |v| v["code"].to_string()))
         }
     }
 }
@@ -159,11 +97,11 @@ pub async fn worker(w: usize, per_second: f64, run: Arc<Run>, stats: Arc<LoadSta
         n += 1;
         let kind = n % 4;
         let r = (n as usize + w) % run.urls.len();
-        let sent = body(kind, w, n);
+        let sent = call_body(kind, w, n);
         let from = run.timeline.now();
         stats.sent.fetch_add(1, Ordering::Relaxed);
         let outcome = match post(&client, &run.urls[r], &sent).await {
-            Ok(got) => check(kind, &sent, &got),
+            Ok(got) => check(kind, n, &sent, &got),
             Err(o) => o,
         };
         if let Outcome::Ok = outcome {

@@ -31,6 +31,8 @@
 
 mod faults;
 mod load;
+#[path = "../support/mixed_calls.rs"]
+mod mixed_calls;
 mod procs;
 mod sse;
 mod subs;
