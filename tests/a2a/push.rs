@@ -2,7 +2,7 @@
 //! made, read, listed and deleted in 1.0 and 0.3, task updates POSTed with the configured
 //! authentication and retried, and the server-side request forgery guard.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The A2A HTTP+JSON (REST) binding over real sockets: the calls, a stream of bare
 //! `StreamResponse` events, and every error with its spec HTTP status and AIP-193 body.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

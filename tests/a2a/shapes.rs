@@ -1,7 +1,7 @@
 //! The published A2A dialect (1.0 and 0.3) over the fake sid: the card, every shape and every
 //! A2A error code, over real HTTP and real SSE parsing.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! page sizes, totals), task history and `historyLength`, client-named contexts, the multi-turn
 //! rules, a held task continued and canceled, camelCase metadata.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 

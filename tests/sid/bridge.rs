@@ -1,6 +1,6 @@
 //! The sid bridge over real child processes (the fake sid) and real SSE parsing.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! `Access-Control-*` CORS adds by design, and the connection's own `Connection` /
 //! `Keep-Alive`), and the same body, byte for byte.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The bridge attached to `sid --listen` (the fake sid on a unix socket): replay on connect,
 //! de-duplication by `sequence`, reconnection after the socket drops, mid-turn interrupts.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixStream;

@@ -3,7 +3,7 @@
 //! and started when the turns before it end, in order, bounded by `sid.max_queued_requests`;
 //! canceling a queued task leaves the running turn alone. The seed dialect keeps -32060.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The fake sid behaves as the recordings of sid 0.6.0 show: the same lines, in the same order,
 //! for the same requests (session ids, paths and usage text aside).
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! overflows to the pooled path. The misbehaving upstreams are raw `TcpListener` servers so
 //! what arrived in one read, and what was answered on which connection, is visible.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! the client side; the SDK lives in a virtualenv under `target/` (`.ci/run` makes it; this test
 //! makes it itself when it is missing, so `cargo test` alone works on a fresh machine).
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::sync::Mutex;

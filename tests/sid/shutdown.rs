@@ -1,7 +1,7 @@
 //! Shutdown stops every sid child: no orphans, no zombies. (Its own test binary, so no other
 //! test's children are around to confuse the process table.)
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

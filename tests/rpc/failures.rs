@@ -1,7 +1,7 @@
 //! Every failure gets its own code and status, in the caller's dialect, and the gateway keeps
 //! serving everyone else.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

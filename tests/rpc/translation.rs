@@ -1,7 +1,7 @@
 //! The gateway's main job over real sockets: both client dialects, both upstream dialects,
 //! every row of the translation tables.
 
-mod support;
+use crate::support;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};

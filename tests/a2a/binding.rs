@@ -2,7 +2,7 @@
 //! `POST /rpc`: every JSON-RPC answer is HTTP 200 there (the A2A TCK's envelope cases), only A2A
 //! methods are served, and `/rpc` keeps its contract (400 for a malformed request).
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::{gateway, TestGateway};

@@ -1,7 +1,7 @@
 //! Every example of the JSON-RPC 2.0 specification's section 7, sent through the gateway to a
 //! JSON-RPC upstream that implements the example methods.
 
-mod support;
+use crate::support;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
