@@ -18,9 +18,17 @@ use wiregate::{demo, server};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// The version and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("WG_BUILD_COMMIT"),
+    ")"
+);
+
 /// A protocol gateway: legacy agent envelope ⇄ JSON-RPC 2.0, and sid --raw ⇄ HTTP + SSE.
 #[derive(Parser, Debug)]
-#[command(name = "wiregate", version)]
+#[command(name = "wiregate", version = VERSION)]
 struct Cli {
     /// Configuration file (default ./gateway.toml; built-in defaults when it is absent).
     #[arg(long, global = true)]
@@ -66,6 +74,11 @@ enum Command {
         token: Option<String>,
         #[command(flatten)]
         tls: AdminTls,
+    },
+    /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
     /// Run the fake sid that `--demo` bridges (`demo-sid --raw`).
     #[command(hide = true)]
@@ -148,6 +161,16 @@ fn load(cli: &Cli) -> Result<Config, ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Completions { shell }) = &cli.command {
+        use clap::CommandFactory;
+        clap_complete::generate(
+            *shell,
+            &mut Cli::command(),
+            "wiregate",
+            &mut std::io::stdout(),
+        );
+        return ExitCode::SUCCESS;
+    }
     if let Some(Command::DemoSid { args }) = &cli.command {
         wiregate::demo::sid::run(args.clone());
         return ExitCode::SUCCESS;

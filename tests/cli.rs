@@ -464,3 +464,49 @@ async fn demo_events_line_shows_a_plans_life_cycle() {
     let ids: Vec<u64> = got.iter().map(|e| e.id.parse().unwrap()).collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
 }
+
+#[test]
+fn version_names_the_release_and_the_commit() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let expected_commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8(o.stdout).unwrap().trim().to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    assert_eq!(
+        text.trim(),
+        format!("wiregate {} ({expected_commit})", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn completions_cover_every_subcommand_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8(out.stdout).unwrap();
+        for word in [
+            "check-config",
+            "migration",
+            "reload",
+            "completions",
+            "config",
+            "demo",
+        ] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let bad = Command::new(BIN)
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "an unknown shell is refused");
+}
