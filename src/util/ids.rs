@@ -4,26 +4,14 @@
 //! `uuid::Uuid::new_v4` draws from a ChaCha generator, about 0.25 k instructions a call each,
 //! three times a proxied call (README, Performance). These ids name calls; they guard nothing
 //! (no token, no secret is derived from them), so they come from a per-thread wyrand generator
-//! instead (a 64-bit state stepped by a constant, passes BigCrush and PractRand), seeded once
-//! per thread from `Uuid::new_v4` (the OS's randomness): a few instructions per id. Two threads
+//! instead: fastrand's (a 64-bit state stepped by a constant, passes BigCrush and PractRand),
+//! seeded once per thread from the process's hasher seed, a few instructions per id. Two threads
 //! or two processes draw from independently seeded states, so ids stay unique across them as
 //! random ids do.
 
-use std::cell::Cell;
-
-thread_local! {
-    /// The thread's generator state, seeded at the thread's first id.
-    static STATE: Cell<u64> = Cell::new(uuid::Uuid::new_v4().as_u64_pair().0);
-}
-
-/// 64 random bits (wyrand).
+/// 64 random bits from the calling thread's generator (fastrand's wyrand, seeded per thread).
 pub fn random_u64() -> u64 {
-    STATE.with(|s| {
-        let x = s.get().wrapping_add(0xa076_1d64_78bd_642f);
-        s.set(x);
-        let t = u128::from(x) * u128::from(x ^ 0xe703_7ed1_a0b4_28db);
-        (t >> 64) as u64 ^ t as u64
-    })
+    fastrand::u64(..)
 }
 
 /// 128 random bits.
