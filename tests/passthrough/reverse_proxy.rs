@@ -3,7 +3,7 @@
 //! event by event, a WebSocket tunnelled), with the hop told in `Via` / `Forwarded` /
 //! `X-Forwarded-*`, and a clear 502 / 504 when the upstream fails.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

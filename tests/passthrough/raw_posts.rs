@@ -1,11 +1,11 @@
-//! Pass-through `POST`s served by the HTTP/1 loop (`src/server/h1.rs`), whose heads are relayed
+//! Pass-through `POST`s served by the HTTP/1 loop (`src/server/h1/`), whose heads are relayed
 //! as bytes (`src/passthrough/raw.rs`) rather than through header maps, over raw sockets so the
 //! request's head and body arrive together as the loop takes them: the hop told upstream, the
 //! hop-by-hop headers left out both ways, the trace continued, answers with a length, long or
 //! chunked relayed with their framing, several calls on one kept-alive connection, and a dead or
 //! silent upstream answered with a 502 or 504.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
