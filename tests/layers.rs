@@ -220,6 +220,45 @@ fn every_module_uses_only_its_layer_and_the_ones_before() {
     );
 }
 
+/// docs/architecture.md's table names each layer's folders as [`LAYERS`] does, in its order.
+#[test]
+fn the_architecture_page_lists_the_layers_as_the_table() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let rows: Vec<&str> = page
+        .lines()
+        .filter(|l| {
+            l.starts_with("| ")
+                && l.split('|')
+                    .nth(1)
+                    .is_some_and(|c| c.trim().parse::<usize>().is_ok())
+        })
+        .collect();
+    assert_eq!(
+        rows.len(),
+        LAYERS.len(),
+        "one row a layer:\n{}",
+        rows.join("\n")
+    );
+    for (i, ((layer, folders), row)) in LAYERS.iter().zip(&rows).enumerate() {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells[1], (i + 1).to_string(), "{row}");
+        assert_eq!(cells[2], *layer, "{row}");
+        for f in *folders {
+            let named = if ["main", "lib"].contains(f) {
+                format!("`{f}.rs`")
+            } else {
+                format!("`{f}/`")
+            };
+            assert!(
+                cells[3].contains(&named) || *f == "lib",
+                "layer {layer}: the page does not name {named}: {row}"
+            );
+        }
+    }
+}
+
 /// The check itself, on a small tree made here: an upward import, a circle, a module in no
 /// layer, and what must not count (a comment, a string, a path that only ends in `crate::`).
 #[test]
