@@ -167,7 +167,7 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
             continue;
         }
         let written = if chunked {
-            let size = format!("{:x}\r\n", data.len());
+            let size = crate::wire::head::ChunkSize::new(data.len());
             write_all3(&mut wr, size.as_bytes(), &data, b"\r\n").await
         } else {
             wr.write_all(&data).await
@@ -178,7 +178,7 @@ pub async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
         sent += data.len() as u64;
     }
     if chunked {
-        let _ = wr.write_all(b"0\r\n\r\n").await;
+        let _ = wr.write_all(crate::wire::head::LAST_CHUNK).await;
     }
     let _ = wr.shutdown().await;
     sent

@@ -130,7 +130,7 @@ pub(crate) async fn exchange(
         }
     }
     if ended && sending == Sending::Chunked {
-        head.extend_from_slice(b"0\r\n\r\n");
+        head.extend_from_slice(crate::wire::head::LAST_CHUNK);
     }
     let mut conn = within(timeouts.upstream, send(client, &head)).await?;
     if !ended {
@@ -345,27 +345,11 @@ fn put_data(out: &mut Vec<u8>, frame: Frame<Bytes>, sending: Sending) {
         return;
     }
     if sending == Sending::Chunked {
-        let mut hex = [0u8; 16];
-        let n = hex_len(data.len(), &mut hex);
-        out.extend_from_slice(&hex[16 - n..]);
-        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(crate::wire::head::ChunkSize::new(data.len()).as_bytes());
         out.extend_from_slice(&data);
         out.extend_from_slice(b"\r\n");
     } else {
         out.extend_from_slice(&data);
-    }
-}
-
-/// `len` in hexadecimal at the end of `out`; returns how many digits.
-fn hex_len(mut len: usize, out: &mut [u8; 16]) -> usize {
-    let mut n = 0;
-    loop {
-        n += 1;
-        out[16 - n] = b"0123456789abcdef"[len & 0xf];
-        len >>= 4;
-        if len == 0 {
-            return n;
-        }
     }
 }
 
@@ -391,7 +375,7 @@ async fn stream_body(
         match frame {
             None => {
                 if sending == Sending::Chunked {
-                    within(timeouts.upstream, conn.send(b"0\r\n\r\n")).await?;
+                    within(timeouts.upstream, conn.send(crate::wire::head::LAST_CHUNK)).await?;
                 }
                 return Ok(());
             }
@@ -506,11 +490,6 @@ mod tests {
         );
         assert!(out.starts_with(b"12c\r\nxxx"));
         assert!(out.ends_with(b"x\r\n"));
-        let mut hex = [0u8; 16];
-        let n = hex_len(0, &mut hex);
-        assert_eq!(&hex[16 - n..], b"0");
-        let n = hex_len(usize::MAX, &mut hex);
-        assert_eq!(&hex[16 - n..], b"ffffffffffffffff");
         let mut plain = Vec::new();
         put_data(
             &mut plain,

@@ -50,9 +50,60 @@ pub(crate) fn answer_headers(out: &mut Vec<u8>, headers: &HeaderMap, also_skip: 
     }
 }
 
+/// The last chunk of a chunked body, with no trailers.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// A chunk's size line (`{len:x}\r\n`), laid out on the stack: every chunked writer (the HTTP/1
+/// loop's streamed answers, the SSE socket writer, the pass-through's uploads) frames its chunks
+/// with it.
+pub struct ChunkSize {
+    buf: [u8; 18],
+    start: usize,
+}
+
+impl ChunkSize {
+    /// The size line of a chunk of `len` bytes.
+    pub fn new(mut len: usize) -> Self {
+        let mut buf = [0u8; 18];
+        buf[16] = b'\r';
+        buf[17] = b'\n';
+        let mut start = 16;
+        loop {
+            start -= 1;
+            buf[start] = b"0123456789abcdef"[len & 0xf];
+            len >>= 4;
+            if len == 0 {
+                break;
+            }
+        }
+        ChunkSize { buf, start }
+    }
+
+    /// The line's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunk_size_lines_are_lowercase_hex() {
+        assert_eq!(ChunkSize::new(0).as_bytes(), b"0\r\n");
+        assert_eq!(ChunkSize::new(300).as_bytes(), b"12c\r\n");
+        assert_eq!(
+            ChunkSize::new(usize::MAX).as_bytes(),
+            b"ffffffffffffffff\r\n"
+        );
+        for len in [1usize, 15, 16, 255, 4096, 65_535, 1 << 40] {
+            assert_eq!(
+                ChunkSize::new(len).as_bytes(),
+                format!("{len:x}\r\n").as_bytes()
+            );
+        }
+    }
     use axum::http::HeaderValue;
 
     #[test]

@@ -212,7 +212,7 @@ where
                 continue;
             }
             if chunked {
-                out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                out.extend_from_slice(head::ChunkSize::new(data.len()).as_bytes());
             }
             if out.len() + data.len() <= GATHER {
                 out.extend_from_slice(&data);
@@ -226,7 +226,7 @@ where
             }
         }
         if chunked {
-            out.extend_from_slice(b"0\r\n\r\n");
+            out.extend_from_slice(head::LAST_CHUNK);
         }
     }
     io.write_all(out).await.map_err(|_| Broken)?;
