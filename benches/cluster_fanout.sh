@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-replica SSE figures (README, "Running several replicas"): builds in release, then runs
+# Cross-replica SSE figures (docs/replicas.md): builds in release, then runs
 # examples/cluster_fanout.rs, which starts its own redis-server and three replicas.
 set -euo pipefail
 cd "$(dirname "$0")/.."

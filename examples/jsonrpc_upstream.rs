@@ -1,5 +1,5 @@
 //! A small JSON-RPC 2.0 agent server: the migrated counterpart of `legacy_upstream`, to try
-//! splits, shadows and rollbacks against (README, "Migrating a method").
+//! splits, shadows and rollbacks against (docs/migration.md).
 //!
 //! ```sh
 //! cargo run --example jsonrpc_upstream                          # listens on 127.0.0.1:9001
