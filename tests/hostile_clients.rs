@@ -444,9 +444,8 @@ command = [{:?}, "--raw", "--tag", "hard-term"]
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let took = term.elapsed();
-    // The grace (2 s), and a margin to kill and reap sid and end the runtime: 0.2–0.5 s on a
-    // quiet machine, up to 1.3 s seen while other builds shared its two cores. Before the
-    // calls' grace and sid's stop ran side by side this took the sum of both, about 5 s.
+    // The grace (2 s), and a margin to kill and reap sid and end the runtime; the calls' grace
+    // and sid's stop run side by side, so not the sum of both.
     assert!(
         took >= Duration::from_millis(1900),
         "the grace is kept: {took:?}"
