@@ -259,6 +259,26 @@ fn the_architecture_page_lists_the_layers_as_the_table() {
     }
 }
 
+/// docs/architecture.md names every file of `src/` (a folder's `mod.rs` by its folder's row).
+#[test]
+fn the_architecture_page_names_every_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let src = root.join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let missing: Vec<String> = files
+        .iter()
+        .map(|f| f.strip_prefix(&src).unwrap().to_string_lossy().into_owned())
+        .filter(|rel| rel.contains('/') && !rel.ends_with("/mod.rs"))
+        .filter(|rel| !page.contains(&format!("`{rel}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md does not name: {missing:?}"
+    );
+}
+
 /// The check itself, on a small tree made here: an upward import, a circle, a module in no
 /// layer, and what must not count (a comment, a string, a path that only ends in `crate::`).
 #[test]
