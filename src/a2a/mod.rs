@@ -44,7 +44,7 @@ struct GetParams {
     history_length: Option<i64>,
 }
 
-pub use crate::model::a2a::{Method, SpecCall, Version, VERSION_HEADER};
+use crate::model::a2a::{Method, PushOp, SpecCall, Version, VERSION_HEADER};
 
 /// Decides a call's dialect. `Ok(None)`: not a spec call (the seed dialect, a routed method).
 ///
@@ -287,10 +287,10 @@ impl A2a {
             Method::Push(op) => {
                 let params = p;
                 match op {
-                    push::Op::Create => self.push.create(&self.bridge, v, params, None).await,
-                    push::Op::Get => self.push.get(&self.bridge, v, params),
-                    push::Op::List => self.push.list(&self.bridge, v, params),
-                    push::Op::Delete => self.push.delete(&self.bridge, v, params),
+                    PushOp::Create => self.push.create(&self.bridge, v, params, None).await,
+                    PushOp::Get => self.push.get(&self.bridge, v, params),
+                    PushOp::List => self.push.list(&self.bridge, v, params),
+                    PushOp::Delete => self.push.delete(&self.bridge, v, params),
                 }
             }
             Method::ExtendedCard => Err(GatewayError::ExtendedCardNotConfigured),
@@ -513,7 +513,7 @@ mod tests {
         );
         assert_eq!(
             classify("tasks/pushNotificationConfig/set", Some("0.3.0")).unwrap(),
-            spec(Version::V0_3, Method::Push(push::Op::Create))
+            spec(Version::V0_3, Method::Push(PushOp::Create))
         );
         assert_eq!(classify("message/send", None).unwrap(), None, "seed");
         assert_eq!(classify("message/send", Some("1.0")).unwrap(), None, "seed");

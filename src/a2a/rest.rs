@@ -14,7 +14,7 @@ use axum::http::{header, HeaderMap, Method as HttpMethod, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use super::{errors, push, shapes, Method, SpecCall, Version, VERSION_HEADER};
+use super::{errors, shapes, Method, PushOp, SpecCall, Version, VERSION_HEADER};
 use crate::bridge::Bridge;
 use crate::model::error::GatewayError;
 use crate::telemetry::{self, CallLabels};
@@ -173,19 +173,18 @@ fn route(m: &HttpMethod, uri: &Uri, body: &Bytes) -> Result<Call, GatewayError> 
             let Value::Object(b) = body_json(body)? else {
                 unreachable!("body_json answers objects")
             };
-            Call::Unary(Method::Push(push::Op::Create), with(b, "taskId", id))
+            Call::Unary(Method::Push(PushOp::Create), with(b, "taskId", id))
         }
         (&HttpMethod::GET, ["tasks", id, "pushNotificationConfigs"]) => Call::Unary(
-            Method::Push(push::Op::List),
+            Method::Push(PushOp::List),
             with(query_params(uri)?, "taskId", id),
         ),
         (&HttpMethod::GET, ["tasks", id, "pushNotificationConfigs", cfg]) => {
-            Call::Unary(Method::Push(push::Op::Get), with(with_map(id), "id", cfg))
+            Call::Unary(Method::Push(PushOp::Get), with(with_map(id), "id", cfg))
         }
-        (&HttpMethod::DELETE, ["tasks", id, "pushNotificationConfigs", cfg]) => Call::Unary(
-            Method::Push(push::Op::Delete),
-            with(with_map(id), "id", cfg),
-        ),
+        (&HttpMethod::DELETE, ["tasks", id, "pushNotificationConfigs", cfg]) => {
+            Call::Unary(Method::Push(PushOp::Delete), with(with_map(id), "id", cfg))
+        }
         (&HttpMethod::GET, ["extendedAgentCard"]) => Call::Unary(Method::ExtendedCard, json!({})),
         _ => return Err(not_found()),
     })
@@ -303,7 +302,7 @@ mod tests {
             r#"{"url":"http://x"}"#,
         )
         .unwrap();
-        assert_eq!(m, Method::Push(push::Op::Create));
+        assert_eq!(m, Method::Push(PushOp::Create));
         assert_eq!(p, json!({"url": "http://x", "taskId": "t1"}));
         let (_, m, p) = call(
             HttpMethod::DELETE,
@@ -311,7 +310,7 @@ mod tests {
             "",
         )
         .unwrap();
-        assert_eq!(m, Method::Push(push::Op::Delete));
+        assert_eq!(m, Method::Push(PushOp::Delete));
         assert_eq!(p, json!({"taskId": "t1", "id": "c1"}));
         for (m, u, b) in [
             (HttpMethod::GET, "/message:send", ""),

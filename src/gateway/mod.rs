@@ -17,7 +17,7 @@ use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use futures_util::Stream;
 
-use crate::a2a::{self, A2a, SpecCall};
+use crate::a2a::{self, A2a};
 use crate::bridge::Bridge;
 use crate::config::Config;
 use crate::events::feed::Feed;
@@ -27,6 +27,7 @@ use crate::http::reply::{
     empty_reply, error_status, json_reply, single_reply, status_of, Reply, ReplyBody,
 };
 use crate::migration::{Migration, Who};
+use crate::model::a2a::{SpecCall, Version};
 use crate::model::error::GatewayError;
 use crate::telemetry::{self, CallLabels};
 use crate::upstream::call::{forward, Call, Done};
@@ -447,7 +448,7 @@ impl Gateway {
                 return id.map(|id| {
                     (
                         error_status(&e, true),
-                        Response::error(id, a2a::wire_error(&e, Some(a2a::Version::V1_0))),
+                        Response::error(id, a2a::wire_error(&e, Some(Version::V1_0))),
                         None,
                     )
                 });

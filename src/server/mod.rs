@@ -57,7 +57,7 @@ use streams::{context_events, domain_events, task_events};
 // Header names looked up on every call, made once rather than parsed from a string each time.
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-const A2A_VERSION: HeaderName = HeaderName::from_static(crate::a2a::VERSION_HEADER);
+const A2A_VERSION: HeaderName = HeaderName::from_static(crate::model::a2a::VERSION_HEADER);
 
 /// Shared state of the routes: what one configuration builds. A reload builds a new one;
 /// requests in flight keep the one they started with.
@@ -578,8 +578,8 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
 /// The A2A agent card: the 1.0 card, with the 0.3 card's fields for `A2A-Version: 0.3`.
 async fn agent_card(state: State<AppState>, headers: HeaderMap) -> Response {
     let old = header_str(&headers, &A2A_VERSION)
-        .and_then(crate::a2a::Version::parse)
-        .is_some_and(|v| v == crate::a2a::Version::V0_3);
+        .and_then(crate::model::a2a::Version::parse)
+        .is_some_and(|v| v == crate::model::a2a::Version::V0_3);
     card_response(state, headers, old)
 }
 

@@ -598,5 +598,3 @@ async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) 
         metrics::counter!("wiregate_a2a_push_total", "outcome" => outcome).increment(1);
     }
 }
-
-pub use crate::model::a2a::PushOp as Op;
