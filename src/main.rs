@@ -47,6 +47,11 @@ struct Cli {
 enum Command {
     /// Print the effective configuration (secrets masked), or every error with its key path.
     CheckConfig,
+    /// Describe the configuration file: every key, or its JSON Schema.
+    Config {
+        #[command(subcommand)]
+        what: ConfigDoc,
+    },
     /// Print a running gateway's migration report (`GET /migration`) as tables: splits,
     /// rollbacks, shadow comparisons, and who still speaks legacy.
     Migration {
@@ -87,6 +92,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// What `wiregate config` prints; neither reads a configuration file.
+#[derive(Subcommand, Debug, Clone, Copy)]
+enum ConfigDoc {
+    /// Every key as Markdown (path, type, default, reload or restart, meaning): docs/configuration.md.
+    Reference,
+    /// The file's JSON Schema (draft 2020-12): docs/gateway.schema.json.
+    Schema,
 }
 
 /// How an admin subcommand reaches a TLS listener (`[server.tls]`), named as curl names them.
@@ -169,6 +183,19 @@ fn main() -> ExitCode {
             "wiregate",
             &mut std::io::stdout(),
         );
+        return ExitCode::SUCCESS;
+    }
+    if let Some(Command::Config { what }) = &cli.command {
+        match what {
+            ConfigDoc::Reference => print!("{}", wiregate::config::reference::markdown()),
+            ConfigDoc::Schema => {
+                let schema = wiregate::config::reference::schema();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&schema).unwrap_or_default()
+                );
+            }
+        }
         return ExitCode::SUCCESS;
     }
     if let Some(Command::DemoSid { args }) = &cli.command {

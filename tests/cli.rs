@@ -286,6 +286,7 @@ async fn credentials_never_reach_the_log() {
 fn serve(config: &str) -> (Guard, String, std::sync::Arc<std::sync::Mutex<String>>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
+    support::schema::check_toml(config);
     std::fs::write(&path, config).unwrap();
     let mut child = Command::new(BIN)
         .current_dir(dir.path())

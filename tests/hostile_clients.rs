@@ -395,6 +395,7 @@ command = [{:?}, "--raw", "--tag", "hard-term"]
         support::fake_sid()
     );
     let path = dir.path().join("gateway.toml");
+    support::schema::check_toml(&config);
     std::fs::write(&path, config).unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wiregate"))
         .arg("--config")

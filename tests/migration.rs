@@ -735,6 +735,7 @@ fn the_shipped_migration_example_is_valid() {
     text.push_str(&example);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
+    support::schema::check_toml(&text);
     std::fs::write(&path, &text).unwrap();
     let c = Config::load(&path, true).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let r = &c.routes[0];

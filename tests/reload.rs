@@ -312,7 +312,7 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
 /// Upstreams `a` and `b` (JSON-RPC), every method routed to `route_to`, a JSON log; `server`
 /// adds to `[server]`, `rest` adds sections.
 fn plain(route_to: &str, a: &str, b: &str, server: &str, rest: &str) -> String {
-    format!(
+    let text = format!(
         r#"
 [server]
 listen = "127.0.0.1:0"
@@ -336,7 +336,9 @@ upstream = "{route_to}"
 format = "json"
 {rest}
 "#
-    )
+    );
+    support::schema::check_toml(&text);
+    text
 }
 
 /// A JSON-RPC upstream answering `{"via": "A"}` only once `gate` opens; `arrived` is told of each

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::Issues;
 
 /// `[a2a]`: the agent card and A2A 1.0 / 0.3 methods, served when the sid bridge is on.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct A2a {
     /// Serve the card and the spec dialect (only when `sid.enabled`).

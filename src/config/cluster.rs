@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::Issues;
 
 /// `[cluster]`: off (one process, in memory) until `redis` names a server.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Cluster {
     /// `redis://host:port/db` or `rediss://` (TLS); empty: no cluster, today's single process.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::Issues;
 
 /// `[events]`: the legacy server's domain-event feed, served as SSE on `GET /events`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Events {
     /// URL of the feed (NDJSON or SSE); empty turns the feed off.
@@ -41,7 +41,7 @@ pub struct Events {
 }
 
 /// `[events.map]`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct EventsMap {
     /// Types that become `TaskStatusUpdateEvent`.
@@ -119,7 +119,9 @@ impl Events {
 }
 
 /// What to do with a type the map does not name.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Unmapped {
     /// Drop it.

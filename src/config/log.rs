@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `[log]`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Log {
     /// `"text"` for people, `"json"` (one object a line) for collectors.
@@ -23,7 +23,7 @@ impl Default for Log {
 }
 
 /// The shape of a log line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{Issues, Route, Upstream};
 
 /// `[migration]`: how callers are told apart, and the shadow queue's bounds.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Migration {
     /// Who a caller is, for the caller report: `"auth"` (a short hash of the `Authorization` /
@@ -64,7 +64,7 @@ impl Migration {
 }
 
 /// One side of `split = [{ upstream = "legacy", weight = 90 }, ...]`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SplitSide {
     /// Upstream name.
@@ -74,7 +74,7 @@ pub struct SplitSide {
 }
 
 /// `[routes.rollback]`: when a split's non-primary side is taken out by itself.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Rollback {
     /// Error rate over the window above which the side is rolled back.

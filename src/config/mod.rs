@@ -8,6 +8,8 @@ mod cluster;
 mod events;
 mod log;
 mod migration;
+pub mod reference;
+pub mod restart;
 mod server;
 mod sid;
 pub mod tls;
@@ -29,8 +31,8 @@ use figment::Figment;
 use serde::{Deserialize, Serialize};
 
 /// The whole configuration.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// The listening side.
     pub server: Server,

@@ -28,7 +28,7 @@ fn rpc_path_problem(path: &str) -> Result<(), &'static str> {
 }
 
 /// `[server]`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Server {
     /// Address to listen on; loopback by default.
@@ -74,7 +74,7 @@ pub struct Server {
 
 /// `[server.tls]`: when `cert` and `key` are both set, the listener speaks TLS 1.2 and 1.3
 /// (ALPN `h2`, `http/1.1`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerTls {
     /// PEM certificate chain, leaf first.
@@ -93,7 +93,7 @@ impl ServerTls {
 }
 
 /// `[server.cors]`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Cors {
     /// Exact origins (`https://app.example`) or `["*"]`; empty: no CORS headers at all.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::Issues;
 
 /// `[sid]`: the `sid --raw` bridge.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Sid {
     /// Serve sid methods and streams.

@@ -9,7 +9,7 @@ use super::migration::{Rollback, SplitSide};
 use super::Issues;
 
 /// The dialect an upstream speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {
     /// The legacy envelope.
@@ -29,7 +29,7 @@ impl Dialect {
 }
 
 /// `[[upstreams]]`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Upstream {
     /// Name routes refer to.
@@ -67,7 +67,7 @@ fn is_zero(n: &usize) -> bool {
 const MAX_PIPELINE: usize = 1024;
 
 /// `[[passthrough]]`: requests the gateway does not answer itself, forwarded unchanged.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Passthrough {
     /// Path prefix, matched on whole segments (`/files` matches `/files` and `/files/a`, not
@@ -104,7 +104,7 @@ impl Upstream {
 
 /// `[[routes]]`: which methods go where. A route names one `upstream`, or a weighted `split`
 /// between several (migration keys: see `config::migration`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Route {
     /// Method globs (`*` any run of characters, `?` one character).
@@ -183,7 +183,7 @@ impl Route {
 }
 
 /// `[legacy]`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Legacy {
     /// Send `Deprecation` on legacy-dialect answers.

@@ -184,54 +184,12 @@ impl Reloader {
 }
 
 /// What differs between `old` (what the process started with) and `new` that a reload cannot
-/// apply: what the listener, the runtime and shutdown read once at start, and the sections whose
-/// running services a reload keeps ([`Gateway::reloaded`](crate::gateway::Gateway::reloaded)).
+/// apply ([`RESTART_ONLY`](crate::config::restart::RESTART_ONLY): what the listener, the runtime
+/// and shutdown read once at start, and the sections whose running services a reload keeps,
+/// [`Gateway::reloaded`](crate::gateway::Gateway::reloaded)).
 fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
-    let s = (&old.server, &new.server);
-    // Sections compared as their serialised values (not all of them are `PartialEq`).
-    fn differ<T: Serialize>(a: &T, b: &T) -> bool {
-        serde_json::to_value(a).ok() != serde_json::to_value(b).ok()
-    }
-    [
-        ("server.listen", s.0.listen != s.1.listen),
-        (
-            "server.worker_threads",
-            s.0.worker_threads != s.1.worker_threads,
-        ),
-        (
-            "server.max_connections",
-            s.0.max_connections != s.1.max_connections,
-        ),
-        (
-            "server.header_read_timeout_ms",
-            s.0.header_read_timeout_ms != s.1.header_read_timeout_ms,
-        ),
-        (
-            "server.shutdown_grace_ms",
-            s.0.shutdown_grace_ms != s.1.shutdown_grace_ms,
-        ),
-        ("sid", differ(&old.sid, &new.sid)),
-        // The feed runs on as started; its streams' keepalive is the routes' own, and applied.
-        (
-            "events",
-            differ(
-                &crate::config::Events {
-                    keepalive_ms: 0,
-                    ..old.events.clone()
-                },
-                &crate::config::Events {
-                    keepalive_ms: 0,
-                    ..new.events.clone()
-                },
-            ),
-        ),
-        ("a2a", differ(&old.a2a, &new.a2a)),
-        ("cluster", differ(&old.cluster, &new.cluster)),
-    ]
-    .into_iter()
-    .filter(|(_, changed)| *changed)
-    .map(|(key, _)| key.to_owned())
-    .collect()
+    let json = |c: &Config| serde_json::to_value(c).unwrap_or_default();
+    crate::config::restart::changed(&json(old), &json(new))
 }
 
 /// `POST /admin/reload`: the admin route that reloads, answering what happened.

@@ -129,6 +129,7 @@ impl ProcessReplica {
              lease_ms = 1000\n",
             redis.url(),
         );
+        crate::support::schema::check_toml(&config);
         std::fs::write(&path, config).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_wiregate"))
             .arg("--config")

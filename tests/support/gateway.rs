@@ -83,6 +83,7 @@ impl GatewayBuilder {
     /// Validates and starts it.
     pub async fn start(self) -> TestGateway {
         self.config.validate().expect("a valid test configuration");
+        super::schema::check(&serde_json::to_value(&self.config).expect("as JSON"));
         let running = server::serve(&self.config).await.unwrap();
         TestGateway {
             addr: running.addr,

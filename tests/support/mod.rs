@@ -10,6 +10,7 @@ pub mod migration;
 pub mod pki;
 pub mod raw_h1;
 pub mod redis_server;
+pub mod schema;
 mod sid;
 mod sse;
 mod upstream;
