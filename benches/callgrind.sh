@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Instruction counts (callgrind), the figures README's Performance section quotes: they do not
-# move with the machine's load, so they compare builds where wall-clock benches cannot.
+# Instruction counts (callgrind), the figures docs/performance.md quotes: the same binary, inputs
+# and environment give the same count, so they compare builds where wall-clock benches cannot.
 #
 #   benches/callgrind.sh              # both parts below
 #   benches/callgrind.sh pure         # the pure paths only (about 1 minute)
@@ -27,8 +27,8 @@
 # pipelined: the proxy part with `pipeline = 256` on the upstream (`src/upstream/pipeline.rs`),
 #        driven by 32 connections unless CONNS says otherwise: pipelining only batches calls
 #        when several are ready in the same tick.
-# shadow: issue #15's "at shadow_sample = 1.0 the primary path drops by at most the shadow
-#        exchange's own cost", in instructions, one run: the proxy part's plain gateway, then the
+# shadow: whether, at shadow_sample = 1.0, the primary path drops by at most the shadow
+#        exchange's own cost, in instructions, one run: the proxy part's plain gateway, then the
 #        same route with `shadow` to a second examples/legacy_upstream at shadow_sample = 1.0
 #        (short and long runs each; before a shadowed gateway stops, the script waits until
 #        every call's shadow has been compared), each thread counted apart
@@ -37,9 +37,9 @@
 #          the shadow thread: every instruction of the thread that sends the shadows
 #            (`wiregate-shadow`, found by its function `wiregate::migration::shadow::serve`):
 #            the shadow jobs, their sockets' readiness, timers and scheduling, none of which the
-#            primary's threads run. A build without that thread (before #15's thread, where the
-#            shadows ran on the primary's worker) has no such figure;
-#          the drain task (the measure before the thread): callgrind's inclusive cost of
+#            primary's threads run. A build without that thread (where the shadows run on the
+#            primary's worker) has no such figure;
+#          the drain task: callgrind's inclusive cost of
 #            `wiregate::migration::shadow::drain`, the task that takes each shadow off the queue
 #            and runs it (the exchange with the shadow upstream, both answers compared, the
 #            figures counted), without its runtime's work outside the task's polls;
@@ -53,10 +53,10 @@
 #
 # CONNS=256 drives the proxy and passthrough parts with that many connections (default 4; 32 for
 # pipelined): what a
-# call costs when many connections are open and served in turn (README, "Front deployment (#13)").
+# call costs when many connections are open and served in turn.
 #
 # GW_BIN=<a wiregate binary> measures that build instead of this tree's (a before binary, say,
-# in the same session as the after one).
+# measured in the same run as the after one).
 #
 # NO_BUILD=1 uses the release binaries as they are. Installs valgrind and wrk with apt-get when
 # they are missing. Only loopback is used.
@@ -437,7 +437,7 @@ crates() {
 # in front of the same examples/legacy_upstream, under callgrind, one process (`master_process
 # off`: the worker is the process measured), the legacy envelope posted to /a2a by the same wrk;
 # instructions per call the same way (two run lengths subtracted), the calls counted by wrk.
-# The peer the proxied call's figure is read against (#18 item 1: both from one script).
+# The peer the proxied call's figure is read against, measured by the same script.
 nginx_part() {
   MODE=passthrough
   build "$UP_PORT" "$GW_PORT"

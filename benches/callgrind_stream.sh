@@ -15,8 +15,8 @@
 # it is instead the flood's own streaming call in that version's dialect (`message/stream` with
 # `A2A-Version: 0.3`, `SendStreamingMessage` with 1.0), whose frames each stream encodes itself.
 #
-# Runs with the shipped defaults but for one: sid.subscriber_buffer = 65 536, which builds before
-# #12 need to deliver the flood at all and later ones ignore. Loopback only.
+# Runs with the shipped defaults but for one: sid.subscriber_buffer = 65 536, which older builds
+# need to deliver the flood at all and current ones ignore. Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHORT=${SHORT:-2000}

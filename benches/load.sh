@@ -10,10 +10,8 @@
 #   DURATION=5s CONNS="32" benches/load.sh
 #   ROUNDS=5 DURATION=2s benches/load.sh            # each row 5 times for 2 s, interleaved: the
 #                                                    # rows in turn, the order rotated each round,
-#                                                    # so that rows of one run see the same machine
-#                                                    # (on a VM whose speed drifts, a row measured
-#                                                    # 10 s apart from its peer sees a different
-#                                                    # machine); a row's figures are over all its
+#                                                    # so rows that are compared are measured side
+#                                                    # by side; a row's figures are over all its
 #                                                    # rounds: requests over seconds, percentiles
 #                                                    # of the merged latency histogram, CPU per
 #                                                    # request
@@ -44,17 +42,14 @@
 # TLS 1.2 only in Debian's nginx 1.22; since 1.23.4 it includes 1.3). wiregate (rustls) speaks
 # TLS 1.3 to wrk. The version changes what wrk times: with TLS 1.2 the first request waits for
 # the server's Finished, so the server's backlog of handshakes is outside the timed calls; with
-# TLS 1.3 the request goes with the client's Finished and that backlog is timed (README,
-# "Front deployment (#13)": nginx's own TLS 1.3 p99 at 256 connections, 51-471 ms against
-# 42-68 ms with TLS 1.2).
+# TLS 1.3 the request goes with the client's Finished and that backlog is timed.
 #
 # The pass-through's row has two nginx peers: "nginx" (proxy_pass forwarding the client's headers
 # only) and "nginx_forwarding" (proxy_pass telling the upstream what the gateway's pass-through
-# must tell it, #13: X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, Forwarded, Via and a
+# must tell it: X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, Forwarded, Via and a
 # traceparent; nginx's $request_id stands in for the trace id). Behind plain nginx the upstream
-# parses six headers fewer per call than behind the gateway: 31.4 k against 36.7 k instructions
-# per call in the upstream, 37.1 k behind the forwarding nginx (README, "Front deployment
-# (#13)"); measured in one run, the two nginx rows show what those headers cost the upstream.
+# parses six headers fewer per call than behind the gateway; measured in one run, the two nginx
+# rows show what those headers cost the upstream.
 #
 # Installs wrk, nginx and haproxy with apt-get when they are missing. Only loopback is used.
 # Each proxy gets one thread, as the peers are configured (nginx 1 worker, haproxy nbthread 1);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load test of the migration paths (#15): the same JSON-RPC call through three gateways over the
+# Load test of the migration paths: the same JSON-RPC call through three gateways over the
 # same legacy upstream, one after the other in one run:
 #   plain   a route naming one upstream (the baseline)
 #   split   a 90/10 split, sticky by token (both sides the same server under two names, so the

@@ -1,9 +1,12 @@
 //! The `wiregate` binary as a real child process: configuration precedence, `check-config`,
-//! `--demo`, and logs that never carry credentials; `refusals` checks each bad value of #13's keys
-//! is refused with its key path, `readme_example` that README's front-deployment example loads.
+//! `--demo`, and logs that never carry credentials; `refusals` checks each bad value of the TLS
+//! and event-feed keys is refused with its key path; `config_schema` the generated reference and
+//! schema; `docs` that README's and the guides' configurations load and their commands run.
 
-#[path = "cli/readme_example.rs"]
-mod readme_example;
+#[path = "cli/config_schema.rs"]
+mod config_schema;
+#[path = "cli/docs.rs"]
+mod docs;
 #[path = "cli/refusals.rs"]
 mod refusals;
 mod support;
@@ -15,6 +18,12 @@ use std::time::Duration;
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wiregate");
+
+/// A file of the repository, by its path from the top.
+fn read(rel: &str) -> String {
+    let path = format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
 
 /// Kills the child when the test ends, however it ends.
 struct Guard(Child);

@@ -30,7 +30,7 @@ impl Default for Cluster {
     }
 }
 
-/// Shortest lease: renewing at a third of it must outpace a loaded machine's scheduling.
+/// Shortest lease: renewing at a third of it must outpace scheduling delays under load.
 const MIN_LEASE_MS: u64 = 300;
 
 impl Cluster {

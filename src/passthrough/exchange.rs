@@ -223,7 +223,7 @@ pub(crate) enum Unanswered {
 /// Timed by the pooled connection's own timer, as the RPC path's calls are
 /// ([`UpstreamClient::post`]): a `tokio::time::timeout` per call registered and dropped a timer
 /// entry each time, and woke the runtime's driver through its eventfd about once per poll of
-/// the event loop (`strace`, README "Front deployment (#13)").
+/// the event loop (as `strace` shows).
 pub(crate) async fn relay(
     client: &UpstreamClient,
     request: &[u8],

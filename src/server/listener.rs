@@ -54,7 +54,7 @@ pub struct Conn<S = TcpStream> {
 /// signature). Without turns, a burst of new TLS connections (a load balancer's pool opening,
 /// a benchmark's 256 connections at once) puts hundreds of such steps in the worker's run queue
 /// back to back, and every call on an already open connection waits behind all of them: under
-/// `wrk -c256` the first calls waited 0.3–2 s (README, "Front deployment (#13)"). With a turn
+/// `wrk -c256` the first calls waited 0.3–2 s. With a turn
 /// per worker and a yield before each, the I/O driver is polled between two handshakes, so the
 /// calls that became ready meanwhile run first. A turn is held only while rustls computes, never
 /// across a wait on a client, so a slow or silent client cannot hold one.

@@ -5,7 +5,7 @@
 //!
 //! Why: the pooled path ([`super::UpstreamClient::post`]) already makes a plain proxy's
 //! minimum of system calls per call, one write and one read to the upstream; only putting
-//! several calls in one write and one read goes below it (issue #18, item 2).
+//! several calls in one write and one read goes below it.
 //!
 //! How: each connection ("lane") is a task that owns its socket, a queue of calls (an `mpsc`
 //! channel) and the FIFO of calls written and not answered yet (at most `depth`). The lane's
@@ -33,8 +33,8 @@
 //!
 //! ACKs: an answer read is acknowledged within [`ACK_DELAY`] even when no request follows to
 //! carry the ACK ([`Open::ack_now`]): an upstream with Nagle on otherwise holds its next
-//! answers for Linux's delayed ACK, 40 ms in which every call on the lane waits (issue #18's
-//! p99 at 32 connections; README, "Pipelining to the upstream").
+//! answers for Linux's delayed ACK, 40 ms in which every call on the lane waits (the p99 at 32
+//! connections shows it).
 //!
 //! Limits: plain `http://` only (validated), a `POST` with a body read whole like the pooled
 //! path; one lane per runtime worker, each call on the least loaded lane, and a slow call holds

@@ -1,4 +1,4 @@
-//! `check-config` refuses each bad value of the keys #13 added, naming its key path: the real
+//! `check-config` refuses each bad value of the TLS, CORS, RPC path and log keys, naming its key path: the real
 //! binary over files, certificates made in the test (`support::pki`).
 
 use crate::check_config;

@@ -1,20 +1,15 @@
 //! The configuration's reference and schema are generated from the structs that load the file
 //! (`wiregate config reference`, `wiregate config schema`), committed in `docs/`, and every
 //! configuration the project ships or documents validates against the schema; every gateway
-//! the tests start is checked too (`support::schema`).
-
-mod support;
+//! the tests start is checked too (`support::schema`); the blocks of README and the guides are
+//! checked in `docs`.
 
 use std::process::Command;
 
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_wiregate");
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(format!("{ROOT}/{rel}")).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
+use crate::support;
+use crate::{read, BIN};
 
 /// What `wiregate config <what>` prints.
 fn config_doc(what: &str) -> String {
@@ -93,81 +88,6 @@ fn the_shipped_gateway_toml_names_its_schema_and_validates() {
         Some("#:schema ./docs/gateway.schema.json")
     );
     support::schema::check_toml(&text);
-}
-
-/// Every ```toml block of README and the guides: accepted by the schema, and by the loader
-/// (what `check-config` runs) when the block is a whole configuration (it has `[[upstreams]]`
-/// or `[[routes]]`, so its references resolve).
-#[test]
-fn every_toml_block_of_the_readme_and_guides_validates() {
-    let mut files = vec!["README.md".to_owned()];
-    for entry in std::fs::read_dir(format!("{ROOT}/docs")).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        if name.ends_with(".md") {
-            files.push(format!("docs/{name}"));
-        }
-    }
-    let pki = support::pki::Pki::new("docs");
-    let mut checked = 0;
-    for file in &files {
-        for (line, block) in toml_blocks(&read(file)) {
-            let value: Value =
-                toml::from_str(&block).unwrap_or_else(|e| panic!("{file}:{line}: not TOML: {e}"));
-            let problems = support::schema::problems(&value);
-            assert!(problems.is_empty(), "{file}:{line}: {problems:?}");
-            if block.contains("[[upstreams]]") {
-                let dir = tempfile::tempdir().unwrap();
-                let path = dir.path().join("gateway.toml");
-                std::fs::write(&path, with_real_pem_files(&block, &pki)).unwrap();
-                if let Err(e) = wiregate::config::Config::load(&path, true) {
-                    panic!("{file}:{line}: check-config refuses it: {e}");
-                }
-            }
-            checked += 1;
-        }
-    }
-    assert!(checked >= 4, "only {checked} blocks found");
-}
-
-/// `block` with each PEM file it names under `/etc/wiregate/` made real (a certificate, its key
-/// or the CA that signed it, by the file's name), so the loader reads them as it would in place.
-fn with_real_pem_files(block: &str, pki: &support::pki::Pki) -> String {
-    let issued = pki.issue("docs", &["localhost"]);
-    let (cert, key) = issued.paths();
-    let mut out = String::new();
-    let mut rest = block;
-    while let Some(at) = rest.find("\"/etc/wiregate/") {
-        let end = at + 1 + rest[at + 1..].find('"').expect("closing quote");
-        let name = &rest[at + 1..end];
-        let real = match name {
-            n if n.ends_with(".key") || n.contains("privkey") => key.clone(),
-            n if n.contains("ca") => pki.ca_file(),
-            _ => cert.clone(),
-        };
-        out.push_str(&rest[..at + 1]);
-        out.push_str(&real);
-        rest = &rest[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The fenced ```toml blocks of a Markdown text, each with the line it starts on.
-fn toml_blocks(md: &str) -> Vec<(usize, String)> {
-    let mut blocks = Vec::new();
-    let mut current: Option<(usize, String)> = None;
-    for (i, line) in md.lines().enumerate() {
-        match (&mut current, line.trim_start()) {
-            (None, l) if l.starts_with("```toml") => current = Some((i + 1, String::new())),
-            (Some(_), l) if l.starts_with("```") => blocks.extend(current.take()),
-            (Some((_, text)), _) => {
-                text.push_str(line);
-                text.push('\n');
-            }
-            (None, _) => {}
-        }
-    }
-    blocks
 }
 
 #[test]
