@@ -404,6 +404,14 @@ async fn run(
         running
             .reloader()
             .watch(load, move |c: &Config| log.apply(&c.log))?;
+    } else {
+        // Nothing to re-read: SIGHUP is noted, not left to end the process by default.
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::warn!("SIGHUP: this gateway reloads nothing (it was started with --demo)");
+            }
+        });
     }
     if demo_mode {
         let context = match running.gateway().bridge() {

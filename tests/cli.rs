@@ -1,7 +1,8 @@
 //! The `wiregate` binary as a real child process: configuration precedence, `check-config`,
 //! `--demo`, and logs that never carry credentials; `refusals` checks each bad value of the TLS
 //! and event-feed keys is refused with its key path; `config_schema` the generated reference and
-//! schema; `docs` that README's and the guides' configurations load and their commands run.
+//! schema; `docs` that README's and the guides' configurations load and their commands run;
+//! `shutdown` how the process stops.
 
 #[path = "cli/config_schema.rs"]
 mod config_schema;
@@ -9,6 +10,8 @@ mod config_schema;
 mod docs;
 #[path = "cli/refusals.rs"]
 mod refusals;
+#[path = "cli/shutdown.rs"]
+mod shutdown;
 mod support;
 
 use std::io::{BufRead, BufReader, Read};
@@ -342,50 +345,6 @@ fn legacy_upstream_config(url: &str, extra: &str) -> String {
 }
 
 #[tokio::test]
-async fn sigterm_finishes_in_flight_calls_then_exits_cleanly() {
-    let slow = support::legacy_echo()
-        .delay(Duration::from_millis(800))
-        .run()
-        .await;
-    let (mut guard, url, log) = serve(&legacy_upstream_config(&slow.url(), ""));
-    let call = support::spawn_post(
-        &reqwest::Client::new(),
-        format!("{url}/rpc"),
-        json!({"jsonrpc":"2.0","id":"slow","method":"slow"}),
-    );
-    // Wait until the upstream holds the call, then ask the gateway to stop.
-    let mut waited = 0;
-    while slow.seen().is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        waited += 10;
-        assert!(waited < 10_000, "the call never reached the upstream");
-    }
-    let pid = guard.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let answer = call.await.unwrap();
-    assert_eq!(
-        answer,
-        json!({"jsonrpc": "2.0", "id": "slow",
-               "result": {"op": "slow", "params": {}, "via": "legacy"}}),
-        "the in-flight call finished"
-    );
-    let status = guard.0.wait().unwrap();
-    assert!(
-        status.success(),
-        "exits 0 after a graceful shutdown: {status}\n{}",
-        log.lock().unwrap()
-    );
-    assert!(
-        log.lock().unwrap().contains("finishing in-flight calls"),
-        "the signal was what stopped it"
-    );
-}
-
-#[tokio::test]
 async fn legacy_error_codes_are_read_from_the_configuration_file() {
     let up = support::upstream(|req| {
         let body = json!({"a2a_version": "1.0", "request_id": req["request_id"], "status": "error",
@@ -519,4 +478,18 @@ fn completions_cover_every_subcommand_for_each_shell() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "an unknown shell is refused");
+}
+
+#[tokio::test]
+async fn the_demo_takes_sighup_without_ending_since_it_reloads_nothing() {
+    let (guard, url, _context, _stderr) = start_demo(&[]);
+    let pid = guard.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let health = reqwest::get(format!("{url}/healthz")).await.unwrap();
+    assert_eq!(health.status(), 200, "still serving after SIGHUP");
 }

@@ -563,3 +563,26 @@ async fn spec_calls_need_the_bearer_token_too() {
         "authorized, then not found"
     );
 }
+
+#[tokio::test]
+async fn ids_keep_their_digits_on_a2a_streams() {
+    let gw = gateway().sid("hard-ids").start().await;
+    let id = "123456789012345678901234567890";
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"SendStreamingMessage","params":{{"message":{{"messageId":"m1","role":"ROLE_USER","parts":[{{"text":"hi"}}]}}}}}}"#
+    );
+    let resp = reqwest::Client::new()
+        .post(format!("{}/rpc", gw.base()))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let text = tokio::time::timeout(T, resp.text()).await.unwrap().unwrap();
+    let data: Vec<&str> = text.lines().filter(|l| l.starts_with("data:")).collect();
+    assert!(data.len() >= 2, "{text}");
+    for d in data {
+        assert!(d.contains(&format!(r#""id":{id}"#)), "{d}");
+    }
+}

@@ -1,13 +1,18 @@
 //! The A2A task model over the fake sid, through real HTTP: ListTasks (filters, cursor pages,
 //! page sizes, totals), task history and `historyLength`, client-named contexts, the multi-turn
-//! rules, a held task continued and canceled, camelCase metadata.
+//! rules, a held task continued and canceled, camelCase metadata, and the `event: error` frame
+//! a streaming client that falls behind the replay log gets.
 
 use crate::support;
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{gateway, TestGateway};
+use support::{gateway, text_message, TestGateway};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const T: Duration = Duration::from_secs(10);
 
 fn msg(text: &str, context: Option<&str>, task: Option<&str>) -> Value {
     let mut m = json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(),
@@ -320,4 +325,100 @@ async fn a_dropped_spec_stream_resumes_after_its_last_event_without_loss_or_repe
     let mut again = support::SseReader::new(resp);
     let replayed = again.collect(t).await;
     assert_eq!(chunks(&replayed), expected[3..].to_vec());
+}
+
+/// The body of one HTTP/1.1 request written by hand.
+fn post_request(body: &Value) -> String {
+    let body = body.to_string();
+    format!(
+        "POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_client_that_falls_behind_the_replay_log_gets_an_error_frame() {
+    // A log of 256 events: a client that reads nothing while more pass loses its place.
+    let gw = gateway()
+        .sid("a2a-behind")
+        .with(|c| c.sid.replay_events = 256)
+        .start()
+        .await;
+    let first = gw.call("message/send", text_message("hello")).await;
+    let ctx = first["result"]["contextId"].clone();
+    // A spec stream on a raw socket with a tiny receive window, never read while sid floods:
+    // 4 000 deltas of 4 KiB, far more than the kernel's socket buffers and the log hold.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut slow = socket.connect(gw.addr).await.unwrap();
+    let id = json!("behind-1");
+    let request = json!({"jsonrpc": "2.0", "id": id, "method": "SendStreamingMessage",
+        "params": {"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+                               "contextId": ctx, "parts": [{"text": "flood 4000 2000 4096"}]}}});
+    slow.write_all(post_request(&request).as_bytes())
+        .await
+        .unwrap();
+    // Read only the head and the first event (the task), so the flood has begun: a turn asked
+    // for before that would run first.
+    let mut received = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while !String::from_utf8_lossy(&received).contains("\ndata: ") {
+        let n = tokio::time::timeout(T, slow.read(&mut buf))
+            .await
+            .expect("the stream's first event")
+            .unwrap();
+        assert!(n > 0, "connection closed before the first event");
+        received.extend_from_slice(&buf[..n]);
+    }
+    // The flood is over when the context takes the next turn.
+    let started = Instant::now();
+    loop {
+        let next = gw
+            .call(
+                "message/send",
+                json!({"message": {"parts": [{"text": "hello"}]}, "contextId": ctx}),
+            )
+            .await;
+        if next["result"]["status"]["state"] == "completed" {
+            break;
+        }
+        assert_eq!(next["error"]["code"], -32060, "busy while flooding: {next}");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the flood ended"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Now read what the slow client was sent: the stream ends with the error frame.
+    while !received.ends_with(b"0\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(30), slow.read(&mut buf))
+            .await
+            .expect("the cut stream ends")
+            .unwrap();
+        assert!(n > 0, "connection closed before the stream's last chunk");
+        received.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 200"), "{}", &text[..200]);
+    let delivered = text.matches("\"artifactUpdate\"").count();
+    assert!(delivered < 4000, "cut off, after {delivered} deltas");
+    let at = text.rfind("event: error\n").expect("an event: error frame");
+    let frame = &text[at..];
+    let data = frame
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .expect("a data: line");
+    let err: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(err["jsonrpc"], "2.0");
+    assert_eq!(err["id"], id, "a response to the stream's request");
+    assert_eq!(err["error"]["code"], -32603, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("fell behind")),
+        "{err}"
+    );
+    // Nothing after it but the end of the body.
+    let rest = &frame[frame.find("\n\n").unwrap() + 2..];
+    assert_eq!(rest.trim(), "0", "{rest:?}");
 }

@@ -85,7 +85,10 @@ fn every_toml_block_validates_and_whole_configurations_pass_check_config() {
             }
         }
     }
-    assert!(checked >= 6 && whole >= 2, "{checked} blocks, {whole} whole");
+    assert!(
+        checked >= 6 && whole >= 2,
+        "{checked} blocks, {whole} whole"
+    );
 }
 
 /// The fronting guide's configuration with its commented TLS keys turned on (a client CA on the
@@ -107,9 +110,17 @@ fn the_fronting_example_loads_with_its_tls_keys_on() {
     let (ok, out, err) = check_config(Some(&text), &[]);
     assert!(ok, "refused with its TLS keys on:\n{err}\n{text}");
     let c = effective(&out);
-    assert_eq!(c["server"]["rpc_paths"], toml::Value::from(vec!["/a2a", "/rpc"]));
-    assert_eq!(c["server"]["tls"]["client_ca"].as_str(), Some(pki.ca_file().as_str()));
-    assert!(c["upstreams"][0]["client_key"].as_str().is_some_and(|k| k.ends_with(".key")));
+    assert_eq!(
+        c["server"]["rpc_paths"],
+        toml::Value::from(vec!["/a2a", "/rpc"])
+    );
+    assert_eq!(
+        c["server"]["tls"]["client_ca"].as_str(),
+        Some(pki.ca_file().as_str())
+    );
+    assert!(c["upstreams"][0]["client_key"]
+        .as_str()
+        .is_some_and(|k| k.ends_with(".key")));
     assert_eq!(c["passthrough"][0]["prefix"].as_str(), Some("/"));
 }
 
@@ -159,7 +170,10 @@ fn every_sh_block_the_runner_knows_runs_against_the_demo() {
     let (mut ran, mut skipped) = (Vec::new(), Vec::new());
     for page in pages() {
         for (line, block) in blocks(&read(&page), "sh") {
-            let reasons: Vec<&str> = commands(&block).iter().filter_map(|c| left_out(c)).collect();
+            let reasons: Vec<&str> = commands(&block)
+                .iter()
+                .filter_map(|c| left_out(c))
+                .collect();
             if let Some(reason) = reasons.first() {
                 skipped.push(format!("{page}:{line} ({reason})"));
                 continue;
@@ -176,7 +190,10 @@ fn every_sh_block_the_runner_knows_runs_against_the_demo() {
             let out = Command::new("bash")
                 .arg("-c")
                 .arg(format!("{prelude}{script}"))
-                .env("PATH", format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap()))
+                .env(
+                    "PATH",
+                    format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap()),
+                )
                 .env("WIREGATE_SERVER__LISTEN", &addr)
                 .current_dir(dir.path())
                 .output()
@@ -191,8 +208,19 @@ fn every_sh_block_the_runner_knows_runs_against_the_demo() {
             ran.push(format!("{page}:{line}"));
         }
     }
-    eprintln!("ran {} blocks: {ran:?}\nleft out {}: {skipped:?}", ran.len(), skipped.len());
-    for page in ["docs/fronting.md", "docs/sid-bridge.md", "docs/operations.md"] {
-        assert!(ran.iter().any(|r| r.starts_with(page)), "no block of {page} ran");
+    eprintln!(
+        "ran {} blocks: {ran:?}\nleft out {}: {skipped:?}",
+        ran.len(),
+        skipped.len()
+    );
+    for page in [
+        "docs/fronting.md",
+        "docs/sid-bridge.md",
+        "docs/operations.md",
+    ] {
+        assert!(
+            ran.iter().any(|r| r.starts_with(page)),
+            "no block of {page} ran"
+        );
     }
 }

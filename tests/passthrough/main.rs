@@ -1,9 +1,10 @@
 //! The pass-through over real sockets: the reverse proxy to the legacy server for what the
-//! gateway does not answer (`reverse_proxy`), and the HTTP/1 loop's byte-level relay of
-//! `POST`s (`raw_posts`).
+//! gateway does not answer (`reverse_proxy`), the HTTP/1 loop's byte-level relay of `POST`s
+//! (`raw_posts`), and CORS for browsers on other origins, the pass-through included (`cors`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cors;
 mod raw_posts;
 mod reverse_proxy;

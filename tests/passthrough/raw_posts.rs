@@ -289,7 +289,7 @@ async fn a_dead_or_silent_upstream_is_a_502_or_504_and_the_connection_carries_on
 }
 
 /// A pooled upstream connection keeps one timer for the passed-through calls made on it, as
-/// the RPC path's does (`tests/failures.rs`), moved on when it fires for an earlier call: each
+/// the RPC path's does (`tests/rpc/errors.rs`), moved on when it fires for an earlier call: each
 /// call still has the whole timeout, however long the connection has served, and a call that
 /// overruns it is still cut off.
 #[tokio::test]

@@ -5,7 +5,7 @@ use crate::support;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use support::{gateway, jsonrpc_echo, legacy_echo, upstream};
+use support::{fronting, gateway, jsonrpc_echo, legacy_echo, upstream};
 use wiregate::config::{Dialect, Legacy};
 
 /// DESIGN.md's error-code table (legacy code → JSON-RPC code), then the gateway's own failures
@@ -532,4 +532,53 @@ async fn request_ids_are_echoed_or_made_and_content_types_matched_exactly() {
         let a = gw.post(ct, call.to_string().into_bytes(), &[]).await;
         assert_eq!(a.status == 200, ok, "{ct}: {}", a.status);
     }
+}
+
+/// Ids that no `f64` or `i64` can hold, sent as text and compared as text.
+const IDS: [&str; 6] = [
+    "123456789012345678901234567890",
+    "18446744073709551616",
+    "1e2",
+    "1.50",
+    "-0",
+    "-1.0E+400",
+];
+
+#[tokio::test]
+async fn ids_come_back_with_every_digit_through_both_dialects_and_batches() {
+    for (up, dialect) in [
+        (legacy_echo().run().await, Dialect::Legacy),
+        (jsonrpc_echo().run().await, Dialect::Jsonrpc),
+    ] {
+        let gw = fronting(&up, dialect).await;
+        for id in IDS {
+            let single = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"echo","params":{{}}}}"#);
+            let a = gw.post("application/json", single.into_bytes(), &[]).await;
+            assert!(
+                a.text.ends_with(&format!(r#""id":{id}}}"#)),
+                "{dialect:?} {id}: {}",
+                a.text
+            );
+            let batch = format!(
+                r#"[{{"jsonrpc":"2.0","id":{id},"method":"echo"}},{{"jsonrpc":"2.0","id":{id},"method":"missing"}}]"#
+            );
+            let a = gw.post("application/json", batch.into_bytes(), &[]).await;
+            assert_eq!(
+                a.text.matches(&format!(r#""id":{id}}}"#)).count(),
+                2,
+                "{dialect:?} {id}: {}",
+                a.text
+            );
+        }
+    }
+    // A call the gateway refuses answers under the same id text.
+    let gw = gateway().start().await;
+    let a = gw
+        .post(
+            "application/json",
+            br#"{"jsonrpc":"2.0","id":1e2,"method":""}"#.to_vec(),
+            &[],
+        )
+        .await;
+    assert!(a.text.ends_with(r#""id":1e2}"#), "{}", a.text);
 }

@@ -698,3 +698,85 @@ async fn subscribers_per_context_are_bounded() {
     }
     assert!(freed);
 }
+
+#[tokio::test]
+async fn sid_lines_that_are_not_utf8_or_not_protocol_5_are_counted_and_skipped() {
+    let gw = gateway().sid("garble").start().await;
+    let before = gw.counter("wiregate_sid_bad_lines_total").await;
+    // The fake prints a line that is not UTF-8 and a protocol 4 delta, then a plain answer.
+    let r = gw.call("message/send", text_message("garble")).await;
+    assert_eq!(r["result"]["status"]["state"], "completed", "{r}");
+    assert_eq!(
+        r["result"]["artifacts"],
+        json!([{"name": "response", "parts": [{"kind": "text", "text": "Hello from the mock model."}]}]),
+        "the protocol 4 delta is not part of the answer"
+    );
+    let after = gw.counter("wiregate_sid_bad_lines_total").await;
+    assert_eq!(after - before, 2, "both lines counted");
+    // The context goes on.
+    let ctx = r["result"]["contextId"].clone();
+    let again = gw
+        .call(
+            "message/send",
+            json!({"message": {"parts": [{"text": "hello"}]}, "contextId": ctx}),
+        )
+        .await;
+    assert_eq!(again["result"]["status"]["state"], "completed", "{again}");
+}
+
+#[tokio::test]
+async fn a_busy_context_bounds_its_queue_and_forgets_callers_who_left() {
+    let gw = gateway()
+        .sid("hard-busy")
+        .with(|c| c.sid.max_queued_requests = 2)
+        .start()
+        .await;
+    let mut turn = gw.stream_message(text_message("hang")).await;
+    let first = turn.next(T).await.expect("the turn starts");
+    let context = first.data["params"]["contextId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .to_owned();
+    let stats = json!({"jsonrpc": "2.0", "id": 1, "method": "_sid/stats", "params": {"contextId": context}});
+    let url = format!("{}/rpc", gw.base());
+    // Two callers give up while sid is busy: their places must free up.
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let r = impatient
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(stats.to_string())
+            .send()
+            .await;
+        assert!(r.is_err(), "sid answers nothing during a turn");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Two more wait (they are not refused: the first two were forgotten)...
+    let http = reqwest::Client::new();
+    let waiting: Vec<_> = (0..2)
+        .map(|_| support::spawn_post(&http, url.clone(), stats.clone()))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for w in &waiting {
+        assert!(!w.is_finished(), "a queued call waits for sid");
+    }
+    // ...and the next is refused at once, by name.
+    let refused = tokio::time::timeout(Duration::from_secs(2), gw.rpc(&stats))
+        .await
+        .expect("refused at once")
+        .json();
+    assert_eq!(refused["error"]["code"], -32060, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sid.max_queued_requests"),
+        "{refused}"
+    );
+    for w in waiting {
+        w.abort();
+    }
+}

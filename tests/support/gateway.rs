@@ -152,6 +152,14 @@ impl Answer {
 }
 
 impl TestGateway {
+    /// A counter's value on `/metrics` (0 while it was never incremented).
+    pub async fn counter(&self, name: &str) -> u64 {
+        let text = self.get("/metrics").await.text;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// `http://addr`.
     pub fn base(&self) -> String {
         format!("http://{}", self.addr)

@@ -72,3 +72,14 @@ pub async fn read_answer<R: AsyncRead + Unpin>(r: &mut BufReader<R>, within: Dur
     .await
     .expect("an answer in time")
 }
+
+/// Sends `bytes` on a new connection and reads until the gateway closes it (or `wait` passes).
+pub async fn exchange(addr: std::net::SocketAddr, bytes: &[u8], wait: Duration) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    let _ =
+        tokio::time::timeout(wait, tokio::io::AsyncReadExt::read_to_end(&mut s, &mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,81 +1,18 @@
-//! README claims that had no test of their own, each checked over real sockets and real child
-//! processes: the batch concurrency cap, sid lines that are not UTF-8 or not protocol 5, the
-//! `retry:` / `: keepalive` frames and the tick that gathers a live stream's trickle into few
-//! writes, and the A2A `event: error` frame a client that falls behind gets.
-
-mod support;
+//! The sid bridge's SSE streams over real sockets: `retry:` and `: keepalive` frames, the tick
+//! that gathers a trickle into few writes and a thousand subscribers' deltas into shared ones,
+//! resumption before the first event, HTTP/1.0 streams, a subscriber that hangs up, and streams
+//! that do not exist.
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use serde_json::{json, Value};
-use support::{gateway, legacy_echo, text_message, TestGateway};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wiregate::config::Dialect;
+use tokio::net::TcpStream;
+
+use crate::support::raw_h1::exchange;
+use crate::support::{gateway, text_message, TestGateway};
 
 const T: Duration = Duration::from_secs(10);
-
-/// A counter's value on `/metrics` (0 while it was never incremented).
-async fn counter(gw: &TestGateway, name: &str) -> u64 {
-    let text = gw.get("/metrics").await.text;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-#[tokio::test]
-async fn a_batch_runs_at_most_max_batch_concurrency_calls_at_once() {
-    let up = legacy_echo().delay(Duration::from_millis(150)).run().await;
-    let gw = gateway()
-        .upstream("up", &up.url(), Dialect::Legacy, 5000)
-        .route(&["*"], "up")
-        .with(|c| c.server.max_batch_concurrency = 2)
-        .start()
-        .await;
-    let batch: Vec<Value> = (0..6)
-        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "m"}))
-        .collect();
-    let started = Instant::now();
-    let a = gw.rpc(&Value::from(batch)).await;
-    let took = started.elapsed();
-    let ids: Vec<Value> = a
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].clone())
-        .collect();
-    assert_eq!(ids, (0..6).map(Value::from).collect::<Vec<_>>());
-    assert_eq!(up.seen().len(), 6);
-    assert_eq!(up.max_in_flight(), 2, "two at once, never more");
-    // Three rounds of two 150 ms calls.
-    assert!(took >= Duration::from_millis(450), "{took:?}");
-}
-
-#[tokio::test]
-async fn sid_lines_that_are_not_utf8_or_not_protocol_5_are_counted_and_skipped() {
-    let gw = gateway().sid("garble").start().await;
-    let before = counter(&gw, "wiregate_sid_bad_lines_total").await;
-    // The fake prints a line that is not UTF-8 and a protocol 4 delta, then a plain answer.
-    let r = gw.call("message/send", text_message("garble")).await;
-    assert_eq!(r["result"]["status"]["state"], "completed", "{r}");
-    assert_eq!(
-        r["result"]["artifacts"],
-        json!([{"name": "response", "parts": [{"kind": "text", "text": "Hello from the mock model."}]}]),
-        "the protocol 4 delta is not part of the answer"
-    );
-    let after = counter(&gw, "wiregate_sid_bad_lines_total").await;
-    assert_eq!(after - before, 2, "both lines counted");
-    // The context goes on.
-    let ctx = r["result"]["contextId"].clone();
-    let again = gw
-        .call(
-            "message/send",
-            json!({"message": {"parts": [{"text": "hello"}]}, "contextId": ctx}),
-        )
-        .await;
-    assert_eq!(again["result"]["status"]["state"], "completed", "{again}");
-}
 
 /// A context of its own that has finished one turn; its id and its last event id.
 async fn context_after_a_turn(gw: &TestGateway) -> (String, String) {
@@ -258,98 +195,100 @@ async fn a_thousand_waiting_subscribers_each_get_every_delta_in_shared_writes() 
     );
 }
 
-/// The body of one HTTP/1.1 request written by hand.
-fn post_request(body: &Value) -> String {
-    let body = body.to_string();
-    format!(
-        "POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
+#[tokio::test]
+async fn streams_that_do_not_exist_are_404_not_an_empty_200() {
+    let gw = gateway().sid("hard-404").start().await;
+    for path in ["/tasks/nope/events", "/contexts/nope/events"] {
+        let a = gw.get(path).await;
+        assert_eq!(a.status, 404, "{path}: {}", a.text);
+        assert_eq!(
+            a.header("content-type").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(a.json()["error"]["code"], -32001, "{path}");
+    }
+    // Without the bridge, too.
+    let gw = gateway().start().await;
+    assert_eq!(gw.get("/tasks/nope/events").await.status, 404);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_a2a_client_that_falls_behind_the_replay_log_gets_an_error_frame() {
-    // A log of 256 events: a client that reads nothing while more pass loses its place.
+#[tokio::test]
+async fn last_event_id_zero_before_anything_was_dropped_is_no_gap() {
+    let gw = gateway().sid("hard-lei").start().await;
+    let events = gw
+        .stream_message(text_message("hi"))
+        .await
+        .until_final(T)
+        .await;
+    let task = events[0].data["params"]["taskId"]
+        .as_str()
+        .or_else(|| events[0].data["params"]["id"].as_str())
+        .unwrap_or_else(|| panic!("{:?}", events[0]))
+        .to_owned();
+    let again = gw
+        .sse_get(&format!("/tasks/{task}/events"), Some("0"))
+        .await
+        .until_final(T)
+        .await;
+    assert!(
+        again.iter().all(|e| e.event != "gap"),
+        "nothing was dropped: {again:?}"
+    );
+    assert_eq!(again.len(), events.len(), "every event replayed once");
+    assert_eq!(again[0].id, "1");
+}
+
+#[tokio::test]
+async fn streams_on_http_1_0_are_close_delimited_and_end_after_the_final_event() {
+    let gw = gateway().sid("hard-h10").start().await;
+    let task = gw.call("message/send", text_message("hi")).await;
+    let task = task["result"]["id"].as_str().unwrap().to_owned();
+    let req = format!("GET /tasks/{task}/events HTTP/1.0\r\n\r\n");
+    let answer = exchange(gw.addr, req.as_bytes(), T).await;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.0 200 OK"), "{head}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    assert!(!head.contains("transfer-encoding"), "{head}");
+    assert!(body.starts_with("retry:"), "{body}");
+    let last = body.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(last.contains(r#""final":true"#), "{last}");
+    // The same stream over HTTP/1.1 is chunked and ends with the last chunk.
+    let req = format!("GET /tasks/{task}/events HTTP/1.1\r\nhost: x\r\n\r\n");
+    let answer = exchange(gw.addr, req.as_bytes(), T).await;
+    assert!(answer.contains("transfer-encoding: chunked"), "{answer}");
+    assert!(answer.ends_with("0\r\n\r\n"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_subscriber_that_hangs_up_frees_its_place() {
     let gw = gateway()
-        .sid("a2a-behind")
-        .with(|c| c.sid.replay_events = 256)
+        .sid("hard-leave")
+        .with(|c| c.sid.max_subscribers = 1)
         .start()
         .await;
-    let first = gw.call("message/send", text_message("hello")).await;
-    let ctx = first["result"]["contextId"].clone();
-    // A spec stream on a raw socket with a tiny receive window, never read while sid floods:
-    // 4 000 deltas of 4 KiB, far more than the kernel's socket buffers and the log hold.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut slow = socket.connect(gw.addr).await.unwrap();
-    let id = json!("behind-1");
-    let request = json!({"jsonrpc": "2.0", "id": id, "method": "SendStreamingMessage",
-        "params": {"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
-                               "contextId": ctx, "parts": [{"text": "flood 4000 2000 4096"}]}}});
-    slow.write_all(post_request(&request).as_bytes())
-        .await
-        .unwrap();
-    // Read only the head and the first event (the task), so the flood has begun: a turn asked
-    // for before that would run first.
-    let mut received = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    while !String::from_utf8_lossy(&received).contains("\ndata: ") {
-        let n = tokio::time::timeout(T, slow.read(&mut buf))
-            .await
-            .expect("the stream's first event")
-            .unwrap();
-        assert!(n > 0, "connection closed before the first event");
-        received.extend_from_slice(&buf[..n]);
-    }
-    // The flood is over when the context takes the next turn.
+    let r = gw.call("message/send", text_message("hi")).await;
+    let ctx = r["result"]["contextId"].as_str().unwrap().to_owned();
+    let req = format!("GET /contexts/{ctx}/events HTTP/1.1\r\nhost: x\r\n\r\n");
+    let mut first = TcpStream::connect(gw.addr).await.unwrap();
+    first.write_all(req.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    first.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let refused = exchange(gw.addr, req.as_bytes(), T).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    drop(first);
     let started = Instant::now();
     loop {
-        let next = gw
-            .call(
-                "message/send",
-                json!({"message": {"parts": [{"text": "hello"}]}, "contextId": ctx}),
-            )
-            .await;
-        if next["result"]["status"]["state"] == "completed" {
+        let mut again = TcpStream::connect(gw.addr).await.unwrap();
+        again.write_all(req.as_bytes()).await.unwrap();
+        again.read_exact(&mut head).await.unwrap();
+        if &head == b"HTTP/1.1 200" {
             break;
         }
-        assert_eq!(next["error"]["code"], -32060, "busy while flooding: {next}");
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the flood ended"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(started.elapsed() < T, "the place was never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Now read what the slow client was sent: the stream ends with the error frame.
-    while !received.ends_with(b"0\r\n\r\n") {
-        let n = tokio::time::timeout(Duration::from_secs(30), slow.read(&mut buf))
-            .await
-            .expect("the cut stream ends")
-            .unwrap();
-        assert!(n > 0, "connection closed before the stream's last chunk");
-        received.extend_from_slice(&buf[..n]);
-    }
-    let text = String::from_utf8_lossy(&received);
-    assert!(text.starts_with("HTTP/1.1 200"), "{}", &text[..200]);
-    let delivered = text.matches("\"artifactUpdate\"").count();
-    assert!(delivered < 4000, "cut off, after {delivered} deltas");
-    let at = text.rfind("event: error\n").expect("an event: error frame");
-    let frame = &text[at..];
-    let data = frame
-        .lines()
-        .find_map(|l| l.strip_prefix("data: "))
-        .expect("a data: line");
-    let err: Value = serde_json::from_str(data).unwrap();
-    assert_eq!(err["jsonrpc"], "2.0");
-    assert_eq!(err["id"], id, "a response to the stream's request");
-    assert_eq!(err["error"]["code"], -32603, "{err}");
-    assert!(
-        err["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("fell behind")),
-        "{err}"
-    );
-    // Nothing after it but the end of the body.
-    let rest = &frame[frame.find("\n\n").unwrap() + 2..];
-    assert_eq!(rest.trim(), "0", "{rest:?}");
+    // A target the stream writer does not take (a percent-encoded id) is still routed.
+    let a = gw.get("/tasks/%6E%6F/events").await;
+    assert_eq!(a.status, 404, "{}", a.text);
 }
