@@ -232,7 +232,7 @@ fn main() -> ExitCode {
         return admin_call(
             axum::http::Method::POST,
             &url,
-            server::reload::PATH,
+            wiregate::http::routes::ADMIN_RELOAD,
             token.as_deref(),
             tls,
         );

@@ -1,5 +1,5 @@
-//! The HTTP/1 loop's request head parser (`server::h1`'s `parse`, reached as
-//! `server::h1_head::parse`), driven as `serve` drives it: called on a buffer that grows as reads
+//! The HTTP/1 loop's request head parser (`http::head::parse`, which `server::h1`
+//! reads its heads with), driven as `serve` drives it: called on a buffer that grows as reads
 //! arrive, until it says something other than "not whole yet". Each input is read twice: arrived
 //! whole, and arrived in random pieces (byte by byte for some short inputs).
 //!
@@ -33,7 +33,7 @@
 use std::ops::Range;
 
 use libfuzzer_sys::fuzz_target;
-use wiregate::server::h1_head::{parse, Parsed, MAX_HEAD};
+use wiregate::http::head::{parse, Parsed, MAX_HEAD};
 
 #[path = "common/split.rs"]
 mod split;

@@ -31,7 +31,7 @@ use http::HeaderName;
 use libfuzzer_sys::fuzz_target;
 use wiregate::passthrough::raw::{plain_target, Request};
 use wiregate::passthrough::{upstream_request, Origin};
-use wiregate::server::h1_head::{parse, Parsed};
+use wiregate::http::head::{parse, Parsed};
 
 const AUTHORITY: &str = "up.example:8443";
 

@@ -14,13 +14,13 @@ use serde_json::{json, Value};
 use crate::config::A2a as A2aConfig;
 
 /// The well-known path of the card (A2A 0.3 and 1.0).
-pub const PATH: &str = "/.well-known/agent-card.json";
+pub(crate) const PATH: &str = "/.well-known/agent-card.json";
 /// The older well-known path (A2A 0.2).
-pub const LEGACY_PATH: &str = "/.well-known/agent.json";
+pub(crate) const LEGACY_PATH: &str = "/.well-known/agent.json";
 
 /// The base URL the card advertises: `public_url`, else `http://` and the request's `Host`
 /// (when it is a valid authority; a forged one cannot inject into the card).
-pub fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
+pub(crate) fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
     if !cfg.public_url.is_empty() {
         return Some(cfg.public_url.trim_end_matches('/').to_owned());
     }
@@ -32,7 +32,7 @@ pub fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
 
 /// The card for a gateway reachable at `base`, taking calls on `rpc_path`; `bearer` when sid
 /// requires a token.
-pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value {
+pub(crate) fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value {
     let rpc = format!("{base}{rpc_path}");
     let rest = format!("{base}{}", crate::http::routes::A2A_REST);
     let mut card = json!({
@@ -69,7 +69,7 @@ pub fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value 
 
 /// A strong validator of a card's bytes (the card changes only with the configuration and
 /// the `Host` it names, both of which the bytes carry).
-pub fn etag(bytes: &[u8]) -> String {
+pub(crate) fn etag(bytes: &[u8]) -> String {
     // FNV-1a, 64 bits: stable across runs and builds, unlike std's hasher.
     let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
@@ -78,7 +78,7 @@ pub fn etag(bytes: &[u8]) -> String {
 }
 
 /// Merges the 0.3 card's own fields into `card` (for a 0.3-only client).
-pub fn add_0_3_fields(card: &mut Value, base: &str, rpc_path: &str) {
+pub(crate) fn add_0_3_fields(card: &mut Value, base: &str, rpc_path: &str) {
     card["url"] = json!(format!("{base}{rpc_path}"));
     card["protocolVersion"] = json!("0.3");
     card["preferredTransport"] = json!("JSONRPC");

@@ -10,11 +10,11 @@ use crate::model::error::GatewayError;
 use crate::wire::jsonrpc::ErrorObject;
 
 /// The `@type` of an ErrorInfo detail.
-pub const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+pub(crate) const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 /// The domain of A2A's own errors.
-pub const A2A_DOMAIN: &str = "a2a-protocol.org";
+pub(crate) const A2A_DOMAIN: &str = "a2a-protocol.org";
 /// The domain of the gateway's own errors.
-pub const GATEWAY_DOMAIN: &str = "wiregate";
+pub(crate) const GATEWAY_DOMAIN: &str = "wiregate";
 
 /// The A2A error type (UPPER_SNAKE_CASE, no `Error` suffix) a failure is, when it is one.
 fn a2a_reason(e: &GatewayError) -> Option<&'static str> {
@@ -31,7 +31,7 @@ fn a2a_reason(e: &GatewayError) -> Option<&'static str> {
 }
 
 /// The ErrorInfo of a failure. Its `metadata` is a string map (as google.rpc.ErrorInfo's is).
-pub fn error_info(e: &GatewayError) -> Value {
+pub(crate) fn error_info(e: &GatewayError) -> Value {
     let (reason, domain) = match a2a_reason(e) {
         Some(r) => (r.to_owned(), A2A_DOMAIN),
         None => (e.kind().to_ascii_uppercase(), GATEWAY_DOMAIN),
@@ -57,7 +57,7 @@ pub fn error_info(e: &GatewayError) -> Value {
 }
 
 /// The JSON-RPC error of a failure answered in `version` (`None`: the seed dialect's).
-pub fn wire_error(e: &GatewayError, version: Option<Version>) -> ErrorObject {
+pub(crate) fn wire_error(e: &GatewayError, version: Option<Version>) -> ErrorObject {
     match version {
         Some(Version::V1_0) => {
             ErrorObject::new(e.jsonrpc_code(), e.to_string()).with_data(json!([error_info(e)]))

@@ -17,14 +17,14 @@ use crate::model::error::GatewayError;
 use crate::model::task::{Task, TaskState};
 
 /// Tasks per page when the client does not say.
-pub const DEFAULT_PAGE_SIZE: usize = 50;
+pub(crate) const DEFAULT_PAGE_SIZE: usize = 50;
 /// The most tasks a page holds.
-pub const MAX_PAGE_SIZE: usize = 100;
+pub(crate) const MAX_PAGE_SIZE: usize = 100;
 
 /// `ListTasks` params as sent.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ListRequest {
+pub(crate) struct ListRequest {
     #[serde(default)]
     context_id: Option<String>,
     #[serde(default)]
@@ -43,7 +43,7 @@ pub struct ListRequest {
 
 /// A checked `ListTasks` request.
 #[derive(Debug, PartialEq)]
-pub struct Query {
+pub(crate) struct Query {
     context_id: Option<String>,
     status: Option<TaskState>,
     page_size: usize,
@@ -103,7 +103,7 @@ fn parse_state(s: &str) -> Option<TaskState> {
 
 impl ListRequest {
     /// Checks the params; every bad one is -32602 with what was wrong.
-    pub fn into_query(self) -> Result<Query, GatewayError> {
+    pub(crate) fn into_query(self) -> Result<Query, GatewayError> {
         let bad = |m: String| GatewayError::InvalidParams(m);
         let status = match self.status.as_deref() {
             None | Some("") | Some("TASK_STATE_UNSPECIFIED") => None,
@@ -151,7 +151,7 @@ impl ListRequest {
 }
 
 /// One page of `tasks` (each with its context) as the `ListTasks` result.
-pub fn page(version: Version, q: &Query, mut tasks: Vec<(Task, String)>) -> Value {
+pub(crate) fn page(version: Version, q: &Query, mut tasks: Vec<(Task, String)>) -> Value {
     tasks.retain(|(t, ctx)| {
         q.context_id.as_ref().is_none_or(|c| c == ctx)
             && q.status.is_none_or(|s| s == t.state)

@@ -6,14 +6,14 @@
 //! finishes or waits for input. Which dialect a call speaks is decided per call by
 //! [`classify`] from its method name and the `A2A-Version` header.
 
-pub mod card;
+pub(crate) mod card;
 mod delta;
-pub mod errors;
-pub mod list;
-pub mod push;
-pub mod rest;
-pub mod shapes;
-pub mod ssrf;
+pub(crate) mod errors;
+pub(crate) mod list;
+pub(crate) mod push;
+pub(crate) mod rest;
+pub(crate) mod shapes;
+pub(crate) mod ssrf;
 
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ use crate::wire::jsonrpc::{Id, Response};
 use crate::wire::sse;
 use shapes::{SendRequest, UpdateWriter, View};
 
-pub use errors::wire_error;
+pub(crate) use errors::wire_error;
 
 /// `GetTask` / `tasks/get` params.
 #[derive(serde::Deserialize)]
@@ -52,7 +52,10 @@ use crate::model::a2a::{Method, PushOp, SpecCall, Version, VERSION_HEADER};
 /// `A2A-Version: 0.3`; without it (or with 1.0, which has no slash names) they keep the seed
 /// dialect, so existing clients are unchanged. A version the gateway does not speak is refused
 /// (-32009) on any A2A method.
-pub fn classify(method: &str, header: Option<&str>) -> Result<Option<SpecCall>, GatewayError> {
+pub(crate) fn classify(
+    method: &str,
+    header: Option<&str>,
+) -> Result<Option<SpecCall>, GatewayError> {
     let header = header.map(str::trim).filter(|h| !h.is_empty());
     let asked = header.map(|h| Version::parse(h).ok_or_else(|| unsupported(h)));
     if let Some(m) = Method::v1_0(method) {
@@ -82,7 +85,10 @@ pub fn classify(method: &str, header: Option<&str>) -> Result<Option<SpecCall>, 
 /// PascalCase names are 1.0 and slash names 0.3, with the header or without it (0.3 clients
 /// predate it), and a header naming the other version, or one the gateway does not speak, is
 /// refused as on `POST /rpc`. Any other method is -32601.
-pub fn classify_binding(method: &str, header: Option<&str>) -> Result<SpecCall, GatewayError> {
+pub(crate) fn classify_binding(
+    method: &str,
+    header: Option<&str>,
+) -> Result<SpecCall, GatewayError> {
     if Method::v0_3(method).is_some() && header.is_none_or(|h| h.trim().is_empty()) {
         return classify(method, Some(Version::V0_3.as_str()))?
             .ok_or_else(|| GatewayError::MethodNotFound(method.to_owned()));
@@ -99,7 +105,10 @@ pub fn classify_binding(method: &str, header: Option<&str>) -> Result<SpecCall, 
 /// The context and task a spec call must run beside (where their sid runs, with `[cluster]`):
 /// a message's, or a cancel's task. `None` for the calls any replica answers, and for params
 /// that do not parse (the call then fails here, with its own error).
-pub fn runs_beside(c: SpecCall, p: Option<&RawValue>) -> Option<(Option<String>, Option<String>)> {
+pub(crate) fn runs_beside(
+    c: SpecCall,
+    p: Option<&RawValue>,
+) -> Option<(Option<String>, Option<String>)> {
     let p = spec_params(p).ok()?;
     match c.method {
         Method::Send | Method::Stream => {

@@ -20,7 +20,7 @@ use crate::model::error::GatewayError;
 use crate::telemetry::{self, CallLabels};
 
 /// The HTTP status of a failure answered over REST (spec §5.4 for A2A's own errors).
-pub fn status(e: &GatewayError) -> StatusCode {
+pub(crate) fn status(e: &GatewayError) -> StatusCode {
     match e {
         GatewayError::TaskNotFound(_) | GatewayError::ContextNotFound(_) => StatusCode::NOT_FOUND,
         GatewayError::MethodNotFound(_) | GatewayError::SidOpNotAllowed(_) => StatusCode::NOT_FOUND,
@@ -63,7 +63,7 @@ fn canonical(e: &GatewayError, s: StatusCode) -> &'static str {
 }
 
 /// The AIP-193 error body.
-pub fn error_body(e: &GatewayError) -> Value {
+pub(crate) fn error_body(e: &GatewayError) -> Value {
     let s = status(e);
     json!({"error": {
         "code": s.as_u16(),
@@ -80,7 +80,7 @@ fn error_response(e: &GatewayError) -> Response {
 /// The router served under [`A2A_REST`](crate::http::routes::A2A_REST).
 /// It serves with the A2A service and the sid bridge; without either (`a2a.enabled` or
 /// `sid.enabled` off) it refuses every request.
-pub fn router(a2a: Option<Arc<super::A2a>>, bridge: Option<Arc<Bridge>>) -> axum::Router {
+pub(crate) fn router(a2a: Option<Arc<super::A2a>>, bridge: Option<Arc<Bridge>>) -> axum::Router {
     axum::Router::new()
         .fallback(handle)
         .with_state(Served { a2a, bridge })

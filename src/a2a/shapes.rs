@@ -19,7 +19,7 @@ use crate::model::payload::TextDelta;
 use crate::model::task::{HistoryMessage, Role, Task, TaskState};
 
 /// A state as `version` spells it.
-pub fn state(version: Version, s: TaskState) -> &'static str {
+pub(crate) fn state(version: Version, s: TaskState) -> &'static str {
     match version {
         Version::V0_3 => s.as_str(),
         Version::V1_0 => match s {
@@ -69,7 +69,7 @@ fn agent_message(version: Version, text: &str, task_id: &str, context_id: &str) 
 
 /// `snake_case` keys (sid's own, inside `result` and `error`) as the spec's `camelCase`, at
 /// every depth: A2A's JSON is camelCase throughout, metadata included.
-pub fn camel_keys(v: Value) -> Value {
+pub(crate) fn camel_keys(v: Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.into_iter()
@@ -83,7 +83,7 @@ pub fn camel_keys(v: Value) -> Value {
 
 /// Params keys as their JSON names at every depth, but for `metadata` and `data` (the client's
 /// own keys). See [`camel_keys`].
-pub fn proto_names(v: Value) -> Value {
+pub(crate) fn proto_names(v: Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.into_iter()
@@ -139,7 +139,7 @@ fn history_message(version: Version, m: &HistoryMessage, task_id: &str, context_
 
 /// How much of a task a call asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct View {
+pub(crate) struct View {
     /// The newest this many history messages; `None`: all of them.
     pub history_length: Option<usize>,
     /// Whether `artifacts` is written (ListTasks leaves it out unless asked).
@@ -173,12 +173,12 @@ fn status(
 }
 
 /// A task as `GetTask`/`tasks/get` (and a blocking send) return it.
-pub fn task(version: Version, t: &Task, context_id: &str) -> Value {
+pub(crate) fn task(version: Version, t: &Task, context_id: &str) -> Value {
     task_view(version, t, context_id, View::default())
 }
 
 /// A task with as much history and as many artifacts as `view` asks for.
-pub fn task_view(version: Version, t: &Task, context_id: &str, view: View) -> Value {
+pub(crate) fn task_view(version: Version, t: &Task, context_id: &str, view: View) -> Value {
     let text = match (t.state, &t.prompt, &t.error) {
         (TaskState::InputRequired, Some(p), _) => Some(p.message.as_str()),
         (TaskState::Failed, _, Some(e)) => e.get("message").and_then(Value::as_str),
@@ -232,7 +232,7 @@ pub fn task_view(version: Version, t: &Task, context_id: &str, view: View) -> Va
 }
 
 /// The `result` of a stream's first response: the task as it starts.
-pub fn stream_start(version: Version, t: &Task, context_id: &str) -> Value {
+pub(crate) fn stream_start(version: Version, t: &Task, context_id: &str) -> Value {
     let t = task(version, t, context_id);
     match version {
         Version::V1_0 => json!({"task": t}),
@@ -273,7 +273,7 @@ fn metadata(data: &Map<String, Value>) -> Value {
 
 /// Writes one queued update as a stream response's `result`, for one subscriber.
 #[derive(Debug)]
-pub struct UpdateWriter {
+pub(crate) struct UpdateWriter {
     version: Version,
     /// Artifacts this subscriber has seen: a later chunk appends, a first one creates.
     seen: HashSet<String>,
@@ -281,7 +281,7 @@ pub struct UpdateWriter {
 
 impl UpdateWriter {
     /// A writer whose subscriber already holds `t`'s artifacts.
-    pub fn new(version: Version, t: &Task) -> Self {
+    pub(crate) fn new(version: Version, t: &Task) -> Self {
         let mut seen = HashSet::new();
         if !t.response.is_empty() {
             seen.insert("response".to_owned());
@@ -291,7 +291,7 @@ impl UpdateWriter {
 
     /// [`result`](Self::result) of a text delta `d` (`ev`'s data), appended to `out` as the
     /// compact JSON `result` serialises to, without building it ([`super::delta`]).
-    pub fn write_delta(&mut self, ev: &A2aEvent, d: &TextDelta, out: &mut Vec<u8>) {
+    pub(crate) fn write_delta(&mut self, ev: &A2aEvent, d: &TextDelta, out: &mut Vec<u8>) {
         let name = d.artifact().name();
         // As `result` decides: a later chunk of an artifact this subscriber has seen appends.
         let fresh = !self.seen.contains(name) && self.seen.insert(name.to_owned());
@@ -300,7 +300,7 @@ impl UpdateWriter {
     }
 
     /// The `result` for one update.
-    pub fn result(&mut self, ev: &A2aEvent) -> Value {
+    pub(crate) fn result(&mut self, ev: &A2aEvent) -> Value {
         let data = ev.data.fields();
         let data = &*data;
         let task_id = ev.plan_id.as_deref().unwrap_or("");
@@ -372,7 +372,7 @@ impl UpdateWriter {
 /// `SendMessage` / `message/send` params, either version.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SendRequest {
+pub(crate) struct SendRequest {
     message: MessageIn,
     #[serde(default)]
     configuration: Option<SendConfiguration>,
@@ -415,7 +415,7 @@ struct SendConfiguration {
 }
 
 /// A `historyLength` as a count: absent is "all", a negative one is refused.
-pub fn history_length(n: Option<i64>) -> Result<Option<usize>, GatewayError> {
+pub(crate) fn history_length(n: Option<i64>) -> Result<Option<usize>, GatewayError> {
     match n {
         Some(n) if n < 0 => Err(GatewayError::InvalidParams(format!(
             "historyLength {n} is negative; send 0 or more, or leave it out for the whole history"
@@ -426,7 +426,7 @@ pub fn history_length(n: Option<i64>) -> Result<Option<usize>, GatewayError> {
 
 /// What a send asks for, checked against what sid can do.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Send {
+pub(crate) struct Send {
     /// The turn for the bridge.
     pub turn: Turn,
     /// Wait until the task settles before answering (a blocking send).
@@ -448,7 +448,7 @@ fn accepts_text(mode: &str) -> bool {
 impl SendRequest {
     /// Checks the request and turns it into a [`Send`]. sid reads text only: any other part is
     /// refused rather than dropped, as is a client that accepts no text answer.
-    pub fn into_send(self, version: Version) -> Result<Send, GatewayError> {
+    pub(crate) fn into_send(self, version: Version) -> Result<Send, GatewayError> {
         let cfg = self.configuration.unwrap_or_default();
         let push = match version {
             Version::V1_0 => cfg.task_push_notification_config,

@@ -8,7 +8,7 @@ use axum::http::Uri;
 use crate::model::error::GatewayError;
 
 /// Whether an address is one a webhook must not reach by default.
-pub fn is_private(ip: IpAddr) -> bool {
+pub(crate) fn is_private(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => private_v4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -40,7 +40,7 @@ fn private_v4(v4: Ipv4Addr) -> bool {
 
 /// A webhook URL checked for shape: `http://host[:port]/path`, no user info. Returns the host
 /// and port to resolve.
-pub fn check_url(url: &str) -> Result<(String, u16), GatewayError> {
+pub(crate) fn check_url(url: &str) -> Result<(String, u16), GatewayError> {
     let bad = |m: &str| GatewayError::InvalidParams(format!("webhook url {url:?}: {m}"));
     let uri: Uri = url.parse().map_err(|_| bad("not a URL"))?;
     let default_port = match uri.scheme_str() {
@@ -61,7 +61,7 @@ pub fn check_url(url: &str) -> Result<(String, u16), GatewayError> {
 
 /// Resolves a webhook's host and refuses it when any address it names is private (unless
 /// `allow_private`).
-pub async fn check_target(url: &str, allow_private: bool) -> Result<(), GatewayError> {
+pub(crate) async fn check_target(url: &str, allow_private: bool) -> Result<(), GatewayError> {
     let (host, port) = check_url(url)?;
     if allow_private {
         return Ok(());

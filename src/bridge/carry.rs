@@ -30,7 +30,7 @@ use crate::upstream::h1;
 
 /// Marks a request already carried once: the replica receiving it runs it or refuses it, and
 /// never carries it on (two replicas that disagree on a lease cannot bounce a call).
-pub const CARRIED: &str = "x-wiregate-carried";
+pub(super) const CARRIED: &str = "x-wiregate-carried";
 
 /// The request headers a carried call keeps (the owner checks the same token and dialect).
 const KEPT: [&str; 6] = [

@@ -19,7 +19,7 @@ use crate::wire::raw::{ClientLine, DeltaLine, Hello, Op, ResultLine, ServerLine,
 
 /// How the context reaches sid.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// A child process on stdin/stdout; sid reads nothing during a turn.
     Stdio(Vec<String>),
     /// An attached `sid --listen` socket (`unix:///path` or `tcp://host:port`).
@@ -28,7 +28,7 @@ pub enum Transport {
 
 /// Why a request to sid could not be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// sid is not running or the socket is down.
     Gone(String),
     /// `sid.max_queued_requests` requests are already waiting on this context.
@@ -38,7 +38,7 @@ pub enum SendError {
 /// sid's answer to one request. Dropping it (its caller went away) forgets the request, so a
 /// busy context does not keep an entry per abandoned caller.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     rx: oneshot::Receiver<ResultLine>,
     ctx: std::sync::Weak<Context>,
     request_id: String,
@@ -101,7 +101,7 @@ impl Inner {
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct Context {
+pub(crate) struct Context {
     /// Context id.
     pub id: String,
     /// The id again, shared by every text delta's `contextId` instead of copied into each.
@@ -125,7 +125,7 @@ pub struct Context {
 
 impl Context {
     /// A context not yet started.
-    pub fn new(
+    pub(crate) fn new(
         id: String,
         transport: Transport,
         replay: usize,
@@ -139,7 +139,7 @@ impl Context {
 
     /// A context not yet started whose events go into `queue` (one continuing the numbering
     /// of a context another replica ran, `[cluster]`).
-    pub fn with_queue(
+    pub(crate) fn with_queue(
         id: String,
         transport: Transport,
         queue: EventQueue,
@@ -178,48 +178,48 @@ impl Context {
     }
 
     /// Whether sid is running (or the socket connected).
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         self.lock().running
     }
 
     /// sid's session id, once `hello` was seen.
-    pub fn session_id(&self) -> Option<String> {
+    pub(crate) fn session_id(&self) -> Option<String> {
         self.lock().hello.as_ref().map(|h| h.session_id.clone())
     }
 
     /// The task running now, if any.
-    pub fn active_turn(&self) -> Option<String> {
+    pub(crate) fn active_turn(&self) -> Option<String> {
         self.lock().active_turn.clone()
     }
 
     /// Time since the last request or line.
-    pub fn idle_for(&self) -> Duration {
+    pub(crate) fn idle_for(&self) -> Duration {
         self.lock().last_activity.elapsed()
     }
 
     /// Why sid last stopped, if it did.
-    pub fn exit_reason(&self) -> Option<String> {
+    pub(crate) fn exit_reason(&self) -> Option<String> {
         self.lock().exit_reason.clone()
     }
 
     /// A task's state.
-    pub fn task_state(&self, task_id: &str) -> Option<TaskState> {
+    pub(crate) fn task_state(&self, task_id: &str) -> Option<TaskState> {
         self.lock().tracker.task(task_id).map(|t| t.state)
     }
 
     /// A copy of a task's model.
-    pub fn task(&self, task_id: &str) -> Option<Task> {
+    pub(crate) fn task(&self, task_id: &str) -> Option<Task> {
         self.lock().tracker.task(task_id).cloned()
     }
 
     /// Copies of every task this context keeps.
-    pub fn tasks(&self) -> Vec<Task> {
+    pub(crate) fn tasks(&self) -> Vec<Task> {
         self.lock().tracker.tasks().cloned().collect()
     }
 
     /// Takes over tasks another replica ran, which were still open when it was lost: each is
     /// kept here, marked failed with `reason`, and the update goes to its subscribers.
-    pub fn adopt_lost(&self, tasks: Vec<Task>, reason: &str) {
+    pub(crate) fn adopt_lost(&self, tasks: Vec<Task>, reason: &str) {
         let updates: Vec<Update> = {
             let mut inner = self.lock();
             let now = SystemTime::now();
@@ -237,12 +237,12 @@ impl Context {
     }
 
     /// Records a prompt answer in the task's history.
-    pub fn note_answer(&self, task_id: &str, text: &str, message_id: Option<&str>) {
+    pub(crate) fn note_answer(&self, task_id: &str, text: &str, message_id: Option<&str>) {
         self.lock().tracker.note_answer(task_id, text, message_id);
     }
 
     /// A task's snapshot.
-    pub fn snapshot(&self, task_id: &str) -> Option<Value> {
+    pub(crate) fn snapshot(&self, task_id: &str) -> Option<Value> {
         self.lock()
             .tracker
             .task(task_id)
@@ -250,7 +250,7 @@ impl Context {
     }
 
     /// The open prompt's id, while the task waits for input.
-    pub fn open_prompt(&self, task_id: &str) -> Option<String> {
+    pub(crate) fn open_prompt(&self, task_id: &str) -> Option<String> {
         let inner = self.lock();
         let t = inner.tracker.task(task_id)?;
         (t.state == TaskState::InputRequired)
@@ -259,14 +259,14 @@ impl Context {
     }
 
     /// Waits until `task_id` settles (terminal or input-required), or sid goes away.
-    pub async fn settled(&self, task_id: &str) -> Option<TaskState> {
+    pub(crate) async fn settled(&self, task_id: &str) -> Option<TaskState> {
         self.wait_until(|c| c.task_state(task_id).is_none_or(TaskState::is_settled))
             .await;
         self.task_state(task_id)
     }
 
     /// Waits until `done` holds, re-checking whenever a task changes.
-    pub async fn wait_until(&self, mut done: impl FnMut(&Self) -> bool) {
+    pub(crate) async fn wait_until(&self, mut done: impl FnMut(&Self) -> bool) {
         let mut rx = self.changed.subscribe();
         while !done(self) {
             if rx.changed().await.is_err() {
@@ -275,15 +275,8 @@ impl Context {
         }
     }
 
-    /// Waits until sid is up (or `timeout` passes); `false` when it is not.
-    pub async fn wait_up(&self, timeout: Duration) -> bool {
-        let mut rx = self.up.subscribe();
-        let r = tokio::time::timeout(timeout, rx.wait_for(|up| *up)).await;
-        matches!(r, Ok(Ok(_)))
-    }
-
     /// A fresh request id for a gateway-initiated request.
-    pub fn next_request_id(&self) -> String {
+    pub(crate) fn next_request_id(&self) -> String {
         let mut inner = self.lock();
         inner.next_request += 1;
         format!(
@@ -294,7 +287,7 @@ impl Context {
     }
 
     /// Starts a user turn as task `task_id`; `message_id` is the client's id of the message.
-    pub fn start_turn(
+    pub(crate) fn start_turn(
         &self,
         task_id: &str,
         text: String,
@@ -324,7 +317,7 @@ impl Context {
     /// Starts a user turn as task `task_id`, or, while another turn of this context runs (or
     /// waits for input), queues it as a submitted task that starts when the turns before it
     /// have ended; at most `sid.max_queued_requests` wait.
-    pub fn start_or_queue_turn(
+    pub(crate) fn start_or_queue_turn(
         &self,
         task_id: &str,
         text: String,
@@ -356,13 +349,8 @@ impl Context {
         Ok(())
     }
 
-    /// Whether a task waits in the queue, not yet sent to sid.
-    pub fn is_queued(&self, task_id: &str) -> bool {
-        self.lock().queued.iter().any(|(t, _)| t == task_id)
-    }
-
     /// Cancels a queued task (sid never hears of it); `false` when it is not queued.
-    pub fn cancel_queued(&self, task_id: &str) -> bool {
+    pub(crate) fn cancel_queued(&self, task_id: &str) -> bool {
         let mut inner = self.lock();
         let Some(pos) = inner.queued.iter().position(|(t, _)| t == task_id) else {
             return false;
@@ -391,7 +379,7 @@ impl Context {
     }
 
     /// Sends a request whose `result` is awaited on the returned [`Answer`].
-    pub fn request(self: &Arc<Self>, op: Op) -> Result<(String, Answer), SendError> {
+    pub(crate) fn request(self: &Arc<Self>, op: Op) -> Result<(String, Answer), SendError> {
         let request_id = self.next_request_id();
         let (tx, rx) = oneshot::channel();
         let mut inner = self.lock();
@@ -457,7 +445,7 @@ impl Context {
 
     /// Handles one raw line (with its line break); a line that is not UTF-8 is counted and
     /// skipped like any other line that is not protocol 5.
-    pub fn on_bytes(&self, raw: &[u8]) -> bool {
+    pub(crate) fn on_bytes(&self, raw: &[u8]) -> bool {
         match std::str::from_utf8(raw) {
             Ok(line) => self.on_line(line.trim_end_matches(['\n', '\r'])),
             Err(e) => {
@@ -551,7 +539,7 @@ impl Context {
     }
 
     /// sid went away: fail what was open, refuse what was pending.
-    pub fn on_down(&self, reason: String, fail_tasks: bool) {
+    pub(crate) fn on_down(&self, reason: String, fail_tasks: bool) {
         let mut inner = self.lock();
         inner.running = false;
         inner.to_sid = None;
@@ -571,7 +559,7 @@ impl Context {
     }
 
     /// Fails open tasks (the socket stayed down too long).
-    pub fn fail_open(&self, reason: &str) {
+    pub(crate) fn fail_open(&self, reason: &str) {
         let mut inner = self.lock();
         inner.active_turn = None;
         inner.queued.clear();
@@ -596,7 +584,7 @@ impl Context {
     }
 
     /// Asks sid to stop: closes its stdin (sid exits on EOF), kills it after `grace`.
-    pub async fn stop(&self, grace: Duration) {
+    pub(crate) async fn stop(&self, grace: Duration) {
         let kill = {
             let mut inner = self.lock();
             inner.to_sid = None;
@@ -618,12 +606,12 @@ impl Context {
     }
 
     /// Closes the event queue: subscribers end after what they have.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.queue.close();
     }
 
     /// Runs sid as a child (with `--resume SESSION` when given) until it exits.
-    pub fn spawn_child(
+    pub(crate) fn spawn_child(
         self: &Arc<Self>,
         command: &[String],
         resume: Option<String>,
@@ -695,7 +683,7 @@ impl Context {
 
     /// Attaches to `sid --listen` and stays attached, reconnecting with backoff, until
     /// [`close`](Self::close). Open tasks fail when the socket stays down for `grace`.
-    pub fn spawn_socket(self: &Arc<Self>, spec: String, grace: Duration) {
+    pub(crate) fn spawn_socket(self: &Arc<Self>, spec: String, grace: Duration) {
         let ctx = self.clone();
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(50);

@@ -7,7 +7,7 @@ use super::context::Transport;
 use super::Bridge;
 
 /// Most contexts listed, and most tasks listed per context (open tasks first).
-pub const MAX_LISTED: usize = 200;
+pub(crate) const MAX_LISTED: usize = 200;
 
 /// One context as the console lists it.
 #[derive(Debug, Serialize)]

@@ -5,9 +5,9 @@
 //! [`mapping::Tracker`], so a task started in one dialect can be read in another.
 
 mod carry;
-pub mod context;
+pub(crate) mod context;
 mod lines;
-pub mod listing;
+pub(crate) mod listing;
 mod shared;
 
 use std::collections::HashMap;
@@ -27,17 +27,17 @@ use crate::wire::raw::{Op, ResultLine, ServerError};
 use context::{Context, SendError, Transport};
 
 /// `message/send`.
-pub const SEND: &str = "message/send";
+pub(crate) const SEND: &str = "message/send";
 /// `message/stream`.
-pub const STREAM: &str = "message/stream";
+pub(crate) const STREAM: &str = "message/stream";
 /// `tasks/get`.
-pub const GET: &str = "tasks/get";
+pub(crate) const GET: &str = "tasks/get";
 /// `tasks/cancel`.
-pub const CANCEL: &str = "tasks/cancel";
+pub(crate) const CANCEL: &str = "tasks/cancel";
 /// `tasks/resubscribe`.
-pub const RESUBSCRIBE: &str = "tasks/resubscribe";
+pub(crate) const RESUBSCRIBE: &str = "tasks/resubscribe";
 /// Prefix of raw ops.
-pub const RAW_PREFIX: &str = "_sid/";
+pub(crate) const RAW_PREFIX: &str = "_sid/";
 
 /// How long a stopping sid gets between EOF on stdin and a kill.
 const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -47,7 +47,7 @@ const CONTEXT_RETENTION_FACTOR: u32 = 16;
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
 /// What [`Bridge::on_lost_tasks`] calls, with the ids of the tasks failed.
-pub type LostHook = Box<dyn Fn(Vec<String>) + Send + Sync>;
+pub(crate) type LostHook = Box<dyn Fn(Vec<String>) + Send + Sync>;
 
 /// A [`LostHook`], kept.
 struct Hook(LostHook);
@@ -206,7 +206,7 @@ pub(crate) fn params<T: for<'de> Deserialize<'de>>(
 }
 
 /// sid's error answer as the gateway's error.
-pub fn sid_error(e: Option<&ServerError>) -> GatewayError {
+pub(crate) fn sid_error(e: Option<&ServerError>) -> GatewayError {
     let message = e.map_or_else(
         || "sid reported a failure".to_owned(),
         |e| e.message.clone(),
@@ -853,5 +853,29 @@ impl Bridge {
     /// Whether every context is healthy (running, or stopped on purpose).
     pub fn healthy(&self) -> bool {
         self.attached.as_ref().is_none_or(|a| a.is_running())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sid_error_codes_map_to_distinct_jsonrpc_errors() {
+        let code = |c: Option<&str>| {
+            sid_error(Some(&ServerError {
+                code: c.map(str::to_owned),
+                message: "m".into(),
+            }))
+            .to_jsonrpc()
+            .code
+        };
+        let codes = [
+            code(Some("busy")),
+            code(Some("stale_prompt")),
+            code(Some("invalid_request")),
+            code(None),
+        ];
+        assert_eq!(codes, [-32060, -32061, -32602, -32062]);
     }
 }

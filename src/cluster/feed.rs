@@ -25,7 +25,7 @@ const RETRY: Duration = Duration::from_millis(200);
 
 /// Starts the feed of a replica: the replica holding the feed lease reads `cfg.source` into
 /// the shared stream, and every replica serves its copy of that stream.
-pub fn start(cfg: EventsConfig, link: Arc<Link>) -> Arc<Feed> {
+pub(crate) fn start(cfg: EventsConfig, link: Arc<Link>) -> Arc<Feed> {
     let queue =
         Arc::new(EventQueue::new(cfg.replay_events).with_max_subscribers(cfg.max_subscribers));
     let feed = Feed::fed(queue.clone());

@@ -28,7 +28,7 @@ const HOLD: &str = "local v = redis.call('GET', KEYS[1]) \
 
 /// Holds the lease `key` for this replica if it is free or already ours: `true` when this
 /// replica holds it now.
-pub async fn hold(link: &Link, key: &str) -> Result<bool, GatewayError> {
+pub(crate) async fn hold(link: &Link, key: &str) -> Result<bool, GatewayError> {
     let mut conn = link.conn()?;
     let held: i64 = redis::cmd("EVAL")
         .arg(HOLD)
@@ -44,7 +44,7 @@ pub async fn hold(link: &Link, key: &str) -> Result<bool, GatewayError> {
 
 /// Who holds a context's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Holder {
+pub(crate) enum Holder {
     /// This replica (it just took the lease, or held it already).
     Me,
     /// Another replica, reachable at its `advertise` URL.
@@ -62,7 +62,7 @@ fn value(link: &Link) -> String {
 }
 
 /// Parses a lease value (pure).
-pub fn parse_holder(v: &str, me: &str) -> Holder {
+pub(crate) fn parse_holder(v: &str, me: &str) -> Holder {
     let (node, advertise) = v.split_once(' ').unwrap_or((v, ""));
     match node == me {
         true => Holder::Me,
@@ -74,7 +74,7 @@ pub fn parse_holder(v: &str, me: &str) -> Holder {
 }
 
 /// Takes a context's lease when it is free (or already ours); says who holds it otherwise.
-pub async fn claim(link: &Link, context_id: &str) -> Result<Holder, GatewayError> {
+pub(crate) async fn claim(link: &Link, context_id: &str) -> Result<Holder, GatewayError> {
     let mut conn = link.conn()?;
     let key = keys::owner(context_id);
     let took: Option<String> = redis::cmd("SET")
@@ -100,7 +100,7 @@ pub async fn claim(link: &Link, context_id: &str) -> Result<Holder, GatewayError
 /// Holds a context's lease while `alive` says the context is still this replica's, renewing it
 /// at a third of `lease_ms`; records sid's session id for whoever takes over; releases the
 /// lease when the context is gone.
-pub fn keep<T: Send + Sync + 'static>(
+pub(crate) fn keep<T: Send + Sync + 'static>(
     link: Arc<Link>,
     context_id: String,
     alive: Weak<T>,
@@ -186,7 +186,7 @@ pub fn keep<T: Send + Sync + 'static>(
 }
 
 /// Gives a lease back at once (a context this replica took over but cannot run).
-pub async fn release(link: &Link, context_id: &str) {
+pub(crate) async fn release(link: &Link, context_id: &str) {
     let Ok(mut conn) = link.conn() else { return };
     let _: redis::RedisResult<i64> = redis::cmd("EVAL")
         .arg(RELEASE)
@@ -200,7 +200,7 @@ pub async fn release(link: &Link, context_id: &str) {
 /// Contexts in [`keys::CONTEXTS`] that no replica holds now (the lease lapsed), or whose lease
 /// names this replica though it does not run them (it restarted): each is for this replica to
 /// take over if it had tasks open. `runs_here` says which contexts this replica runs.
-pub async fn orphans(
+pub(crate) async fn orphans(
     link: &Link,
     runs_here: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, GatewayError> {
@@ -233,13 +233,13 @@ pub async fn orphans(
 
 /// Takes a context out of [`keys::CONTEXTS`]: no replica runs it and it has no task open, so
 /// no sweep need look at it again (a later call that runs it lists it again).
-pub async fn unlist(link: &Link, context_id: &str) {
+pub(crate) async fn unlist(link: &Link, context_id: &str) {
     let Ok(mut conn) = link.conn() else { return };
     let _: redis::RedisResult<i64> = conn.srem(keys::CONTEXTS, context_id).await;
 }
 
 /// The sid session a context last ran, if any replica recorded one.
-pub async fn session(link: &Link, context_id: &str) -> Result<Option<String>, GatewayError> {
+pub(crate) async fn session(link: &Link, context_id: &str) -> Result<Option<String>, GatewayError> {
     let mut conn = link.conn()?;
     conn.get(keys::session(context_id))
         .await

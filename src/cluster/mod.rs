@@ -14,11 +14,11 @@
 //! itself and is a cheap clone over one multiplexed connection, its stream commands are typed,
 //! and its TLS goes through the rustls (with ring) the gateway already builds.
 
-pub mod feed;
+pub(crate) mod feed;
 pub mod keys;
-pub mod lease;
+pub(crate) mod lease;
 pub mod log;
-pub mod tasks;
+pub(crate) mod tasks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

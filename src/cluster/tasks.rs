@@ -10,7 +10,10 @@ use crate::model::error::GatewayError;
 use crate::model::task::Task;
 
 /// A task some replica runs (or ran), with its context; `None` when no replica knows it.
-pub async fn get(link: &Link, task_id: &str) -> Result<Option<(Task, String)>, GatewayError> {
+pub(crate) async fn get(
+    link: &Link,
+    task_id: &str,
+) -> Result<Option<(Task, String)>, GatewayError> {
     let mut conn = link.conn()?;
     let text: Option<Vec<u8>> = conn
         .get(keys::task(task_id))
@@ -22,7 +25,7 @@ pub async fn get(link: &Link, task_id: &str) -> Result<Option<(Task, String)>, G
 }
 
 /// The most recently changed tasks of every replica, newest first, at most `limit`.
-pub async fn list(link: &Link, limit: usize) -> Result<Vec<(Task, String)>, GatewayError> {
+pub(crate) async fn list(link: &Link, limit: usize) -> Result<Vec<(Task, String)>, GatewayError> {
     let mut conn = link.conn()?;
     let ids: Vec<String> = conn
         .zrevrange(keys::TASK_INDEX, 0, limit.max(1) as isize - 1)

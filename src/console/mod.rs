@@ -22,7 +22,7 @@ use crate::gateway::Gateway;
 
 /// `server.admin_tokens`, as the routes' state hands them to [`admin_only`].
 #[derive(Clone, Debug, Default)]
-pub struct AdminTokens(pub Arc<[String]>);
+pub(crate) struct AdminTokens(pub Arc<[String]>);
 
 const PAGE: &str = include_str!("assets/index.html");
 
@@ -95,12 +95,12 @@ fn with_headers(mut resp: Response, content_type: &'static str) -> Response {
 }
 
 /// `GET /console`.
-pub async fn page() -> Response {
+pub(crate) async fn page() -> Response {
     with_headers(PAGE.into_response(), "text/html; charset=utf-8")
 }
 
 /// `GET /console/assets/{file}`.
-pub async fn asset(Path(file): Path<String>) -> Response {
+pub(crate) async fn asset(Path(file): Path<String>) -> Response {
     match ASSETS.iter().find(|(name, _, _)| *name == file) {
         Some((_, content_type, body)) => with_headers(body.into_response(), content_type),
         None => (StatusCode::NOT_FOUND, "no such console asset").into_response(),
@@ -114,7 +114,11 @@ pub async fn asset(Path(file): Path<String>) -> Response {
 /// loopback addresses (no `server.admin_tokens`), one whose `Host` is not a loopback name: a
 /// page of another site whose name is made to resolve to 127.0.0.1 (DNS rebinding) would
 /// otherwise be the console's own origin, from a loopback address.
-pub async fn admin_only(State(tokens): State<AdminTokens>, req: Request, next: Next) -> Response {
+pub(crate) async fn admin_only(
+    State(tokens): State<AdminTokens>,
+    req: Request,
+    next: Next,
+) -> Response {
     let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
     let headers = req.headers();
     let verdict = crate::auth::admin::authorize(peer, headers, &tokens.0).and_then(|()| {
@@ -167,7 +171,7 @@ fn is_loopback_host(host: &str) -> bool {
 }
 
 /// The console's own data routes (mounted under `/console/api/`, behind [`admin_only`]).
-pub fn api<S>() -> axum::Router<S>
+pub(crate) fn api<S>() -> axum::Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Arc<Gateway>: FromRef<S>,

@@ -41,7 +41,7 @@ pub struct Filter {
 }
 
 /// Longest the event ending a stream waits for the shared store (Redis down: written anyway).
-pub const STORED_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const STORED_WAIT: Duration = Duration::from_secs(2);
 
 impl Filter {
     fn admits(&self, s: &Stored) -> bool {
@@ -60,7 +60,7 @@ impl Filter {
 
 /// Why a stream ended before its filter's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cut {
+pub(crate) enum Cut {
     /// Events the subscriber still needed left the replay log.
     Lagged,
     /// The queue closed (the context or the gateway is shutting down).
@@ -68,7 +68,7 @@ pub enum Cut {
 }
 
 /// How a stream writes its events: the queue's shared frames, or a per-request encoding.
-pub trait Encode: Send + 'static {
+pub(crate) trait Encode: Send + 'static {
     /// The frame telling the client that events before the backlog were lost, if it has one.
     fn gap(&mut self) -> Option<Bytes>;
     /// Appends one admitted event's frame.
@@ -80,7 +80,7 @@ pub trait Encode: Send + 'static {
 /// The seed dialect's encoding: each event's frame as the queue encoded it once, shared by
 /// every subscriber.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Shared;
+pub(crate) struct Shared;
 
 impl Encode for Shared {
     fn gap(&mut self) -> Option<Bytes> {
@@ -115,7 +115,7 @@ const READ_EVENTS: usize = 512;
 
 /// Encodes a subscription as SSE bytes: `prelude` first (when given), then each admitted
 /// event as `enc` writes it.
-pub fn frames<E: Encode>(
+pub(crate) fn frames<E: Encode>(
     sub: Subscription,
     mut filter: Filter,
     timing: Timing,
@@ -218,7 +218,9 @@ pub fn frames<E: Encode>(
 }
 
 /// An HTTP response carrying an SSE stream, with the headers proxies need to pass it through.
-pub fn response(body: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static) -> Response {
+pub(crate) fn response(
+    body: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+) -> Response {
     let mut resp = (StatusCode::OK, Body::from_stream(body)).into_response();
     let h = resp.headers_mut();
     h.insert(

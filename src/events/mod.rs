@@ -7,8 +7,8 @@
 
 pub mod domain;
 pub mod feed;
-pub mod frames;
+pub(crate) mod frames;
 pub mod queue;
-pub mod tick;
+pub(crate) mod tick;
 
 pub use queue::{Closed, Cursor, EventQueue, Read, Stored, Subscription, TooManySubscribers};

@@ -24,26 +24,26 @@ use tokio::time::Instant;
 
 /// The shortest tick, for up to [`FULL`]` / 4` subscribers: at 1,000 events/s two events share
 /// a wake-up and a write, as they did when each subscriber lingered this long after waking.
-pub const MIN_TICK: Duration = Duration::from_millis(2);
+pub(crate) const MIN_TICK: Duration = Duration::from_millis(2);
 
 /// The longest tick, reached at [`FULL`] subscribers.
-pub const MAX_TICK: Duration = Duration::from_millis(8);
+pub(crate) const MAX_TICK: Duration = Duration::from_millis(8);
 
 /// Subscribers at which the tick reaches [`MAX_TICK`].
-pub const FULL: usize = 1000;
+pub(crate) const FULL: usize = 1000;
 
 /// The tick for a log with `subscribers`: [`MIN_TICK`], growing in proportion to them from
 /// [`FULL`]` / 4` on to [`MAX_TICK`] at [`FULL`]. In proportion, so from there on a trickle
 /// costs about as many wake-ups (and writes) a second however many subscribers wait: one each a
 /// tick, 125 000 a second.
-pub fn tick_for(subscribers: usize) -> Duration {
+pub(crate) fn tick_for(subscribers: usize) -> Duration {
     let grown = MAX_TICK.mul_f64(subscribers.min(FULL) as f64 / FULL as f64);
     grown.max(MIN_TICK)
 }
 
 /// See the module docs.
 #[derive(Debug, Default)]
-pub struct Wake {
+pub(crate) struct Wake {
     shared: Arc<Shared>,
 }
 
@@ -69,25 +69,25 @@ struct Tick {
 
 impl Wake {
     /// The future a cursor about to wait awaits; `enable` it before [`enter`](Self::enter).
-    pub fn notified(&self) -> Notified<'_> {
+    pub(crate) fn notified(&self) -> Notified<'_> {
         self.shared.notify.notified()
     }
 
     /// Counts a cursor waiting. It must look for new events after this (`SeqCst`): a push that
     /// stored its sequence before this call is seen by that look, one after it by
     /// [`pushed`](Self::pushed) reading this count.
-    pub fn enter(&self) {
+    pub(crate) fn enter(&self) {
         self.shared.waiting.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Uncounts a cursor that stopped waiting.
-    pub fn leave(&self) {
+    pub(crate) fn leave(&self) {
         self.shared.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// After a push published its sequence (`SeqCst`) to a log with `subscribers`: wakes the
     /// waiters now, or at the end of the tick (see the module docs).
-    pub fn pushed(&self, subscribers: usize) {
+    pub(crate) fn pushed(&self, subscribers: usize) {
         let waiting = self.shared.waiting.load(Ordering::SeqCst);
         // Armed: the timer has yet to clear this, then wake the waiters, so it wakes them after
         // this push.
@@ -130,7 +130,7 @@ impl Wake {
     }
 
     /// Wakes every waiter at once (the log closed).
-    pub fn now(&self) {
+    pub(crate) fn now(&self) {
         self.shared.tick().last = Some(Instant::now());
         self.shared.notify.notify_waiters();
     }

@@ -5,7 +5,7 @@ use serde_json::json;
 use crate::wire::jsonrpc::{ErrorObject, Id, Request, Response};
 
 /// The health-check method every client may call.
-pub const HEALTH_CHECK: &str = "_cleveragents/health/check";
+pub(crate) const HEALTH_CHECK: &str = "_cleveragents/health/check";
 
 /// The built-in method dispatcher.
 #[derive(Debug, Clone, Default)]

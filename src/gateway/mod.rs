@@ -5,7 +5,7 @@
 //! written back in the client's dialect. JSON-RPC's rules (ids restored, notifications silent,
 //! batches in order) hold whatever the upstream.
 
-pub mod facade;
+pub(crate) mod facade;
 
 use std::convert::Infallible;
 use std::pin::Pin;

@@ -3,7 +3,7 @@
 
 /// Appends the answer's `Date` value, formatted once a second per thread (the second read
 /// through [`crate::util::clock`]).
-pub fn write_date(out: &mut Vec<u8>) {
+pub(crate) fn write_date(out: &mut Vec<u8>) {
     use std::cell::RefCell;
     use std::time::{Duration, UNIX_EPOCH};
     thread_local! {

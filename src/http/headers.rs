@@ -202,7 +202,7 @@ fn same(have: &HeaderName, name: &str) -> bool {
 }
 
 /// `bytes` as text when [`HeaderValue::to_str`] would give it: tab or visible ASCII and space.
-pub fn visible(bytes: &[u8]) -> Option<&str> {
+pub(crate) fn visible(bytes: &[u8]) -> Option<&str> {
     bytes
         .iter()
         .all(|&b| b == b'\t' || (32..127).contains(&b))

@@ -2,11 +2,12 @@
 //! gets, the gateway's own paths, what one request carries (its trace, its notes), and the SSE
 //! socket writer's framing.
 
-pub mod date;
+pub(crate) mod date;
 pub mod forwarded;
-pub mod headers;
-pub mod reply;
+pub mod head;
+pub(crate) mod headers;
+pub(crate) mod reply;
 pub mod routes;
-pub mod scope;
-pub mod sse_conn;
-pub mod trace;
+pub(crate) mod scope;
+pub(crate) mod sse_conn;
+pub(crate) mod trace;

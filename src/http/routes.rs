@@ -4,6 +4,9 @@
 /// The operator console's page.
 pub const CONSOLE: &str = "/console";
 
+/// The admin route that asks for a reload (what SIGHUP and `wiregate reload` do).
+pub const ADMIN_RELOAD: &str = "/admin/reload";
+
 /// The A2A HTTP+JSON (REST) binding; the card names `{base}{A2A_REST}`.
 pub const A2A_REST: &str = "/a2a/rest";
 

@@ -15,7 +15,7 @@ use crate::http::trace::TraceContext;
 
 /// One request's scope.
 #[derive(Debug)]
-pub struct Scope {
+pub(crate) struct Scope {
     /// The hop's trace context.
     pub trace: TraceContext,
     /// The client's `tracestate`, passed to upstreams with the `traceparent` (see
@@ -30,7 +30,7 @@ pub struct Scope {
 
 /// What the request's calls said of themselves.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Note {
+pub(crate) struct Note {
     /// The client's dialect (`legacy`, `jsonrpc`, `a2a-1.0`, …), the first call's.
     pub dialect: &'static str,
     /// The upstreams called, each once, comma-separated.
@@ -43,7 +43,7 @@ tokio::task_local! {
 
 /// Runs `f` as the request with trace context `trace` and the client's `tracestate` `state`;
 /// returns its output and, when `noting`, what its calls noted.
-pub async fn run<F: Future>(
+pub(crate) async fn run<F: Future>(
     trace: TraceContext,
     state: Option<HeaderValue>,
     noting: bool,
@@ -64,18 +64,18 @@ pub async fn run<F: Future>(
 }
 
 /// The current request's trace context, if there is a request.
-pub fn trace() -> Option<TraceContext> {
+pub(crate) fn trace() -> Option<TraceContext> {
     SCOPE.try_with(|s| s.trace).ok()
 }
 
 /// The current request's trace context and `tracestate`, what an upstream request carries.
 /// The `tracestate` is shared, not copied.
-pub fn upstream_trace() -> Option<(TraceContext, Option<HeaderValue>)> {
+pub(crate) fn upstream_trace() -> Option<(TraceContext, Option<HeaderValue>)> {
     SCOPE.try_with(|s| (s.trace, s.state.clone())).ok()
 }
 
 /// Notes that a call of the current request (if any) spoke `dialect` and went to `upstream`.
-pub fn note_call(dialect: &'static str, upstream: &str) {
+pub(crate) fn note_call(dialect: &'static str, upstream: &str) {
     let _ = SCOPE.try_with(|s| {
         let Some(note) = &s.note else {
             return;

@@ -14,21 +14,18 @@
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use axum::http::{HeaderMap, HeaderValue, Uri};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Largest request head read here; a larger one goes to hyper (which answers it).
-const MAX_HEAD: usize = 8 * 1024;
-/// Most header lines parsed here; more go to hyper.
-const MAX_HEADERS: usize = 32;
+use super::head::{parse_as, Parsed, Serves, MAX_HEAD};
 
 /// A request this module may serve: a body-less `GET`.
 #[derive(Debug)]
-pub struct Get {
+pub(crate) struct Get {
     /// The request target.
     pub uri: Uri,
     /// Its headers.
@@ -39,13 +36,13 @@ pub struct Get {
 
 /// Whether a connection's first bytes may start a `GET` (cheap: the `POST /rpc` path is one
 /// byte compare away from unaffected).
-pub fn may_be_get(first: &[u8]) -> bool {
+pub(crate) fn may_be_get(first: &[u8]) -> bool {
     b"GET /".starts_with(&first[..first.len().min(5)])
 }
 
 /// What [`read_get`] found.
 #[derive(Debug)]
-pub enum Head {
+pub(crate) enum Head {
     /// A request this module may serve, and everything read.
     Get(Get, Bytes),
     /// Something else, for hyper: everything read.
@@ -56,7 +53,7 @@ pub enum Head {
 
 /// Reads a request head after `prefix` within `deadline` (the header read timeout, as hyper
 /// would apply it).
-pub async fn read_get(io: &mut TcpStream, prefix: Bytes, deadline: Duration) -> Head {
+pub(crate) async fn read_get(io: &mut TcpStream, prefix: Bytes, deadline: Duration) -> Head {
     let mut buf = BytesMut::from(&prefix[..]);
     let read = async {
         loop {
@@ -86,39 +83,29 @@ pub async fn read_get(io: &mut TcpStream, prefix: Bytes, deadline: Duration) -> 
     }
 }
 
-/// The head as a body-less GET, or `None` for anything hyper should handle.
+/// The head as a body-less GET, or `None` for anything hyper should handle: read by the
+/// gateway's one head parser ([`super::head`]), its headers then put in a map for the router.
 fn parse(head: &[u8]) -> Option<Get> {
-    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut slots);
-    if !req.parse(head).ok()?.is_complete() || req.method? != "GET" {
+    let Parsed::Head(h) = parse_as(head, Serves::Gets) else {
         return None;
-    }
-    let http10 = req.version? == 0;
-    let uri: Uri = req.path?.parse().ok()?;
+    };
+    let uri = Uri::from_maybe_shared(Bytes::copy_from_slice(&head[h.path.clone()])).ok()?;
     uri.path().starts_with('/').then_some(())?;
-    let mut headers = HeaderMap::with_capacity(req.headers.len());
-    for h in req.headers.iter() {
-        let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
-        let body_or_switch = matches!(
-            name.as_str(),
-            "content-length" | "transfer-encoding" | "upgrade" | "expect"
-        );
-        if body_or_switch {
-            return None;
-        }
-        headers.append(name, HeaderValue::from_bytes(h.value).ok()?);
+    let mut headers = HeaderMap::with_capacity(h.headers.len());
+    for (name, value) in h.headers {
+        headers.append(name, HeaderValue::from_bytes(&head[value]).ok()?);
     }
     Some(Get {
         uri,
         headers,
-        http10,
+        http10: h.http10,
     })
 }
 
 /// Writes `resp` and its body on `io`, then closes; returns the body bytes written. A stream
 /// ends when its body does, or when the client closes its side (watched meanwhile, so a
 /// subscriber that left frees its place).
-pub async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
+pub(crate) async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
     let (parts, body) = resp.into_parts();
     let known = body_len(&body);
     let chunked = known.is_none() && !get.http10;

@@ -4,13 +4,13 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
 /// `traceparent`.
-pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 /// `tracestate`, passed on unchanged with a valid `traceparent`.
-pub const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+pub(crate) const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// One hop's trace context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceContext {
+pub(crate) struct TraceContext {
     /// The trace, kept from the client's `traceparent` or new.
     pub trace_id: [u8; 16],
     /// This hop's span, new for every call.
@@ -22,7 +22,7 @@ pub struct TraceContext {
 impl TraceContext {
     /// The context for a call that arrived with `headers` (a map, or a head the HTTP/1 loop
     /// read): the client's trace continued with a new span, or a new trace.
-    pub fn for_call<'a>(headers: impl Into<crate::http::headers::Headers<'a>>) -> Self {
+    pub(crate) fn for_call<'a>(headers: impl Into<crate::http::headers::Headers<'a>>) -> Self {
         Self::for_parent(headers.into().get(&TRACEPARENT)).0
     }
 
@@ -32,7 +32,7 @@ impl TraceContext {
     /// a `tracestate` may be. No length cap: W3C asks for at least 512 bytes to be passed and
     /// allows more, the pass-through passes any, and the client's head limit bounds it.
     /// `headers` are read in one scan for both names.
-    pub fn for_call_with_state<'a>(
+    pub(crate) fn for_call_with_state<'a>(
         headers: impl Into<crate::http::headers::Headers<'a>>,
     ) -> (Self, Option<HeaderValue>) {
         let (parent, state) = headers.into().get_and_sole(&TRACEPARENT, &TRACESTATE);
@@ -42,7 +42,7 @@ impl TraceContext {
 
     /// The same from the client's `traceparent` value, if it sent one; also whether it was a
     /// valid one (its `tracestate` goes on only then).
-    pub fn for_parent(traceparent: Option<&[u8]>) -> (Self, bool) {
+    pub(crate) fn for_parent(traceparent: Option<&[u8]>) -> (Self, bool) {
         let mut span_id = crate::util::ids::random_u64().to_le_bytes();
         if span_id == [0; 8] {
             span_id[7] = 1;
@@ -71,19 +71,21 @@ impl TraceContext {
     }
 
     /// The trace id as 32 lowercase hex digits (what logs show).
-    pub fn trace_id_hex(&self) -> String {
+    pub(crate) fn trace_id_hex(&self) -> String {
         hex(&self.trace_id)
     }
 
-    /// The `traceparent` value sent upstream: this trace, this hop's span.
-    pub fn traceparent(&self) -> HeaderValue {
+    /// The `traceparent` value sent upstream: this trace, this hop's span (as a header value,
+    /// for the tests; the RPC path writes [`Self::traceparent_bytes`]).
+    #[cfg(test)]
+    fn traceparent(&self) -> HeaderValue {
         HeaderValue::from_bytes(&self.traceparent_bytes()).expect("hex is a valid header value")
     }
 
     /// The same, laid out on the stack: what the RPC path writes into its request, allocating
     /// nothing. The ids' digits eight bytes at a time ([`crate::util::hex`]; a byte at a time, by
     /// unrolled loops, cost 0.2 k instructions a call).
-    pub fn traceparent_bytes(&self) -> [u8; 55] {
+    pub(crate) fn traceparent_bytes(&self) -> [u8; 55] {
         let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
         out[3..35].copy_from_slice(&crate::util::hex::hex16(self.trace_id));
         out[36..52].copy_from_slice(&crate::util::hex::hex8(self.span_id));
@@ -141,12 +143,12 @@ fn hex(bytes: &[u8]) -> String {
 /// Whether a request's trace header goes upstream as the client sent it: `traceparent` never
 /// (each hop writes its own, see [`TraceContext::traceparent_bytes`]), `tracestate` only with a
 /// valid `traceparent` (`client_valid`).
-pub fn copied(name: &HeaderName, client_valid: bool) -> bool {
+pub(crate) fn copied(name: &HeaderName, client_valid: bool) -> bool {
     *name != TRACEPARENT && (client_valid || *name != TRACESTATE)
 }
 
 /// Whether `headers` carry a valid `traceparent`.
-pub fn has_valid_parent(headers: &HeaderMap) -> bool {
+pub(crate) fn has_valid_parent(headers: &HeaderMap) -> bool {
     headers
         .get(&TRACEPARENT)
         .and_then(|v| v.to_str().ok())

@@ -15,20 +15,22 @@ use crate::config::Sticky;
 use super::split::{hash, Who};
 
 /// Methods named per caller; more are counted in `more_methods`.
-pub const MAX_METHODS_PER_CALLER: usize = 16;
+pub(crate) const MAX_METHODS_PER_CALLER: usize = 16;
 /// Longest caller id or method name kept, in characters.
 const MAX_NAME_CHARS: usize = 64;
 
-/// The id a caller is reported under. Credentials only ever as a short hash.
-pub fn caller_id(rule: &Sticky, who: &Who<'_>) -> String {
+/// The id a caller is reported under, as a new string (the tests' reading of it).
+#[cfg(test)]
+fn caller_id(rule: &Sticky, who: &Who<'_>) -> String {
     let mut id = String::new();
     write_caller_id(rule, who, &mut id);
     id
 }
 
-/// [`caller_id`], appended to `out`: every call names its caller, and a buffer kept by the
-/// caller spares it an allocation each time.
-pub fn write_caller_id(rule: &Sticky, who: &Who<'_>, out: &mut String) {
+/// The id a caller is reported under, appended to `out`: every call names its caller, and a
+/// buffer kept by the caller spares it an allocation each time. Credentials only ever as a
+/// short hash.
+pub(crate) fn write_caller_id(rule: &Sticky, who: &Who<'_>, out: &mut String) {
     use std::fmt::Write;
     // Writing to a `String` cannot fail.
     let _ = match rule {
@@ -52,7 +54,7 @@ pub fn write_caller_id(rule: &Sticky, who: &Who<'_>, out: &mut String) {
 
 /// One caller's row.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// Calls by client dialect (`legacy`, `jsonrpc`, `a2a-1.0`, ...).
     pub dialects: BTreeMap<&'static str, u64>,
     /// Calls by method, for the first [`MAX_METHODS_PER_CALLER`] methods.
@@ -86,7 +88,7 @@ impl Caller {
 
 /// The bounded caller table.
 #[derive(Debug)]
-pub struct Callers {
+pub(crate) struct Callers {
     max: usize,
     /// Hashed with foldhash, seeded per process (ids are client-sent; the table is bounded by
     /// `max`).
@@ -97,7 +99,7 @@ pub struct Callers {
 
 /// The table as `/migration` shows it.
 #[derive(Debug, Serialize)]
-pub struct CallersReport {
+pub(crate) struct CallersReport {
     /// Callers reported one by one, most active first.
     pub tracked: Vec<CallerRow>,
     /// Callers pushed out of the table, and their calls.
@@ -106,7 +108,7 @@ pub struct CallersReport {
 
 /// One reported caller.
 #[derive(Debug, Serialize)]
-pub struct CallerRow {
+pub(crate) struct CallerRow {
     /// The id (see [`caller_id`]).
     pub caller: String,
     /// Its figures.
@@ -116,7 +118,7 @@ pub struct CallerRow {
 
 /// What is left of callers pushed out of the table.
 #[derive(Debug, Serialize)]
-pub struct Others {
+pub(crate) struct Others {
     /// How many.
     pub callers: u64,
     /// Their calls while they were tracked.
@@ -125,7 +127,7 @@ pub struct Others {
 
 impl Callers {
     /// An empty table of at most `max` rows.
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Callers {
             max: max.max(1),
             rows: HashMap::default(),
@@ -135,7 +137,7 @@ impl Callers {
     }
 
     /// Records one call by `id`.
-    pub fn saw(&mut self, id: &str, dialect: &'static str, method: &str, now_ms: u64) {
+    pub(crate) fn saw(&mut self, id: &str, dialect: &'static str, method: &str, now_ms: u64) {
         // One lookup for a caller already in the table (nearly every call).
         if let Some(row) = self.rows.get_mut(id) {
             row.count(dialect, method, now_ms);
@@ -168,7 +170,7 @@ impl Callers {
     }
 
     /// Changes the bound (a reload), pushing out the least active rows beyond it.
-    pub fn set_max(&mut self, max: usize) {
+    pub(crate) fn set_max(&mut self, max: usize) {
         self.max = max.max(1);
         while self.rows.len() > self.max {
             self.evict();
@@ -176,7 +178,7 @@ impl Callers {
     }
 
     /// The report, most active first.
-    pub fn report(&self) -> CallersReport {
+    pub(crate) fn report(&self) -> CallersReport {
         let mut tracked: Vec<CallerRow> = self
             .rows
             .iter()

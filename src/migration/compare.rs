@@ -9,13 +9,13 @@
 use serde_json::Value;
 
 /// Most pointers reported for one call (a wholly different answer is one pointer anyway).
-pub const MAX_POINTERS: usize = 32;
+pub(crate) const MAX_POINTERS: usize = 32;
 /// Longest value text kept in a reported difference, in characters.
-pub const MAX_VALUE_CHARS: usize = 200;
+pub(crate) const MAX_VALUE_CHARS: usize = 200;
 
 /// One differing place.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct PointerDiff {
+pub(crate) struct PointerDiff {
     /// JSON pointer into `{"result": ..}` / `{"error": ..}`.
     pub pointer: String,
     /// The primary's value there (JSON text, cut), or `(absent)`.
@@ -26,7 +26,7 @@ pub struct PointerDiff {
 
 /// What a comparison found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Equal (after ignoring).
     Match,
     /// Every difference also differs between the two primaries.
@@ -37,7 +37,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// The metric / report label.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Verdict::Match => "match",
             Verdict::Noise => "noise",
@@ -47,7 +47,7 @@ impl Verdict {
 }
 
 /// The comparison of one call: `noise` is the second primary's answer, when there is one.
-pub fn compare(
+pub(crate) fn compare(
     primary: &Value,
     shadow: &Value,
     noise: Option<&Value>,
@@ -77,7 +77,7 @@ pub fn compare(
 }
 
 /// The pointers at which two answers differ: errors by code, results structurally.
-pub fn pointers(a: &Value, b: &Value) -> Vec<String> {
+pub(crate) fn pointers(a: &Value, b: &Value) -> Vec<String> {
     let mut out = Vec::new();
     match (a.get("error"), b.get("error")) {
         (Some(ea), Some(eb)) => {
@@ -175,12 +175,12 @@ fn value_at(v: &Value, pointer: &str) -> String {
 }
 
 /// `s` cut to at most `max` characters.
-pub fn cut(s: &str, max: usize) -> String {
+pub(crate) fn cut(s: &str, max: usize) -> String {
     cut_str(s, max).to_owned()
 }
 
 /// [`cut`], borrowed.
-pub fn cut_str(s: &str, max: usize) -> &str {
+pub(crate) fn cut_str(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,

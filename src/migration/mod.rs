@@ -14,12 +14,12 @@
 //! keeps its calls and its rollback — unless the reload changed that route's `split` or
 //! `rollback`, which is how a rolled-back side is brought back.
 
-pub mod callers;
-pub mod compare;
+pub(crate) mod callers;
+pub(crate) mod compare;
 pub mod report;
-pub mod shadow;
-pub mod split;
-pub mod window;
+pub(crate) mod shadow;
+pub(crate) mod split;
+pub(crate) mod window;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

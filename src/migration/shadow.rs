@@ -34,14 +34,14 @@ use super::compare::{self, PointerDiff, Verdict};
 
 /// The name of the thread that sends the shadows (`benches/callgrind.sh shadow` reads its
 /// instructions apart by the function it runs, [`drain`]).
-pub const THREAD: &str = "wiregate-shadow";
+pub(crate) const THREAD: &str = "wiregate-shadow";
 
 /// Differences kept per route for `/migration`.
-pub const LAST_DIFFS: usize = 50;
+pub(crate) const LAST_DIFFS: usize = 50;
 
 /// One reported difference.
 #[derive(Clone, Debug, Serialize)]
-pub struct DiffRecord {
+pub(crate) struct DiffRecord {
     /// The method called.
     pub method: String,
     /// The call's `X-Request-Id` (or its JSON-RPC / legacy id when it had none).
@@ -54,7 +54,7 @@ pub struct DiffRecord {
 
 /// A route's shadow figures; kept across reloads for a route that keeps its name.
 #[derive(Debug, Default)]
-pub struct ShadowStats {
+pub(crate) struct ShadowStats {
     /// Equal answers.
     pub matched: AtomicU64,
     /// Different answers.
@@ -94,7 +94,7 @@ impl ShadowStats {
 
 /// Where a route's shadows go and how they are judged.
 #[derive(Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// The route's name.
     pub route: String,
     /// The shadow upstream.
@@ -126,14 +126,14 @@ pub(crate) struct Job {
 
 /// The sending end of the queue.
 #[derive(Clone, Debug)]
-pub struct Queue(mpsc::Sender<Job>);
+pub(crate) struct Queue(mpsc::Sender<Job>);
 
 impl Queue {
     /// A queue of `capacity` jobs drained with `concurrency` exchanges at once on a thread of
     /// its own, which ends when the queue's last sender is dropped and its jobs are done.
     /// `None` (logged) when the thread or its runtime cannot be started: shadows are then not
     /// sent, and the callers are served as ever.
-    pub fn start(capacity: usize, concurrency: usize) -> Option<Queue> {
+    pub(crate) fn start(capacity: usize, concurrency: usize) -> Option<Queue> {
         let (tx, rx) = mpsc::channel(capacity);
         let started = tokio::runtime::Builder::new_current_thread()
             .enable_all()

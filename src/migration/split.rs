@@ -25,7 +25,7 @@ pub struct Who<'a> {
 
 /// The caller's key under `rule`, or `None` when the request does not carry it. Credentials
 /// are only ever hashed here and never returned.
-pub fn key_hash(rule: &Sticky, who: &Who<'_>) -> Option<u64> {
+pub(crate) fn key_hash(rule: &Sticky, who: &Who<'_>) -> Option<u64> {
     match rule {
         Sticky::Auth => {
             let a = who.auth?;
@@ -42,7 +42,7 @@ pub fn key_hash(rule: &Sticky, who: &Who<'_>) -> Option<u64> {
 }
 
 /// FNV-1a over `bytes`, then a finaliser that spreads every input bit over the whole word.
-pub fn hash(bytes: &[u8]) -> u64 {
+pub(crate) fn hash(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);
@@ -52,7 +52,7 @@ pub fn hash(bytes: &[u8]) -> u64 {
 }
 
 /// The splitmix64 finaliser.
-pub fn mix(mut z: u64) -> u64 {
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -60,7 +60,7 @@ pub fn mix(mut z: u64) -> u64 {
 
 /// The side at `point` (any u64: a caller's hash salted by the route, or a random number for a
 /// caller without a key) given `weights`. `None` when every weight is 0.
-pub fn choose(weights: &[u32], point: u64) -> Option<usize> {
+pub(crate) fn choose(weights: &[u32], point: u64) -> Option<usize> {
     let total: u64 = weights.iter().map(|w| u64::from(*w)).sum();
     if total == 0 {
         return None;
@@ -79,7 +79,7 @@ pub fn choose(weights: &[u32], point: u64) -> Option<usize> {
 
 /// A caller's point on a route: the caller's hash salted with the route's name, so a caller on
 /// the canary of one route is not thereby on the canary of every route.
-pub fn point(route_salt: u64, caller: u64) -> u64 {
+pub(crate) fn point(route_salt: u64, caller: u64) -> u64 {
     mix(route_salt ^ caller.rotate_left(17))
 }
 

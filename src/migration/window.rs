@@ -8,7 +8,7 @@
 use crate::config::Rollback;
 
 /// Time buckets per window.
-pub const BUCKETS: usize = 20;
+pub(crate) const BUCKETS: usize = 20;
 /// Latency bins; bin `i` holds latencies up to `GROWTH^i` ms (the last one, everything above).
 const BINS: usize = 200;
 const GROWTH: f64 = 1.06;
@@ -32,7 +32,7 @@ impl Bucket {
 
 /// Why a side was rolled back: the figures that tripped it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Trip {
+pub(crate) struct Trip {
     /// What was exceeded: `max_error_rate` or `max_p99_ms`.
     pub limit: &'static str,
     /// Calls in the window.
@@ -49,7 +49,7 @@ pub struct Trip {
 
 /// Calls, errors and latencies of the last `window_ms`.
 #[derive(Clone, Debug)]
-pub struct Window {
+pub(crate) struct Window {
     width_ms: u64,
     ring: Vec<Bucket>,
     /// Absolute number (time / width) of the newest bucket.
@@ -59,7 +59,7 @@ pub struct Window {
 
 /// Figures of the window, as `/migration` shows them.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Figures {
+pub(crate) struct Figures {
     /// Calls in the window.
     pub calls: u64,
     /// Errors in the window.
@@ -70,7 +70,7 @@ pub struct Figures {
 
 impl Window {
     /// An empty window `window_ms` long.
-    pub fn new(window_ms: u64) -> Self {
+    pub(crate) fn new(window_ms: u64) -> Self {
         Window {
             width_ms: (window_ms / BUCKETS as u64).max(1),
             ring: vec![Bucket::new(); BUCKETS],
@@ -101,7 +101,7 @@ impl Window {
     }
 
     /// Records one call that ended at `now_ms`.
-    pub fn record(&mut self, now_ms: u64, error: bool, latency_ms: f64) {
+    pub(crate) fn record(&mut self, now_ms: u64, error: bool, latency_ms: f64) {
         self.advance(now_ms);
         let bin = bin_of(latency_ms);
         let slot = &mut self.ring[(self.head % BUCKETS as u64) as usize];
@@ -113,7 +113,7 @@ impl Window {
     }
 
     /// The window's figures at `now_ms`.
-    pub fn figures(&mut self, now_ms: u64) -> Figures {
+    pub(crate) fn figures(&mut self, now_ms: u64) -> Figures {
         self.advance(now_ms);
         Figures {
             calls: self.total.calls,
@@ -140,7 +140,7 @@ impl Window {
     }
 
     /// Whether the side must be rolled back at `now_ms` under `rule`.
-    pub fn check(&mut self, now_ms: u64, rule: &Rollback) -> Option<Trip> {
+    pub(crate) fn check(&mut self, now_ms: u64, rule: &Rollback) -> Option<Trip> {
         let f = self.figures(now_ms);
         if f.calls < rule.min_calls {
             return None;

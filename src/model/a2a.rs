@@ -1,7 +1,7 @@
 //! The A2A protocol's published versions and methods: what a call in a spec version asks.
 
 /// The request header naming the protocol version.
-pub const VERSION_HEADER: &str = "a2a-version";
+pub(crate) const VERSION_HEADER: &str = "a2a-version";
 
 /// A published protocol version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -16,7 +16,7 @@ use crate::http::scope::Note;
 
 /// What is known of a request when its answer starts.
 #[derive(Debug)]
-pub struct Line {
+pub(crate) struct Line {
     /// Request method.
     pub method: Method,
     /// Request path, without the query (which may carry a token).
@@ -33,7 +33,7 @@ pub struct Line {
 
 impl Line {
     /// Writes the line, with the body's byte count.
-    pub fn emit(&self, bytes: u64) {
+    pub(crate) fn emit(&self, bytes: u64) {
         tracing::info!(
             target: "wiregate::server::access",
             method = %self.method,
@@ -50,7 +50,7 @@ impl Line {
 }
 
 /// An answer body that counts what it sends and writes its access line at the end.
-pub struct Counted {
+pub(crate) struct Counted {
     inner: Body,
     bytes: u64,
     line: Option<Line>,
@@ -58,7 +58,7 @@ pub struct Counted {
 
 impl Counted {
     /// Wraps `inner`; `line` is written once, when the body ends or is dropped.
-    pub fn new(inner: Body, line: Line) -> Self {
+    pub(crate) fn new(inner: Body, line: Line) -> Self {
         Counted {
             inner,
             bytes: 0,

@@ -19,7 +19,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A TCP listener that holds a permit per open connection.
 #[derive(Debug)]
-pub struct Bounded {
+pub(crate) struct Bounded {
     inner: TcpListener,
     permits: Arc<Semaphore>,
     max: u32,
@@ -27,7 +27,7 @@ pub struct Bounded {
 
 impl Bounded {
     /// Bounds `inner` to `max` open connections.
-    pub fn new(inner: TcpListener, max: usize) -> Self {
+    pub(crate) fn new(inner: TcpListener, max: usize) -> Self {
         // A u32 because that is what waiting for every permit takes; no machine holds more.
         let max = u32::try_from(max).unwrap_or(u32::MAX);
         Bounded {
@@ -40,7 +40,7 @@ impl Bounded {
 
 /// An accepted socket (or the TLS session on it) and its permit.
 #[derive(Debug)]
-pub struct Conn<S = TcpStream> {
+pub(crate) struct Conn<S = TcpStream> {
     io: S,
     /// Bytes [`sniff`](Conn::sniff) read, served again before the socket's.
     prefix: Bytes,
@@ -59,20 +59,20 @@ pub struct Conn<S = TcpStream> {
 /// calls that became ready meanwhile run first. A turn is held only while rustls computes, never
 /// across a wait on a client, so a slow or silent client cannot hold one.
 #[derive(Debug)]
-pub struct Handshakes {
+pub(crate) struct Handshakes {
     turns: Semaphore,
 }
 
 impl Handshakes {
     /// `workers` turns (at least one).
-    pub fn new(workers: usize) -> Self {
+    pub(crate) fn new(workers: usize) -> Self {
         Handshakes {
             turns: Semaphore::new(workers.max(1)),
         }
     }
 
     /// Runs `step` in a turn, after letting what is ready on this worker run first.
-    pub async fn take<T>(&self, step: impl FnOnce() -> T) -> T {
+    pub(crate) async fn take<T>(&self, step: impl FnOnce() -> T) -> T {
         let _turn = self
             .turns
             .acquire()
@@ -85,7 +85,7 @@ impl Handshakes {
 
 /// The HTTP version a connection opened with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
+pub(crate) enum Protocol {
     /// HTTP/1.x.
     Http1,
     /// HTTP/2 with prior knowledge (the connection preface).
@@ -97,7 +97,7 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Conn {
     /// The client's address (`None` if the socket already failed).
-    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+    pub(crate) fn peer(&self) -> Option<std::net::SocketAddr> {
         self.io.peer_addr().ok()
     }
 
@@ -109,7 +109,7 @@ impl Conn {
     /// signature, about a millisecond of CPU each, done by rustls in `into_stream`) waits for
     /// a turn of `turns` (see [`Handshakes`]), so a burst of new connections does not hold
     /// back the calls of the connections already open.
-    pub async fn tls_accept(
+    pub(crate) async fn tls_accept(
         self,
         config: std::sync::Arc<rustls::ServerConfig>,
         deadline: std::time::Duration,
@@ -139,7 +139,7 @@ impl Conn {
 
     /// The socket, once nothing was read ahead or what was is no longer needed; the permit goes
     /// with it, held until the returned guard is dropped.
-    pub fn into_stream(self) -> (TcpStream, OwnedSemaphorePermit) {
+    pub(crate) fn into_stream(self) -> (TcpStream, OwnedSemaphorePermit) {
         (self.io, self._permit)
     }
 }
@@ -147,7 +147,7 @@ impl Conn {
 impl<S> Conn<S> {
     /// The bytes read ahead and the socket (or TLS session), for a caller that reads on before
     /// hyper does; what it leaves in the bytes is read again first.
-    pub fn parts_mut(&mut self) -> (&mut Bytes, &mut S) {
+    pub(crate) fn parts_mut(&mut self) -> (&mut Bytes, &mut S) {
         (&mut self.prefix, &mut self.io)
     }
 }
@@ -156,7 +156,7 @@ impl<S: AsyncRead + Unpin> Conn<S> {
     /// Reads until the first bytes tell HTTP/2's preface from anything else, within `deadline`;
     /// `None` when the peer stays silent that long or closes first. The bytes are kept and read
     /// again by whoever serves the connection.
-    pub async fn sniff(mut self, deadline: std::time::Duration) -> Option<(Self, Protocol)> {
+    pub(crate) async fn sniff(mut self, deadline: std::time::Duration) -> Option<(Self, Protocol)> {
         let mut buf = Vec::with_capacity(H2_PREFACE.len());
         let read = async {
             loop {
@@ -184,7 +184,7 @@ impl<S: AsyncRead + Unpin> Conn<S> {
 impl Bounded {
     /// Stops listening (new clients are refused), then waits until every accepted connection
     /// has been dropped.
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         let Bounded {
             inner,
             permits,
@@ -196,7 +196,7 @@ impl Bounded {
 
     /// The next connection, once a permit is free. Accept errors (out of file descriptors, a
     /// connection reset before it was taken) are logged and waited out, as `axum::serve` does.
-    pub async fn accept(&mut self) -> Conn {
+    pub(crate) async fn accept(&mut self) -> Conn {
         let permit = self
             .permits
             .clone()

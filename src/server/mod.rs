@@ -33,20 +33,14 @@ use crate::passthrough::Passthrough;
 use crate::telemetry;
 use crate::telemetry::activity::Activity;
 
-pub mod access;
+pub(crate) mod access;
 mod calls;
 mod conn;
 mod cors;
 mod h1;
-pub mod listener;
-pub mod reload;
+pub(crate) mod listener;
+pub(crate) mod reload;
 
-/// The HTTP/1 loop's request head parser, reachable for the fuzz targets and their regression
-/// tests (`fuzz/`, `tests/fuzz_regressions.rs`); not an interface.
-#[doc(hidden)]
-pub mod h1_head {
-    pub use super::h1::{parse, Head, Parsed, MAX_HEAD};
-}
 mod streams;
 
 use self::calls::{a2a_rpc, into_response, not_configured, rpc, rpc_call, rpc_reply};
@@ -185,7 +179,7 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     route("/readyz", get(readyz));
     route("/metrics", get(metrics));
     route("/migration", get(migration));
-    route(reload::PATH, post(reload::handler));
+    route(crate::http::routes::ADMIN_RELOAD, post(reload::handler));
     route(crate::http::routes::CONSOLE, get(crate::console::page));
     route("/console/assets/{file}", get(crate::console::asset));
     debug_assert!(is_own_path(rpc_paths, "/console/api"));

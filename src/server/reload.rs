@@ -19,9 +19,6 @@ use tokio::sync::{mpsc, oneshot};
 use super::{AppState, Live};
 use crate::config::{Config, ConfigError};
 
-/// The admin route that asks for a reload.
-pub const PATH: &str = "/admin/reload";
-
 /// What a reload did.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Applied {
@@ -37,7 +34,7 @@ type Ask = oneshot::Sender<Applied>;
 
 /// Reload requests from the admin route to whoever re-reads the file ([`Reloader::watch`]).
 #[derive(Clone, Debug)]
-pub struct Requests {
+pub(crate) struct Requests {
     tx: mpsc::Sender<Ask>,
     rx: Arc<Mutex<Option<mpsc::Receiver<Ask>>>>,
 }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 /// One connection's calls in flight.
 #[derive(Debug)]
-pub struct Activity {
+pub(crate) struct Activity {
     in_flight: AtomicUsize,
     /// When the last call ended (or the connection opened).
     idle_since: Mutex<Instant>,
@@ -32,7 +32,7 @@ impl Default for Activity {
 
 impl Activity {
     /// A connection just opened: idle, since now.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Activity {
             in_flight: AtomicUsize::new(0),
             idle_since: Mutex::new(Instant::now()),
@@ -44,7 +44,7 @@ impl Activity {
     }
 
     /// Resolves once the connection has had no call in flight for `timeout`.
-    pub async fn idle_for(&self, timeout: Duration) {
+    pub(crate) async fn idle_for(&self, timeout: Duration) {
         loop {
             let deadline = self.idle_since() + timeout;
             if self.in_flight.load(Ordering::Acquire) == 0 && deadline <= Instant::now() {
@@ -58,17 +58,17 @@ impl Activity {
 
 /// A call in flight; it ends when this is dropped.
 #[derive(Debug)]
-pub struct Call(Arc<Activity>);
+pub(crate) struct Call(Arc<Activity>);
 
 impl Call {
     /// Counts a call in flight on `activity`.
-    pub fn begin(activity: Arc<Activity>) -> Self {
+    pub(crate) fn begin(activity: Arc<Activity>) -> Self {
         activity.in_flight.fetch_add(1, Ordering::AcqRel);
         Call(activity)
     }
 
     /// `body`, keeping the call in flight until it is done or dropped.
-    pub fn guard_body(self, body: Body) -> GuardedBody {
+    pub(crate) fn guard_body(self, body: Body) -> GuardedBody {
         GuardedBody { body, _call: self }
     }
 }
@@ -82,7 +82,7 @@ impl Drop for Call {
 
 /// An answer's body that holds its [`Call`].
 #[derive(Debug)]
-pub struct GuardedBody {
+pub(crate) struct GuardedBody {
     body: Body,
     _call: Call,
 }

@@ -3,9 +3,9 @@
 //! The recorder is process-global; it is installed once, whatever number of gateways a process
 //! (a test binary, say) starts.
 
-pub mod activity;
+pub(crate) mod activity;
 pub mod logging;
-pub mod stats;
+pub(crate) mod stats;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};

@@ -22,9 +22,9 @@ use serde::Serialize;
 use crate::config::Dialect;
 
 /// Seconds of history kept (15 minutes).
-pub const WINDOW_SECS: u64 = 15 * 60;
+pub(crate) const WINDOW_SECS: u64 = 15 * 60;
 /// Distinct dialect × outcome series kept; the last one is `other`.
-pub const MAX_SERIES: usize = 16;
+pub(crate) const MAX_SERIES: usize = 16;
 /// Latency buckets: bucket `i` holds latencies up to [`BOUNDS_NS`]`[i]`, 100 µs × 1.6^i (the
 /// last also everything beyond).
 const BUCKETS: usize = 32;
@@ -39,7 +39,7 @@ const BOUNDS_NS: [u64; BUCKETS] = {
 };
 
 /// The upstream dialects routed calls are counted by, in the order of [`Sample::served`].
-pub const SERVED: [&str; 2] = ["legacy", "jsonrpc"];
+pub(crate) const SERVED: [&str; 2] = ["legacy", "jsonrpc"];
 
 fn served_index(d: Dialect) -> usize {
     match d {
@@ -59,7 +59,7 @@ struct Slot {
 
 /// The ring and the series' names. Pure: time is passed in, so tests need no clock.
 #[derive(Debug, Default)]
-pub struct Sampler {
+pub(crate) struct Sampler {
     slots: VecDeque<Slot>,
     series: Vec<(&'static str, Box<str>)>,
 }
@@ -94,12 +94,12 @@ fn quantile_ms(latency: &[u32; BUCKETS], q: f64) -> Option<f64> {
 }
 
 /// The name of a series the sampler no longer gives a slot of its own.
-pub const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 
 impl Sampler {
     /// Counts one call at `second` (Unix time); `served` is the dialect of the upstream that
     /// served it, for a routed call.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         second: u64,
         dialect: &'static str,
@@ -166,7 +166,7 @@ impl Sampler {
     }
 
     /// The window ending at `now`, as the console's endpoint answers it.
-    pub fn snapshot(&self, now: u64) -> Snapshot {
+    pub(crate) fn snapshot(&self, now: u64) -> Snapshot {
         let oldest = now.saturating_sub(WINDOW_SECS - 1);
         let mut all = [0u32; BUCKETS];
         let mut totals = vec![0u64; self.series.len()];
@@ -221,7 +221,7 @@ impl Sampler {
 
 /// One series: calls of one client dialect with one outcome.
 #[derive(Debug, Serialize, PartialEq)]
-pub struct Series {
+pub(crate) struct Series {
     /// `legacy`, `jsonrpc`, `a2a-1.0`, `a2a-0.3` (or `other`).
     pub dialect: &'static str,
     /// `ok`, `error`, or a gateway error kind (or `other`).
@@ -232,7 +232,7 @@ pub struct Series {
 
 /// Routed calls served by upstreams of one dialect.
 #[derive(Debug, Serialize, PartialEq)]
-pub struct Served {
+pub(crate) struct Served {
     /// An upstream dialect (see [`SERVED`]).
     pub dialect: &'static str,
     /// Routed calls in the window.
@@ -241,7 +241,7 @@ pub struct Served {
 
 /// One second that saw calls.
 #[derive(Debug, Serialize, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Unix time, seconds.
     pub t: u64,
     /// Calls per series, in the order of [`Snapshot::series`].
@@ -257,7 +257,7 @@ pub struct Sample {
 
 /// The last [`WINDOW_SECS`] seconds.
 #[derive(Debug, Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The window's last second (Unix time).
     pub now: u64,
     /// Its length.
@@ -278,7 +278,12 @@ static SAMPLER: LazyLock<Mutex<Sampler>> = LazyLock::new(Mutex::default);
 
 /// Counts one served call in the process's sampler (process-global, as the metrics recorder);
 /// `served`, for a routed call, is the dialect of the upstream that served it.
-pub fn record(dialect: &'static str, outcome: &str, served: Option<Dialect>, elapsed: Duration) {
+pub(crate) fn record(
+    dialect: &'static str,
+    outcome: &str,
+    served: Option<Dialect>,
+    elapsed: Duration,
+) {
     let now = crate::util::clock::unix_second();
     SAMPLER
         .lock()
@@ -287,7 +292,7 @@ pub fn record(dialect: &'static str, outcome: &str, served: Option<Dialect>, ela
 }
 
 /// The process's last 15 minutes.
-pub fn snapshot() -> Snapshot {
+pub(crate) fn snapshot() -> Snapshot {
     let now = crate::util::clock::unix_second();
     SAMPLER
         .lock()

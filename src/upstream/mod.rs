@@ -13,7 +13,7 @@
 pub(crate) mod call;
 pub mod h1;
 mod pipeline;
-pub mod router;
+pub(crate) mod router;
 pub(crate) mod stream;
 
 use std::sync::{Arc, Mutex};

@@ -5,13 +5,13 @@ use crate::config::Route;
 
 /// Compiled routes.
 #[derive(Debug, Clone, Default)]
-pub struct Router {
+pub(crate) struct Router {
     routes: Vec<(Vec<String>, usize)>,
 }
 
 impl Router {
     /// The routes' globs, in order.
-    pub fn new(routes: &[Route]) -> Self {
+    pub(crate) fn new(routes: &[Route]) -> Self {
         Router {
             routes: routes
                 .iter()
@@ -23,7 +23,7 @@ impl Router {
 
     /// The index of the route serving `method` (its position in `[[routes]]`), and the glob
     /// that matched it.
-    pub fn route(&self, method: &str) -> Option<(usize, &str)> {
+    pub(crate) fn route(&self, method: &str) -> Option<(usize, &str)> {
         self.routes.iter().find_map(|(globs, idx)| {
             globs
                 .iter()
@@ -34,7 +34,7 @@ impl Router {
 }
 
 /// `*` matches any run of characters (slashes and dots included), `?` exactly one.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     // The shapes nearly every route uses, on every call: `*`, `prefix.*`, and a plain name.
     match pattern
         .as_bytes()

@@ -15,7 +15,7 @@ thread_local! {
 }
 
 /// The current Unix time, in whole seconds.
-pub fn unix_second() -> u64 {
+pub(crate) fn unix_second() -> u64 {
     let at = Instant::now();
     SECOND.with(|kept| match kept.get() {
         Some((until, second)) if at < until => second,

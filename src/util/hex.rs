@@ -7,7 +7,7 @@
 //! masks and adds for the lot.
 
 /// The 16 lowercase hex digits of `bytes`, in order (`[0xab, ..]` is `b"ab.."`).
-pub fn hex8(bytes: [u8; 8]) -> [u8; 16] {
+pub(crate) fn hex8(bytes: [u8; 8]) -> [u8; 16] {
     const fn rep(b: u8) -> u128 {
         u128::from_ne_bytes([b; 16])
     }
@@ -26,7 +26,7 @@ pub fn hex8(bytes: [u8; 8]) -> [u8; 16] {
 }
 
 /// The 32 lowercase hex digits of a 16-byte id (a UUID, a trace id), eight bytes at a time.
-pub fn hex16(bytes: [u8; 16]) -> [u8; 32] {
+pub(crate) fn hex16(bytes: [u8; 16]) -> [u8; 32] {
     let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = bytes;
     let mut out = [0u8; 32];
     out[..16].copy_from_slice(&hex8([a0, a1, a2, a3, a4, a5, a6, a7]));

@@ -10,12 +10,12 @@
 //! random ids do.
 
 /// 64 random bits from the calling thread's generator (fastrand's wyrand, seeded per thread).
-pub fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     fastrand::u64(..)
 }
 
 /// 128 random bits.
-pub fn random_bytes() -> [u8; 16] {
+pub(crate) fn random_bytes() -> [u8; 16] {
     let (a, b) = (random_u64(), random_u64());
     let mut out = [0u8; 16];
     out[..8].copy_from_slice(&a.to_le_bytes());
@@ -24,14 +24,14 @@ pub fn random_bytes() -> [u8; 16] {
 }
 
 /// A random (version 4) UUID.
-pub fn uuid_v4() -> uuid::Uuid {
+pub(crate) fn uuid_v4() -> uuid::Uuid {
     uuid::Builder::from_random_bytes(random_bytes()).into_uuid()
 }
 
 /// A random (version 4) UUID as its 36 hyphenated lowercase characters (a call's made
 /// `X-Request-Id`): what `uuid_v4().hyphenated().encode_lower` writes, its digits eight bytes at
 /// a time ([`crate::util::hex`]) where uuid's writer takes a byte at a time (0.2 k instructions).
-pub fn uuid_v4_text() -> [u8; 36] {
+pub(crate) fn uuid_v4_text() -> [u8; 36] {
     hyphenated(*uuid_v4().as_bytes())
 }
 

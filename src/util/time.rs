@@ -7,14 +7,14 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// An RFC 3339 date-time (`2026-01-02T03:04:05Z`, `…+02:00`, fractions of a second allowed).
-pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     OffsetDateTime::parse(s.trim(), &Rfc3339)
         .ok()
         .map(SystemTime::from)
 }
 
 /// An RFC 3339 full-date (`2026-01-02`, midnight UTC) or date-time.
-pub fn parse_date_or_time(s: &str) -> Option<SystemTime> {
+pub(crate) fn parse_date_or_time(s: &str) -> Option<SystemTime> {
     let s = s.trim();
     if s.len() == 10 {
         return parse_rfc3339(&format!("{s}T00:00:00Z"));

@@ -51,19 +51,19 @@ pub(crate) fn answer_headers(out: &mut Vec<u8>, headers: &HeaderMap, also_skip: 
 }
 
 /// The last chunk of a chunked body, with no trailers.
-pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// A chunk's size line (`{len:x}\r\n`), laid out on the stack: every chunked writer (the HTTP/1
 /// loop's streamed answers, the SSE socket writer, the pass-through's uploads) frames its chunks
 /// with it.
-pub struct ChunkSize {
+pub(crate) struct ChunkSize {
     buf: [u8; 18],
     start: usize,
 }
 
 impl ChunkSize {
     /// The size line of a chunk of `len` bytes.
-    pub fn new(mut len: usize) -> Self {
+    pub(crate) fn new(mut len: usize) -> Self {
         let mut buf = [0u8; 18];
         buf[16] = b'\r';
         buf[17] = b'\n';
@@ -80,7 +80,7 @@ impl ChunkSize {
     }
 
     /// The line's bytes.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.buf[self.start..]
     }
 }

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use cucumber::World as _;
 use serde_json::Value;
 use wiregate::events::EventQueue;
-use wiregate::gateway::facade::Facade;
 use wiregate::model::event::A2aEvent;
 use wiregate::wire::jsonrpc::{Request, Response};
 use wiregate::wire::raw::ServerMessage;
 use wiregate::wire::ValidationError;
+use wiregate::Facade;
 
 /// Everything a scenario may hold between its steps.
 #[derive(Debug, Default, cucumber::World)]

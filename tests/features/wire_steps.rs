@@ -2,11 +2,11 @@
 
 use cucumber::{given, then, when};
 use serde_json::{json, Value};
-use wiregate::gateway::facade::Facade;
 use wiregate::wire::dialect::{self, Inbound, Message};
 use wiregate::wire::jsonrpc::{Id, Request, Response};
 use wiregate::wire::legacy::LegacyError;
 use wiregate::wire::translate::{error_to_jsonrpc, ErrorTable};
+use wiregate::Facade;
 
 use crate::World;
 

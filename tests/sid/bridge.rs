@@ -402,27 +402,6 @@ async fn start_tool_task_in(gw: &TestGateway, ctx: &str) -> (String, Value) {
 }
 
 #[tokio::test]
-async fn sid_error_codes_map_to_distinct_jsonrpc_errors() {
-    use wiregate::bridge::sid_error;
-    use wiregate::wire::raw::ServerError;
-    let code = |c: Option<&str>| {
-        sid_error(Some(&ServerError {
-            code: c.map(str::to_owned),
-            message: "m".into(),
-        }))
-        .to_jsonrpc()
-        .code
-    };
-    let codes = [
-        code(Some("busy")),
-        code(Some("stale_prompt")),
-        code(Some("invalid_request")),
-        code(None),
-    ];
-    assert_eq!(codes, [-32060, -32061, -32602, -32062]);
-}
-
-#[tokio::test]
 async fn cancel_over_stdio_says_honestly_when_sid_will_stop() {
     let gw = sid_gateway("cancel-stdio").await;
     let mut sse = gw.stream_message(text_message("slow one")).await;

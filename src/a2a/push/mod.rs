@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 mod shared;
 
 use super::shapes::{self, UpdateWriter};
-pub use super::ssrf::check_target;
+pub(crate) use super::ssrf::check_target;
 use super::Version;
 use crate::bridge::Bridge;
 use crate::config::{Dialect, Upstream};
@@ -35,13 +35,13 @@ use crate::events::Read;
 use crate::model::error::GatewayError;
 
 /// Webhooks one task may have.
-pub const MAX_CONFIGS_PER_TASK: usize = 8;
+pub(crate) const MAX_CONFIGS_PER_TASK: usize = 8;
 /// Tasks with webhooks at once.
-pub const MAX_TASKS: usize = 1024;
+pub(crate) const MAX_TASKS: usize = 1024;
 /// Notifications waiting per webhook; more are dropped (and counted).
-pub const QUEUE: usize = 64;
+pub(crate) const QUEUE: usize = 64;
 /// Tries per notification.
-pub const ATTEMPTS: u32 = 3;
+pub(crate) const ATTEMPTS: u32 = 3;
 /// The first retry's wait; it doubles.
 const BACKOFF: Duration = Duration::from_millis(200);
 /// One POST's time limit (the spec recommends 10 to 30 s).
@@ -51,14 +51,14 @@ const MAX_ANSWER: usize = 64 * 1024;
 
 /// How a webhook authenticates the gateway: `Authorization: {scheme} {credentials}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Auth {
+pub(crate) struct Auth {
     scheme: String,
     credentials: String,
 }
 
 /// One webhook of one task.
 #[derive(Clone, Debug)]
-pub struct Config {
+pub(crate) struct Config {
     id: String,
     task_id: String,
     url: String,
@@ -197,7 +197,7 @@ impl Tasks {
 
 /// The webhook configurations and their deliveries.
 #[derive(Debug)]
-pub struct Push {
+pub(crate) struct Push {
     tasks: Mutex<Tasks>,
     allow_private: bool,
     /// With `[cluster]`: where the configurations are kept for the other replicas ([`shared`]).
@@ -207,7 +207,7 @@ pub struct Push {
 impl Push {
     /// An empty store; with `bridge`'s cluster link, its configurations are shared, and the
     /// webhooks of tasks `bridge` fails taking over a lost replica's context are told.
-    pub fn new(allow_private: bool, bridge: &Arc<Bridge>) -> Arc<Self> {
+    pub(crate) fn new(allow_private: bool, bridge: &Arc<Bridge>) -> Arc<Self> {
         let push = Arc::new(Push {
             tasks: Mutex::new(Tasks::default()),
             allow_private,
@@ -235,7 +235,7 @@ impl Push {
 
     /// `CreateTaskPushNotificationConfig` / `tasks/pushNotificationConfig/set`, and a send's
     /// own configuration (`task` given).
-    pub async fn create(
+    pub(crate) async fn create(
         self: &Arc<Self>,
         bridge: &Arc<Bridge>,
         version: Version,
@@ -351,7 +351,7 @@ impl Push {
     }
 
     /// `Get…` / `…/get`.
-    pub fn get(
+    pub(crate) fn get(
         &self,
         bridge: &Bridge,
         version: Version,
@@ -375,7 +375,7 @@ impl Push {
     }
 
     /// `List…` / `…/list`.
-    pub fn list(
+    pub(crate) fn list(
         &self,
         bridge: &Bridge,
         version: Version,
@@ -395,7 +395,7 @@ impl Push {
     }
 
     /// `Delete…` / `…/delete`: idempotent, as the spec asks.
-    pub fn delete(
+    pub(crate) fn delete(
         &self,
         bridge: &Bridge,
         version: Version,

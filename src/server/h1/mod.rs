@@ -18,12 +18,11 @@
 //! (the head included), and hyper serves the connection from there on: HTTP/1.0, chunked bodies,
 //! `100-continue`, upgrades, other methods and routes, malformed heads and their `400`s, CORS.
 
-use std::ops::Range;
 use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{header, HeaderName, Method, Request, StatusCode, Uri, Version};
+use axum::http::{Method, Request, StatusCode, Uri, Version};
 use axum::response::IntoResponse;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -34,15 +33,11 @@ mod answer;
 
 use self::answer::{bodiless, end_head, write, write_body, write_reply};
 use super::{Front, Lane};
+use crate::http::head::{parse, Head, Parsed};
 use crate::http::headers::RawHead;
 use crate::http::reply::ReplyBody;
 use crate::model::error::GatewayError;
-use crate::wire::head::content_length;
 
-/// Largest request head read here; a larger one goes to hyper (which reads on, and answers it).
-pub const MAX_HEAD: usize = 16 * 1024;
-/// Most header lines read here; more go to hyper.
-const MAX_HEADERS: usize = 48;
 /// Bytes a client may send ahead (pipelined requests) while its call runs; beyond that the
 /// socket is not read until the answer is written.
 const MAX_AHEAD: usize = 64 * 1024;
@@ -59,99 +54,6 @@ pub(super) enum Served {
 /// Whether a connection's first bytes may start a `POST` (the one method served here).
 pub(super) fn may_be_post(first: &[u8]) -> bool {
     b"POST /".starts_with(&first[..first.len().min(6)])
-}
-
-/// A request head this loop serves, parsed: where its parts lie in the head's bytes.
-#[derive(Debug)]
-pub struct Head {
-    /// The head's length, through its blank line.
-    pub len: usize,
-    /// The request target.
-    pub path: Range<usize>,
-    /// Each header's name and value.
-    pub headers: Vec<(HeaderName, Range<usize>)>,
-    /// The body's length (`Content-Length`, 0 without one).
-    pub body: usize,
-}
-
-/// What the bytes read so far hold.
-#[derive(Debug)]
-pub enum Parsed {
-    /// Not a whole head yet.
-    Partial,
-    /// A head this loop serves.
-    Head(Head),
-    /// Something for hyper.
-    Other,
-}
-
-/// Parses the head at the start of `buf`, when it is whole.
-pub fn parse(buf: &[u8]) -> Parsed {
-    // Header slots left uninitialised: httparse fills what it uses (48 zeroed slots cost more
-    // than parsing a short head), as `upstream::h1` reads answers.
-    let mut slots =
-        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut []);
-    // A head is served within `MAX_HEAD` however it arrives: a longer one is handed over when a
-    // read ends past the bound, so it is when it arrives whole too.
-    let len = match req.parse_with_uninit_headers(buf, &mut slots) {
-        Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => n,
-        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Parsed::Partial,
-        _ => return Parsed::Other,
-    };
-    let (Some("POST"), Some(1), Some(path)) = (req.method, req.version, req.path) else {
-        return Parsed::Other;
-    };
-    if !path.starts_with('/') {
-        return Parsed::Other;
-    }
-    let at = |s: &[u8]| {
-        let start = s.as_ptr() as usize - buf.as_ptr() as usize;
-        start..start + s.len()
-    };
-    let mut body = None;
-    let mut headers = Vec::with_capacity(req.headers.len());
-    for h in req.headers.iter() {
-        let Some(name) = header_name(h.name.as_bytes()) else {
-            return Parsed::Other;
-        };
-        if name == header::CONTENT_LENGTH {
-            match (content_length(h.value), body) {
-                (Some(n), None) => body = Some(n),
-                // Malformed, or said twice: hyper's to answer.
-                _ => return Parsed::Other,
-            }
-        } else if name == header::TRANSFER_ENCODING
-            || name == header::EXPECT
-            || name == header::UPGRADE
-            || (name == header::CONNECTION && !h.value.eq_ignore_ascii_case(b"keep-alive"))
-        {
-            return Parsed::Other;
-        }
-        headers.push((name, at(h.value)));
-    }
-    Parsed::Head(Head {
-        len,
-        path: at(path.as_bytes()),
-        headers,
-        body: body.unwrap_or(0),
-    })
-}
-
-/// A header's name: the few nearly every request carries, in the spellings clients send,
-/// told by one comparison each (`HeaderName::from_bytes` maps the name through its table
-/// first: 0.35 k instructions for a proxied call's three names); any other name by it. `None`
-/// when it is no header name.
-fn header_name(raw: &[u8]) -> Option<HeaderName> {
-    Some(match raw {
-        b"Host" | b"host" => header::HOST,
-        b"Content-Type" | b"content-type" => header::CONTENT_TYPE,
-        b"Content-Length" | b"content-length" => header::CONTENT_LENGTH,
-        b"User-Agent" | b"user-agent" => header::USER_AGENT,
-        b"Accept" | b"accept" => header::ACCEPT,
-        b"Authorization" | b"authorization" => header::AUTHORIZATION,
-        _ => return HeaderName::from_bytes(raw).ok(),
-    })
 }
 
 /// Serves the HTTP/1 requests of `io` this loop takes, from the bytes in `prefix` on, until the
@@ -512,85 +414,8 @@ fn uri_path(target: &str) -> &str {
 mod tests {
     use super::*;
 
-    fn head(text: &str) -> Option<Head> {
-        match parse(text.as_bytes()) {
-            Parsed::Head(h) => Some(h),
-            _ => None,
-        }
-    }
-
     #[test]
-    fn takes_a_keep_alive_post_with_a_length() {
-        let text = "POST /rpc?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\nConnection: keep-alive\r\n\r\n{\"a\":1}";
-        let h = head(text).expect("served here");
-        assert_eq!(&text[h.path.clone()], "/rpc?x=1");
-        assert_eq!(h.body, 12);
-        assert_eq!(h.len, text.find("\r\n\r\n").unwrap() + 4);
-        assert_eq!(h.headers.len(), 3);
-        assert_eq!(h.headers[0].0, "host");
-        assert_eq!(&text[h.headers[1].1.clone()], "12");
-    }
-
-    #[test]
-    fn leaves_what_it_does_not_serve_to_hyper() {
-        for text in [
-            "GET /rpc HTTP/1.1\r\n\r\n",
-            "POST /rpc HTTP/1.0\r\nContent-Length: 2\r\n\r\n",
-            "POST /rpc HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "POST /rpc HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
-            "POST /rpc HTTP/1.1\r\nConnection: close\r\nContent-Length: 2\r\n\r\n",
-            "POST /rpc HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n",
-            "POST /rpc HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
-            "POST /rpc HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
-            "POST http://a/rpc HTTP/1.1\r\n\r\n",
-            "POST /rpc HTTP/1.1\r\nbad header\r\n\r\n",
-        ] {
-            assert!(matches!(parse(text.as_bytes()), Parsed::Other), "{text}");
-        }
-    }
-
-    #[test]
-    fn names_told_by_spelling_are_the_names_the_table_gives() {
-        for name in [
-            "Host",
-            "host",
-            "Content-Type",
-            "content-type",
-            "Content-Length",
-            "content-length",
-            "User-Agent",
-            "user-agent",
-            "Accept",
-            "accept",
-            "Authorization",
-            "authorization",
-            "CONTENT-TYPE",
-            "X-Request-Id",
-            "traceparent",
-        ] {
-            assert_eq!(
-                header_name(name.as_bytes()),
-                HeaderName::from_bytes(name.as_bytes()).ok(),
-                "{name}"
-            );
-        }
-        assert_eq!(header_name(b"bad name"), None);
-    }
-
-    #[test]
-    fn waits_for_a_whole_head_but_not_beyond_the_limit() {
-        assert!(matches!(
-            parse(b"POST /rpc HTTP/1.1\r\nHost: a\r\n"),
-            Parsed::Partial
-        ));
-        let long = format!("POST /rpc HTTP/1.1\r\nx: {}", "a".repeat(MAX_HEAD));
-        assert!(matches!(parse(long.as_bytes()), Parsed::Other));
-        // Whole, a head past the bound goes to hyper too; one of exactly the bound is served.
-        let long = format!("POST /rpc HTTP/1.1\r\nx: {}\r\n\r\n", "a".repeat(MAX_HEAD));
-        assert!(matches!(parse(long.as_bytes()), Parsed::Other));
-        let pad = MAX_HEAD - "POST /rpc HTTP/1.1\r\nx: \r\n\r\n".len();
-        let exact = format!("POST /rpc HTTP/1.1\r\nx: {}\r\n\r\n", "a".repeat(pad));
-        assert!(matches!(parse(exact.as_bytes()), Parsed::Head(h) if h.len == MAX_HEAD));
+    fn the_first_bytes_tell_a_post_cheaply() {
         assert!(may_be_post(b"PO"));
         assert!(may_be_post(b"POST /rpc"));
         assert!(!may_be_post(b"GET /"));
