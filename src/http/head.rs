@@ -55,6 +55,7 @@ pub enum Serves {
 }
 
 /// Parses the head of a `POST` at the start of `buf`, when it is whole ([`Serves::Posts`]).
+#[inline]
 pub fn parse(buf: &[u8]) -> Parsed {
     parse_as(buf, Serves::Posts)
 }

@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, Uri, Version};
+use axum::http::{HeaderValue, Method, Request, StatusCode, Uri, Version};
 use axum::response::IntoResponse;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -36,6 +36,7 @@ use super::{Front, Lane};
 use crate::http::head::{parse, Head, Parsed};
 use crate::http::headers::RawHead;
 use crate::http::reply::ReplyBody;
+use crate::http::trace::TraceContext;
 use crate::model::error::GatewayError;
 
 /// Bytes a client may send ahead (pipelined requests) while its call runs; beyond that the
@@ -54,6 +55,27 @@ pub(super) enum Served {
 /// Whether a connection's first bytes may start a `POST` (the one method served here).
 pub(super) fn may_be_post(first: &[u8]) -> bool {
     b"POST /".starts_with(&first[..first.len().min(6)])
+}
+
+/// One wait for more of the client's bytes, in [`serve`]: read into `$buf`, or the timer for
+/// `$due` fires (then `$on_timeout`), or the gateway stops (noted in `$stopping`, the wait goes
+/// on). A macro rather than an async fn: one async fn for the head's and the body's waits
+/// (`read_more`) cost 0.2 k instructions per proxied call (its future and result enum),
+/// measured with `benches/callgrind.sh proxy`.
+macro_rules! read_more {
+    ($io:ident, $buf:ident, $deadline:ident, $due:ident, $stop:ident, $stopping:ident, $on_timeout:expr) => {
+        tokio::select! {
+            biased;
+            n = $io.read_buf(&mut $buf) => match n {
+                Ok(n) if n > 0 => {}
+                _ => return Served::Closed,
+            },
+            _ = &mut $deadline => if fired($deadline.as_mut(), $due) {
+                $on_timeout
+            },
+            _ = &mut $stop, if !$stopping => $stopping = true,
+        }
+    };
 }
 
 /// Serves the HTTP/1 requests of `io` this loop takes, from the bytes in `prefix` on, until the
@@ -105,38 +127,21 @@ where
                 return Served::Closed;
             }
             buf.reserve(4096);
-            // The body's wait below is the same select, written twice on purpose: one async fn
-            // for both (`read_more`) costs 0.2 k instructions per proxied
-            // call (its future and result enum), measured with `benches/callgrind.sh proxy`.
-            tokio::select! {
-                biased;
-                n = io.read_buf(&mut buf) => match n {
-                    Ok(n) if n > 0 => {}
-                    _ => return Served::Closed,
-                },
-                _ = &mut deadline => if fired(deadline.as_mut(), due) {
-                    return Served::Closed;
-                },
-                _ = &mut stop, if !stopping => stopping = true,
-            }
+            read_more!(
+                io,
+                buf,
+                deadline,
+                due,
+                stop,
+                stopping,
+                return Served::Closed
+            );
         };
         let live = front.live.load_full();
-        let Ok(uri) = std::str::from_utf8(&buf[head.path.clone()]) else {
+        let Some(lane) = lane_served(&live, &buf, &head) else {
             *prefix = buf.freeze();
             return Served::HandOver;
         };
-        let lane = live.lane(&Method::POST, uri_path(uri));
-        let whole = buf.len() >= head.len + head.body;
-        let ours = match lane {
-            Lane::Rpc => head.body <= live.state.max_body,
-            // The pass-through streams bodies still arriving: hyper's body does that.
-            Lane::Passthrough => whole,
-            Lane::Router => false,
-        };
-        if !ours {
-            *prefix = buf.freeze();
-            return Served::HandOver;
-        }
         if lane == Lane::Passthrough
             && !live.access
             && crate::passthrough::raw::plain_target(&buf[head.path.clone()])
@@ -161,33 +166,13 @@ where
             continue;
         }
         let bytes = buf.split_to(head.len).freeze();
-        // Answered from its reply, a call builds no request object: a plain target (which the
-        // URI parser takes) is not parsed into a `Uri` it would not use.
         let fast = lane == Lane::Rpc && !live.access;
-        let uri = if fast && crate::passthrough::raw::plain_target(&bytes[head.path.clone()]) {
-            None
-        } else {
-            match Uri::from_maybe_shared(bytes.slice(head.path.clone())) {
-                Ok(uri) => Some(uri),
-                Err(_) => {
-                    *prefix = rejoin(&bytes, &buf);
-                    return Served::HandOver;
-                }
+        let (uri, raw, map) = match split_head(bytes, head.path.clone(), head.headers, fast) {
+            Ok(parts) => parts,
+            Err(bytes) => {
+                *prefix = rejoin(&bytes, &buf);
+                return Served::HandOver;
             }
-        };
-        // The headers stay where they arrived, read by name where the call needs them; a map
-        // is built only for the paths answered through a response (which hyper's requests
-        // carry).
-        let raw = RawHead::new(bytes, head.headers);
-        let map = match fast {
-            true => None,
-            false => match raw.to_map() {
-                Ok(map) => Some(map),
-                Err(_) => {
-                    *prefix = rejoin(&raw.into_bytes(), &buf);
-                    return Served::HandOver;
-                }
-            },
         };
         // The body.
         let mut complete = true;
@@ -199,18 +184,10 @@ where
             }
             let mut timed_out = false;
             while buf.len() < head.body {
-                tokio::select! {
-                    biased;
-                    n = io.read_buf(&mut buf) => match n {
-                        Ok(n) if n > 0 => {}
-                        _ => return Served::Closed,
-                    },
-                    _ = &mut deadline => if fired(deadline.as_mut(), due) {
-                        timed_out = true;
-                        break;
-                    },
-                    _ = &mut stop, if !stopping => stopping = true,
-                }
+                read_more!(io, buf, deadline, due, stop, stopping, {
+                    timed_out = true;
+                    break;
+                });
             }
             Some(if timed_out {
                 complete = false;
@@ -223,7 +200,6 @@ where
         } else {
             None
         };
-        let close_after = |stopping: bool| stopping || !complete;
         // Without the access log, a call to an RPC path is answered from its reply, its head
         // written here; otherwise (and for the pass-through) through a response, as hyper's
         // connections answer.
@@ -231,53 +207,145 @@ where
             (Some(read), None) => Ok(front.rpc_reply(live, raw, read)),
             (read, map) => Err((live, map.unwrap_or_default(), read)),
         };
+        let wait = Watch {
+            flag: &flag,
+            stopping: &mut stopping,
+            complete,
+        };
         let written = match fast {
-            Ok((trace, state, call)) => {
-                let call = std::pin::pin!(crate::http::scope::run(trace, state, false, call));
-                let Some(((reply, request_id), _)) =
-                    watch_client(call, io, &mut buf, &flag, &mut stopping, complete).await
-                else {
-                    return Served::Closed;
-                };
-                let close = close_after(stopping);
-                let written = match reply.body {
-                    ReplyBody::Stream(_) => {
-                        let resp = super::into_response(reply, request_id.into_value());
-                        write(io, &mut out, &mut buf, resp, close).await
-                    }
-                    _ => write_reply(io, &mut out, reply, &request_id, close).await,
-                };
-                (written, close)
-            }
+            Ok(call) => answer_reply(io, &mut out, &mut buf, wait, call).await,
             Err((live, headers, read)) => {
                 let body = match read {
                     Some(_) => Body::empty(),
                     None => Body::from(buf.split_to(head.body).freeze()),
                 };
-                let mut req = Request::new(body);
-                *req.method_mut() = Method::POST;
-                // Parsed above: only the fast path leaves it out.
-                *req.uri_mut() = uri.unwrap_or_default();
-                *req.version_mut() = Version::HTTP_11;
-                *req.headers_mut() = headers;
+                // The URI was parsed above: only the fast path leaves it out.
+                let req = post_request(body, uri.unwrap_or_default(), headers);
                 let call = front.respond(live, req, lane, read);
-                let Some(resp) =
-                    watch_client(call, io, &mut buf, &flag, &mut stopping, complete).await
-                else {
-                    return Served::Closed;
-                };
-                let resp = match resp {
-                    Ok(r) => r,
-                    Err(never) => match never {},
-                };
-                let close = close_after(stopping);
-                (write(io, &mut out, &mut buf, resp, close).await, close)
+                answer_response(io, &mut out, &mut buf, wait, call).await
             }
+        };
+        let Some(written) = written else {
+            return Served::Closed;
         };
         if written.0.is_err() || written.1 {
             return Served::Closed;
         }
     }
+}
+
+/// Answers a call from its reply, its head written here (the RPC lane without the access log),
+/// while the client is watched. The connection is to close after it (the `bool`) when the
+/// gateway stops or the body was not whole. `None`: the client left.
+async fn answer_reply<S>(
+    io: &mut S,
+    out: &mut Vec<u8>,
+    buf: &mut BytesMut,
+    wait: Watch<'_>,
+    call: (TraceContext, Option<HeaderValue>, super::ReplyFuture),
+) -> Option<(Result<(), answer::Broken>, bool)>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (trace, state, call) = call;
+    let call = std::pin::pin!(crate::http::scope::run(trace, state, false, call));
+    let ((reply, request_id), _) =
+        watch_client(call, io, buf, wait.flag, wait.stopping, wait.complete).await?;
+    let close = *wait.stopping || !wait.complete;
+    let written = match reply.body {
+        ReplyBody::Stream(_) => {
+            let resp = super::into_response(reply, request_id.into_value());
+            write(io, out, buf, resp, close).await
+        }
+        _ => write_reply(io, out, reply, &request_id, close).await,
+    };
+    Some((written, close))
+}
+
+/// Answers a call through its response, as hyper's connections answer (the pass-through, and
+/// the RPC lane with the access log on); as [`answer_reply`] otherwise.
+async fn answer_response<S>(
+    io: &mut S,
+    out: &mut Vec<u8>,
+    buf: &mut BytesMut,
+    wait: Watch<'_>,
+    call: super::FrontFuture,
+) -> Option<(Result<(), answer::Broken>, bool)>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let resp = watch_client(call, io, buf, wait.flag, wait.stopping, wait.complete).await?;
+    let resp = match resp {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
+    let close = *wait.stopping || !wait.complete;
+    Some((write(io, out, buf, resp, close).await, close))
+}
+
+/// What an answer's wait on the client reads and sets: the gateway's stop flag, whether the
+/// stop was seen, whether the call's body arrived whole.
+struct Watch<'a> {
+    flag: &'a watch::Receiver<bool>,
+    stopping: &'a mut bool,
+    complete: bool,
+}
+
+/// The lane of a parsed head when this loop serves it, `None` when hyper does: the RPC lane
+/// with a body within `server.max_body_bytes`, or the pass-through with its body already whole
+/// (hyper's body streams one still arriving).
+#[inline]
+fn lane_served(live: &super::Live, buf: &[u8], head: &Head) -> Option<Lane> {
+    let target = std::str::from_utf8(&buf[head.path.clone()]).ok()?;
+    let lane = live.lane(&Method::POST, uri_path(target));
+    let ours = match lane {
+        Lane::Rpc => head.body <= live.state.max_body,
+        Lane::Passthrough => buf.len() >= head.len + head.body,
+        Lane::Router => false,
+    };
+    ours.then_some(lane)
+}
+
+/// A head's bytes as what the call reads: its target as a `Uri` (left out on the `fast` path
+/// for a plain target, which the URI parser takes: a call answered from its reply builds no
+/// request object), its headers where they arrived (read by name where the call needs them),
+/// and a header map only for the paths answered through a response. `Err` gives the bytes back
+/// when the target or a header is one hyper must refuse.
+#[allow(clippy::type_complexity)]
+fn split_head(
+    bytes: Bytes,
+    path: std::ops::Range<usize>,
+    headers: Vec<(axum::http::HeaderName, std::ops::Range<usize>)>,
+    fast: bool,
+) -> Result<(Option<Uri>, RawHead, Option<axum::http::HeaderMap>), Bytes> {
+    let uri = if fast && crate::passthrough::raw::plain_target(&bytes[path.clone()]) {
+        None
+    } else {
+        match Uri::from_maybe_shared(bytes.slice(path)) {
+            Ok(uri) => Some(uri),
+            Err(_) => return Err(bytes),
+        }
+    };
+    let raw = RawHead::new(bytes, headers);
+    let map = match fast {
+        true => None,
+        false => match raw.to_map() {
+            Ok(map) => Some(map),
+            Err(_) => return Err(raw.into_bytes()),
+        },
+    };
+    Ok((uri, raw, map))
+}
+
+/// The request hyper would have made of a `POST` this loop took, for the paths answered through
+/// a response.
+fn post_request(body: Body, uri: Uri, headers: axum::http::HeaderMap) -> Request<Body> {
+    let mut req = Request::new(body);
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = uri;
+    *req.version_mut() = Version::HTTP_11;
+    *req.headers_mut() = headers;
+    req
 }
 
 /// Makes `timer` fire no later than `due` (see [`serve`]'s `due`): moved only when it is set
