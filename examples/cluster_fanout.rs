@@ -7,7 +7,7 @@
 //! Beside each cluster figure: the CPU each process spent per delivered event (user + system,
 //! from `/proc`), and Redis's own count of commands and µs per command (`INFO commandstats`),
 //! with how many events each `XADD` and each `XREAD` carried: what a change costs moves these
-//! less than events/s on a loaded machine.
+//! less than events/s, which moves with the machine's speed.
 //!
 //! ```sh
 //! benches/cluster_fanout.sh       # builds in release, then runs this; LINES=50000 to change

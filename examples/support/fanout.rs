@@ -41,8 +41,8 @@ pub fn free_port() -> u16 {
 }
 
 /// Waits until something accepts connections on loopback `port`, for at most `limit`; whether
-/// it did. (A fixed wait was too short for a process starting on a loaded machine: a run then
-/// failed with "connection refused".)
+/// it did. (A fixed wait can end before a starting process listens, and the run then fails
+/// with "connection refused".)
 pub fn wait_listening(port: u16, limit: Duration) -> bool {
     let due = std::time::Instant::now() + limit;
     while std::time::Instant::now() < due {
@@ -114,7 +114,7 @@ pub fn cpu_s(pid: u32) -> f64 {
 }
 
 /// Write syscalls (`write`, `writev`) the process has made: `syscw` of `/proc/<pid>/io`. What a
-/// gathered write saves, counted the same on a loaded machine and a quiet one.
+/// gathered write saves, as a count that does not move with the machine's speed.
 pub fn write_calls(pid: u32) -> u64 {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
     io.lines()

@@ -296,7 +296,7 @@ async fn silent_and_stalled_connections_are_closed_and_a_normal_call_still_answe
             held.push(s);
         }
         // Every slot is held: the call below waits in the backlog until the gateway lets go,
-        // which it does within the header read timeout (a second's margin for a busy machine).
+        // which it does within the header read timeout (a second's margin for scheduling).
         let answered = tokio::time::timeout(
             TIMEOUT + Duration::from_secs(1),
             gw.post("application/json", HEALTH.into(), &[]),
