@@ -24,7 +24,7 @@
 # passthrough: the same, with `[[passthrough]] prefix = "/"` and wrk posting the legacy
 #        envelope of benches/load.sh to /a2a, which reaches the upstream unchanged; calls
 #        counted by wiregate_passthrough_requests_total.
-# pipelined: the proxy part with `pipeline = 256` on the upstream (`src/upstream/pipeline.rs`),
+# pipelined: the proxy part with `pipeline = 256` on the upstream (`src/upstream/pipeline/`),
 #        driven by 32 connections unless CONNS says otherwise: pipelining only batches calls
 #        when several are ready in the same tick.
 # shadow: whether, at shadow_sample = 1.0, the primary path drops by at most the shadow

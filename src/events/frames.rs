@@ -137,40 +137,28 @@ pub(crate) fn frames<E: Encode>(
         // so a burst costs one write, not one per event.
         let mut out = BytesMut::new();
         let mut batch: Vec<Arc<Stored>> = Vec::new();
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + timing.keepalive, timing.keepalive);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut tick = keepalive_ticks(timing.keepalive);
         loop {
             batch.clear();
-            let cut = match cursor.read(&mut batch, READ_EVENTS) {
-                Read::Events(_) => None,
-                Read::Empty => {
-                    // Written what there was; wait for more, or say we are alive. The log
-                    // wakes its waiters at most once a tick, so a trickle arrives here a few
-                    // events at a time and shares one write (`events::tick`).
-                    if !out.is_empty() {
-                        yield Ok(std::mem::take(&mut out).freeze());
-                    }
-                    tokio::select! {
-                        _ = cursor.changed() => {}
-                        _ = tick.tick() => {
-                            yield Ok(sse::keepalive());
-                            continue;
-                        }
-                    }
-                    // Free what a burst grew, once idle: 10 000 idle subscribers add up.
-                    if batch.capacity() > 64 {
-                        batch = Vec::new();
-                    }
-                    continue;
+            let read = cursor.read(&mut batch, READ_EVENTS);
+            if matches!(read, Read::Empty) {
+                // Written what there was; wait for more, or say we are alive. The log wakes its
+                // waiters at most once a tick, so a trickle arrives here a few events at a time
+                // and shares one write (`events::tick`).
+                if !out.is_empty() {
+                    yield Ok(std::mem::take(&mut out).freeze());
                 }
-                Read::Lagged(missed) => {
-                    tracing::warn!(missed, "SSE subscriber fell behind the replay log; cutting it off");
-                    metrics::counter!("wiregate_sse_subscribers_cut_total").increment(1);
-                    Some(Cut::Lagged)
+                tokio::select! {
+                    _ = cursor.changed() => {}
+                    _ = tick.tick() => {
+                        yield Ok(sse::keepalive());
+                        continue;
+                    }
                 }
-                Read::Closed => Some(Cut::Closed),
-            };
-            if let Some(why) = cut {
+                shrink(&mut batch);
+                continue;
+            }
+            if let Some(why) = cut_by(read) {
                 if !out.is_empty() {
                     yield Ok(std::mem::take(&mut out).freeze());
                 }
@@ -179,13 +167,8 @@ pub(crate) fn frames<E: Encode>(
                 }
                 return;
             }
-            // Room for the batch up front (one frame's size an event, and one frame more: a
-            // chunk ends at the first frame that reaches BATCH_BYTES), so a burst is gathered
-            // without growing (and copying) the buffer frame by frame; again for what is left
-            // after a chunk goes.
             let hint = batch.first().map_or(0, |s| s.frame_len_hint());
-            let room = |left: usize| (left * hint).min(BATCH_BYTES) + 2 * hint;
-            out.reserve(room(batch.len()));
+            out.reserve(room(hint, batch.len()));
             let mut end = false;
             let mut end_seq = 0;
             for (i, s) in batch.iter().enumerate() {
@@ -200,10 +183,7 @@ pub(crate) fn frames<E: Encode>(
                 }
                 if out.len() >= BATCH_BYTES {
                     yield Ok(std::mem::take(&mut out).freeze());
-                    let left = batch.len() - i - 1;
-                    if left > 0 {
-                        out.reserve(room(left));
-                    }
+                    reserve_rest(&mut out, hint, batch.len() - i - 1);
                 }
             }
             if end {
@@ -214,6 +194,57 @@ pub(crate) fn frames<E: Encode>(
                 return;
             }
         }
+    }
+}
+
+/// The ticks of `: keepalive` comments, the first `period` from now; a late tick delays the
+/// ones after it rather than bringing a burst of those missed.
+#[inline]
+fn keepalive_ticks(period: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
+}
+
+/// Why a read of the log ends the stream, if it does (`None` when it has events to write).
+#[inline]
+fn cut_by(read: Read) -> Option<Cut> {
+    match read {
+        Read::Events(_) | Read::Empty => None,
+        Read::Lagged(missed) => {
+            tracing::warn!(
+                missed,
+                "SSE subscriber fell behind the replay log; cutting it off"
+            );
+            metrics::counter!("wiregate_sse_subscribers_cut_total").increment(1);
+            Some(Cut::Lagged)
+        }
+        Read::Closed => Some(Cut::Closed),
+    }
+}
+
+/// Frees what a burst grew, once idle: 10 000 idle subscribers add up.
+#[inline]
+fn shrink(batch: &mut Vec<Arc<Stored>>) {
+    if batch.capacity() > 64 {
+        *batch = Vec::new();
+    }
+}
+
+/// Room for a batch of `left` events up front (one frame's size, `hint`, an event, and one
+/// frame more: a chunk ends at the first frame that reaches [`BATCH_BYTES`]), so a burst is
+/// gathered without growing (and copying) the buffer frame by frame; again for what is left
+/// after a chunk goes ([`reserve_rest`]).
+#[inline(always)]
+fn room(hint: usize, left: usize) -> usize {
+    (left * hint).min(BATCH_BYTES) + 2 * hint
+}
+
+/// Room for the `left` events of the batch still to write once a chunk went ([`room`]).
+#[inline(always)]
+fn reserve_rest(out: &mut BytesMut, hint: usize, left: usize) {
+    if left > 0 {
+        out.reserve(room(hint, left));
     }
 }
 

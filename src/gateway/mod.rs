@@ -6,26 +6,21 @@
 //! batches in order) hold whatever the upstream.
 
 pub(crate) mod facade;
+mod legacy;
+mod sid;
 
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::http::{HeaderName, HeaderValue, StatusCode};
-use bytes::Bytes;
+use axum::http::{HeaderValue, StatusCode};
 use futures_util::stream::{self, StreamExt};
-use futures_util::Stream;
 
 use crate::a2a::{self, A2a};
 use crate::bridge::Bridge;
 use crate::config::Config;
 use crate::events::feed::Feed;
-use crate::events::frames::{self as sse_stream, Shared};
 use crate::gateway::facade::Facade;
-use crate::http::reply::{
-    empty_reply, error_status, json_reply, single_reply, status_of, Reply, ReplyBody,
-};
+use crate::http::reply::{empty_reply, error_status, json_reply, single_reply, status_of, Reply};
 use crate::migration::{Migration, Who};
 use crate::model::a2a::{SpecCall, Version};
 use crate::model::error::GatewayError;
@@ -34,9 +29,9 @@ use crate::upstream::call::{forward, Call, Done};
 use crate::upstream::router::Router;
 use crate::upstream::UpstreamClient;
 use crate::wire::dialect::{self, Entry, Inbound, Message};
-use crate::wire::jsonrpc::{to_raw, Id, Outcome, Request, Response};
-use crate::wire::legacy::{Auth, LegacyRequest, LegacyResponse};
-use crate::wire::translate::{self, ErrorTable};
+use crate::wire::jsonrpc::{Id, Outcome, Request, Response};
+use crate::wire::legacy::{Auth, LegacyResponse};
+use crate::wire::translate::ErrorTable;
 
 /// What the caller's headers say about a body.
 #[derive(Clone, Copy, Debug, Default)]
@@ -322,102 +317,6 @@ impl Gateway {
         }
     }
 
-    /// With `[cluster]` (`bridge`, which the caller found clustered): a call that must run
-    /// where its context's sid runs, carried whole to that replica when it is another
-    /// (`bridge::carry`); `None` to answer it here.
-    async fn carried(
-        &self,
-        bridge: &Bridge,
-        req: &Request,
-        spec: &Result<Option<SpecCall>, GatewayError>,
-        body: &[u8],
-        meta: &Meta<'_>,
-    ) -> Option<Reply> {
-        let spec = *spec.as_ref().ok()?;
-        let params = req.params.as_deref();
-        let (ctx, task) = match spec {
-            Some(c) => a2a::runs_beside(c, params)?,
-            None => bridge.runs_beside(&req.method, params)?,
-        };
-        let path = match meta.binding {
-            Binding::Gateway => self.carry_paths.0.as_str(),
-            Binding::A2a => self.carry_paths.1.as_deref()?,
-        };
-        let carried = async {
-            bridge.authorize(meta.authorization)?;
-            bridge
-                .carry_if_elsewhere(ctx.as_deref(), task.as_deref(), path, body, meta.headers)
-                .await
-        };
-        match carried.await {
-            Ok(reply) => reply,
-            Err(e) => Some(json_reply(
-                error_status(&e, spec.is_some()),
-                &Response::error(
-                    req.id.clone().unwrap_or(Id::Null),
-                    a2a::wire_error(&e, spec.map(|c| c.version)),
-                ),
-            )),
-        }
-    }
-
-    /// A streaming call, in the seed dialect or (with `spec`) a published A2A version: the
-    /// task's updates as SSE, or a JSON-RPC error if it cannot start.
-    async fn open_stream(&self, req: Request, spec: Option<SpecCall>, meta: &Meta<'_>) -> Reply {
-        let bridge = self.bridge.as_ref().expect("checked by the caller");
-        let id = req.id.clone().unwrap_or(Id::Null);
-        let started = Instant::now();
-        let opened = async {
-            bridge.authorize(meta.authorization)?;
-            let params = req.params.as_deref();
-            let timing = bridge.timing();
-            let body: Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>> =
-                match (spec, &self.a2a) {
-                    (Some(c), Some(a2a)) => {
-                        let s = a2a.open(c, &id, params, meta.last_event_id).await?;
-                        let o = s.opened;
-                        let frames = sse_stream::frames(
-                            o.subscription,
-                            o.filter,
-                            timing,
-                            Some(s.prelude),
-                            s.encoder,
-                        );
-                        Box::pin(frames)
-                    }
-                    _ => {
-                        let o = bridge.open(&req.method, params, meta.last_event_id).await?;
-                        let frames =
-                            sse_stream::frames(o.subscription, o.filter, timing, None, Shared);
-                        Box::pin(frames)
-                    }
-                };
-            Ok::<_, GatewayError>(body)
-        }
-        .await;
-        telemetry::record_call(
-            CallLabels {
-                client_dialect: spec.map_or("jsonrpc", |c| c.version.label()),
-                upstream: "sid",
-                method: &req.method,
-                outcome: opened.as_ref().map_or_else(|e| e.kind(), |_| "ok"),
-            },
-            started.elapsed(),
-        );
-        match opened {
-            Ok(body) => Reply {
-                status: StatusCode::OK,
-                headers: None,
-                timing_ms: None,
-                body: ReplyBody::Stream(body),
-            },
-            Err(e) => json_reply(
-                error_status(&e, spec.is_some()),
-                &Response::error(id, a2a::wire_error(&e, spec.map(|c| c.version))),
-            ),
-        }
-    }
-
     /// One JSON-RPC entry: `None` for a notification (nothing to answer).
     async fn handle_entry(
         &self,
@@ -486,34 +385,6 @@ impl Gateway {
         })
     }
 
-    async fn handle_legacy(&self, req: LegacyRequest, meta: &Meta<'_>) -> Reply {
-        let request_id = req.request_id.clone();
-        let call = Call {
-            method: req.operation,
-            params: Some(req.params),
-            upstream_id: req.request_id,
-            notification: false,
-            auth: req.auth,
-            spec: None,
-        };
-        match self.dispatch(call, "legacy", meta).await {
-            Ok(done) => {
-                let resp = Response {
-                    id: Id::Null,
-                    outcome: done.outcome,
-                };
-                let mut legacy = translate::response_to_legacy(resp, request_id, &self.table);
-                legacy.timing_ms = done.timing_ms;
-                self.legacy_reply(StatusCode::OK, &legacy, done.timing_ms)
-            }
-            Err(e) => self.legacy_reply(
-                e.status(),
-                &LegacyResponse::error(request_id, e.to_legacy()),
-                None,
-            ),
-        }
-    }
-
     /// Serves one call from a built-in method or the routed upstream, and records it.
     async fn dispatch(
         &self,
@@ -536,20 +407,7 @@ impl Gateway {
         // migration's figures alike.
         let mut elapsed = None;
         let (upstream, served, result) = if self.facade.handles(&call.method) {
-            let req = Request {
-                method: call.method.clone(),
-                params: call.params.clone(),
-                id: Some(Id::Null),
-            };
-            let resp = self.facade.dispatch(&req);
-            (
-                "builtin",
-                None,
-                Ok(Done {
-                    outcome: resp.outcome,
-                    timing_ms: None,
-                }),
-            )
+            ("builtin", None, self.builtin(&call))
         } else if let Some(bridge) = sid {
             ("sid", None, Box::pin(self.to_sid(bridge, &call)).await)
         } else if let Some((route, pick)) = self
@@ -577,17 +435,7 @@ impl Gateway {
                 Err(GatewayError::MethodNotFound(call.method.clone())),
             )
         };
-        let outcome = match &result {
-            Ok(Done {
-                outcome: Outcome::Result(_),
-                ..
-            }) => "ok",
-            Ok(Done {
-                outcome: Outcome::Error(_),
-                ..
-            }) => "error",
-            Err(e) => e.kind(),
-        };
+        let outcome = outcome_label(&result);
         let elapsed = elapsed.unwrap_or_else(|| started.elapsed());
         telemetry::record_routed_call(
             CallLabels {
@@ -602,44 +450,35 @@ impl Gateway {
         result
     }
 
-    /// A call the sid bridge answers, in the seed dialect or a published A2A version.
-    async fn to_sid(&self, bridge: &Bridge, call: &Call) -> Result<Done, GatewayError> {
-        if call.spec.is_none() && bridge.is_streaming(&call.method) {
-            return Err(GatewayError::StreamingCall(call.method.clone()));
-        }
-        let authorization = call.auth.as_ref().and_then(Auth::to_header);
-        bridge.authorize(authorization.as_deref())?;
-        let params = call.params.as_deref();
-        let value = match (call.spec, &self.a2a) {
-            (Some(spec), Some(a2a)) => a2a.call(spec, params).await?,
-            _ => bridge.call(&call.method, params).await?,
+    /// A call a built-in method answers ([`Facade`]).
+    #[inline]
+    fn builtin(&self, call: &Call) -> Result<Done, GatewayError> {
+        let req = Request {
+            method: call.method.clone(),
+            params: call.params.clone(),
+            id: Some(Id::Null),
         };
+        let resp = self.facade.dispatch(&req);
         Ok(Done {
-            outcome: Outcome::Result(to_raw(&value)),
+            outcome: resp.outcome,
             timing_ms: None,
         })
     }
+}
 
-    fn legacy_reply(
-        &self,
-        status: StatusCode,
-        resp: &LegacyResponse,
-        timing: Option<f64>,
-    ) -> Reply {
-        let mut reply = json_reply(status, resp);
-        reply.timing_ms = timing;
-        if self.deprecation {
-            reply.headers.get_or_insert_default().insert(
-                HeaderName::from_static("deprecation"),
-                HeaderValue::from_static("true"),
-            );
-        }
-        if let Some(s) = &self.sunset {
-            reply
-                .headers
-                .get_or_insert_default()
-                .insert(HeaderName::from_static("sunset"), s.clone());
-        }
-        reply
+/// A call's outcome as the metrics label it: `ok`, `error` (a JSON-RPC error answer), or the
+/// kind of the failure.
+#[inline]
+fn outcome_label(result: &Result<Done, GatewayError>) -> &'static str {
+    match result {
+        Ok(Done {
+            outcome: Outcome::Result(_),
+            ..
+        }) => "ok",
+        Ok(Done {
+            outcome: Outcome::Error(_),
+            ..
+        }) => "error",
+        Err(e) => e.kind(),
     }
 }

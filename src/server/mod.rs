@@ -1,19 +1,12 @@
 //! HTTP routes and the listening socket; wiring only — the work is done by [`Gateway`].
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
-use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -23,29 +16,31 @@ use tower_http::cors::CorsLayer;
 
 use crate::config::Config;
 use crate::events::frames as sse_stream;
-use crate::gateway::{Binding, Gateway};
-use crate::http::headers::{Headers, RawHead};
-use crate::http::reply::Reply;
-use crate::http::scope;
-use crate::http::trace::TraceContext;
-use crate::model::error::GatewayError;
+use crate::gateway::Gateway;
 use crate::passthrough::Passthrough;
 use crate::telemetry;
-use crate::telemetry::activity::Activity;
 
 pub(crate) mod access;
 mod calls;
+mod card;
 mod conn;
 mod cors;
+mod fallback;
+mod front;
 mod h1;
 pub(crate) mod listener;
 pub(crate) mod reload;
+mod status;
 
 mod streams;
 
-use self::calls::{a2a_rpc, into_response, not_configured, rpc, rpc_call, rpc_reply};
+use self::calls::{a2a_rpc, into_response, not_configured, rpc};
 
+use card::{agent_card, agent_card_0_3};
 use conn::accept_loop;
+use fallback::{not_rpc_method, pass_through};
+use front::{Front, FrontFuture, Lane, ReplyFuture};
+use status::{healthz, metrics, migration, readyz};
 use streams::{context_events, domain_events, task_events};
 
 // Header names looked up on every call, made once rather than parsed from a string each time.
@@ -248,227 +243,9 @@ impl Live {
     }
 }
 
-/// The service a connection is served by: `POST /rpc`, nearly every request a gateway sees, goes
-/// straight to its handler; everything else through the router. Routing, the handler's service
-/// adapters and their boxing cost about as much per call as the upstream exchange itself
-/// (measured with callgrind: about 4k of 42k instructions per proxied call).
-#[derive(Clone)]
-struct Front {
-    /// The configuration being served; a reload swaps it.
-    live: Arc<ArcSwap<Live>>,
-    /// On an HTTP/2 connection, its calls in flight (HTTP/1's idle time is hyper's to time).
-    activity: Option<Arc<Activity>>,
-    /// The connection's client, put on each of its requests for the routes that ask.
-    peer: Option<crate::auth::admin::Peer>,
-    /// Whether the connection is TLS.
-    tls: bool,
-}
-
-impl Front {
-    fn new(live: Arc<ArcSwap<Live>>) -> Self {
-        Front {
-            live,
-            activity: None,
-            peer: None,
-            tls: false,
-        }
-    }
-
-    /// The same service for one connection: its client, whether it is TLS, and its calls
-    /// counted into `activity`.
-    fn tracking(
-        &self,
-        activity: Option<Arc<Activity>>,
-        peer: Option<crate::auth::admin::Peer>,
-        tls: bool,
-    ) -> Self {
-        Front {
-            activity,
-            peer,
-            tls,
-            live: self.live.clone(),
-        }
-    }
-}
-
 /// Whether a request arrived over TLS (a request extension, for the forwarding headers).
 #[derive(Clone, Copy, Debug)]
 pub struct OverTls;
-
-type FrontFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
-
-impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = FrontFuture;
-
-    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> FrontFuture {
-        let live = self.live.load_full();
-        let req = req.map(Body::new);
-        let lane = live.lane(req.method(), req.uri().path());
-        self.respond(live, req, lane, None)
-    }
-}
-
-/// Which way a request goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Lane {
-    /// `POST` to an RPC path, no CORS configured: straight to [`rpc_call`].
-    Rpc,
-    /// A path the gateway never answers itself, under a pass-through prefix, no CORS configured:
-    /// straight to the pass-through.
-    Passthrough,
-    /// Everything else: the router.
-    Router,
-}
-
-impl Live {
-    /// The lane of a request with `method` to `path` under this configuration.
-    fn lane(&self, method: &axum::http::Method, path: &str) -> Lane {
-        if self.cors.is_some() {
-            Lane::Router
-        } else if method == axum::http::Method::POST && self.rpc_paths.matches(path) {
-            Lane::Rpc
-        } else if !is_own_path(&self.rpc_paths, path) && self.state.passthrough.takes(path) {
-            Lane::Passthrough
-        } else {
-            Lane::Router
-        }
-    }
-}
-
-impl Front {
-    /// Answers `req` by its `lane` under `live`, the configuration it was read under: its trace
-    /// context and scope, its access line, its call counted on an HTTP/2 connection. hyper's
-    /// connections call it through [`Service`](hyper::service::Service), the HTTP/1 loop of
-    /// [`h1`] directly.
-    /// `read` is the body when the caller has already read it (or failed to, within the
-    /// limit and the body read timeout); the request's own body is then empty and unused.
-    fn respond(
-        &self,
-        live: Arc<Live>,
-        mut req: axum::extract::Request,
-        lane: Lane,
-        read: Option<Result<bytes::Bytes, GatewayError>>,
-    ) -> FrontFuture {
-        let (trace, state) = TraceContext::for_call_with_state(req.headers());
-        let fast = lane == Lane::Rpc;
-        let passed = lane == Lane::Passthrough;
-        // What the routes may ask of the connection (the admin rule, the forwarding headers);
-        // `POST /rpc` asks nothing, and skips building the extensions map.
-        if !fast && !passed {
-            if let Some(peer) = self.peer {
-                req.extensions_mut().insert(peer);
-            }
-            if self.tls {
-                req.extensions_mut().insert(OverTls);
-            }
-        }
-        let access = live.access.then(|| {
-            (
-                req.method().clone(),
-                req.uri().path().to_owned(),
-                Instant::now(),
-            )
-        });
-        // The call counts as in flight until its answer's body is done or dropped.
-        let call = self
-            .activity
-            .as_ref()
-            .map(|a| crate::telemetry::activity::Call::begin(a.clone()));
-        // Boxed on its own before it is wrapped: the handlers' futures are large, and every
-        // wrapper that held one by value would copy it (measured with callgrind: tens of
-        // thousands of instructions of memcpy per call).
-        let handled: Pin<Box<dyn Future<Output = Response> + Send>> = if fast {
-            Box::pin(rpc_call(
-                live.state.clone(),
-                req,
-                read,
-                self.peer,
-                Binding::Gateway,
-            ))
-        } else if passed {
-            let passthrough = live.state.passthrough.clone();
-            let origin = crate::passthrough::Origin {
-                peer: self.peer.map(|p| p.0),
-                tls: self.tls,
-            };
-            Box::pin(async move {
-                match passthrough.forward(req, origin).await {
-                    Ok(resp) => resp,
-                    Err(_) => StatusCode::NOT_FOUND.into_response(),
-                }
-            })
-        } else {
-            let router = live.router.clone();
-            Box::pin(async move {
-                match tower::ServiceExt::oneshot(router, req).await {
-                    Ok(mut resp) => {
-                        // axum writes `content-length: 0` on every empty answer, a 204 too,
-                        // which RFC 9110 forbids; hyper's HTTP/1 drops it, its HTTP/2 sends
-                        // it. Dropped here, so every writer's 204 is the same.
-                        if resp.status() == StatusCode::NO_CONTENT {
-                            resp.headers_mut().remove(header::CONTENT_LENGTH);
-                        }
-                        resp
-                    }
-                    Err(never) => match never {},
-                }
-            })
-        };
-        Box::pin(async move {
-            let (mut resp, note) = scope::run(trace, state, access.is_some(), handled).await;
-            if let Some((method, path, started)) = access {
-                let line = crate::server::access::Line {
-                    method,
-                    path,
-                    status: resp.status(),
-                    started,
-                    trace_id: trace.trace_id_hex(),
-                    note,
-                };
-                resp = resp.map(|b| Body::new(crate::server::access::Counted::new(b, line)));
-            }
-            if let Some(call) = call {
-                resp = resp.map(|b| Body::new(call.guard_body(b)));
-            }
-            Ok(resp)
-        })
-    }
-}
-
-/// What the HTTP/1 loop awaits for a call it answers itself: the reply and its request id.
-type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, calls::RequestId)> + Send>>;
-
-impl Front {
-    /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call
-    /// (boxed on its own, as [`Front::respond`] boxes it: a wrapper holding it by value would
-    /// copy it) and the trace context and `tracestate` to run it in (the loop runs it in [`scope::run`] on its
-    /// own stack). It is answered with the [`Reply`] for the loop to write: no response object,
-    /// no answer header map. Only without the access log, whose line [`Front::respond`] ties to
-    /// the answer's body; the loop never counts calls in flight (that is HTTP/2's idle rule).
-    fn rpc_reply(
-        &self,
-        live: Arc<Live>,
-        head: RawHead,
-        read: Result<bytes::Bytes, GatewayError>,
-    ) -> (TraceContext, Option<HeaderValue>, ReplyFuture) {
-        debug_assert!(!live.access && self.activity.is_none());
-        let (trace, state) = TraceContext::for_call_with_state(&head);
-        let peer = self.peer;
-        let call = Box::pin(async move {
-            rpc_reply(
-                &live.state,
-                Headers::Head(&head),
-                read,
-                peer,
-                Binding::Gateway,
-            )
-            .await
-        });
-        (trace, state, call)
-    }
-}
 
 /// A running gateway: its address, the means to reload and to stop it.
 #[derive(Debug)]
@@ -567,144 +344,6 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
         )),
         live,
     })
-}
-
-/// The A2A agent card: the 1.0 card, with the 0.3 card's fields for `A2A-Version: 0.3`.
-async fn agent_card(state: State<AppState>, headers: HeaderMap) -> Response {
-    let old = header_str(&headers, &A2A_VERSION)
-        .and_then(crate::model::a2a::Version::parse)
-        .is_some_and(|v| v == crate::model::a2a::Version::V0_3);
-    card_response(state, headers, old)
-}
-
-/// The card at the older well-known path, read by 0.3-only clients.
-async fn agent_card_0_3(state: State<AppState>, headers: HeaderMap) -> Response {
-    card_response(state, headers, true)
-}
-
-fn card_response(State(state): State<AppState>, headers: HeaderMap, with_0_3: bool) -> Response {
-    let Some(a2a) = state.gateway.a2a() else {
-        return not_configured("no agent card: A2A needs sid.enabled and a2a.enabled");
-    };
-    match a2a.card(header_str(&headers, &header::HOST), with_0_3) {
-        Some(card) => {
-            let bytes = serde_json::to_vec(&card).expect("a card always serialises");
-            let etag = crate::a2a::card::etag(&bytes);
-            let mut resp = (
-                [(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                )],
-                bytes,
-            )
-                .into_response();
-            let h = resp.headers_mut();
-            if let Ok(v) = HeaderValue::from_str(&etag) {
-                h.insert(header::ETAG, v);
-            }
-            h.insert(header::LAST_MODIFIED, state.started.clone());
-            h.insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=300"),
-            );
-            h.insert(header::VARY, HeaderValue::from_static("host, a2a-version"));
-            resp
-        }
-        None => (
-            StatusCode::BAD_REQUEST,
-            axum::Json(
-                json!({"error": "the Host header is not a valid authority; set a2a.public_url"}),
-            ),
-        )
-            .into_response(),
-    }
-}
-
-/// A method other than `POST` on an RPC path: the pass-through's when one takes the path,
-/// else 405.
-async fn not_rpc_method(State(state): State<AppState>, req: axum::extract::Request) -> Response {
-    match forward(&state, req).await {
-        Ok(resp) => resp,
-        Err(_) => (
-            StatusCode::METHOD_NOT_ALLOWED,
-            [(header::ALLOW, HeaderValue::from_static("POST"))],
-        )
-            .into_response(),
-    }
-}
-
-/// What no route takes: the pass-through's when a prefix takes the path, else 404.
-async fn pass_through(State(state): State<AppState>, req: axum::extract::Request) -> Response {
-    match forward(&state, req).await {
-        Ok(resp) => resp,
-        Err(_) => StatusCode::NOT_FOUND.into_response(),
-    }
-}
-
-async fn forward(
-    state: &AppState,
-    req: axum::extract::Request,
-) -> Result<Response, axum::extract::Request> {
-    let origin = crate::passthrough::Origin {
-        peer: req
-            .extensions()
-            .get::<crate::auth::admin::Peer>()
-            .map(|p| p.0),
-        tls: req.extensions().get::<OverTls>().is_some(),
-    };
-    state.passthrough.forward(req, origin).await
-}
-
-async fn healthz() -> Response {
-    axum::Json(json!({"status": "ok"})).into_response()
-}
-
-async fn readyz(State(state): State<AppState>) -> Response {
-    let ups = state.gateway.upstreams();
-    let checks = futures_util::future::join_all(ups.iter().map(|u| u.reachable())).await;
-    let report: serde_json::Map<String, serde_json::Value> = ups
-        .iter()
-        .zip(&checks)
-        .map(|(u, ok)| {
-            (
-                u.name().to_owned(),
-                json!(if *ok { "reachable" } else { "unreachable" }),
-            )
-        })
-        .collect();
-    let sid_ok = state.gateway.bridge().is_none_or(|b| b.healthy());
-    let cluster = state.gateway.cluster();
-    let ready = checks.iter().all(|ok| *ok) && sid_ok && cluster.is_none_or(|c| c.is_up());
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let mut body = json!({"ready": ready, "upstreams": report});
-    if let Some(c) = cluster {
-        body["cluster"] = c.readiness();
-    }
-    (status, axum::Json(body)).into_response()
-}
-
-/// `GET /migration`: splits, shadows, rollbacks and callers (admin callers only).
-async fn migration(State(state): State<AppState>, req: axum::extract::Request) -> Response {
-    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
-    if let Err(e) = crate::auth::admin::authorize(peer, req.headers(), &state.admin_tokens) {
-        return e.route_response();
-    }
-    axum::Json(state.gateway.migration().report()).into_response()
-}
-
-async fn metrics(State(state): State<AppState>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        state.metrics.render(),
-    )
-        .into_response()
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {

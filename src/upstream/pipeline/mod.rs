@@ -42,16 +42,20 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::h1::{self, Chunked, Framing, Parsed};
+use answers::next_answer;
+
+mod answers;
 
 /// Read buffer reserved before each read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -234,17 +238,9 @@ impl Task {
                 }
             }
             if c.sent < c.out.len() {
-                match c.tcp.try_write(&c.out[c.sent..]) {
-                    Ok(n) => {
-                        // The segment carries the ACK of everything read so far.
-                        c.unacked = false;
-                        c.advance(n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => {
-                        self.broken(conn.take(), || h1::Error::NotSent(clone(&e)));
-                        continue;
-                    }
+                if let Err(e) = c.write_some() {
+                    self.broken(conn.take(), || h1::Error::NotSent(clone(&e)));
+                    continue;
                 }
             }
             let room = c.waiting.len() + self.pending.len() < self.depth;
@@ -260,25 +256,7 @@ impl Task {
                 () = &mut ack_timer, if c.unacked => Event::Ack,
             };
             match event {
-                Event::Readable => {
-                    c.read.reserve(READ_CHUNK);
-                    match c.tcp.try_read_buf(&mut c.read) {
-                        Ok(0) => {
-                            let c = conn.take().expect("open");
-                            self.closed(c);
-                        }
-                        Ok(_) => {
-                            if !self.answers(c) {
-                                self.broken(conn.take(), || h1::Error::Closed);
-                            } else if !c.waiting.is_empty() && !c.unacked {
-                                c.unacked = true;
-                                ack_timer.as_mut().reset(Instant::now() + ACK_DELAY);
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) => self.broken(conn.take(), || h1::Error::Read(clone(&e))),
-                    }
-                }
+                Event::Readable => self.readable(&mut conn, &mut ack_timer),
                 Event::Writable => {}
                 Event::Ack => {
                     c.unacked = false;
@@ -289,24 +267,57 @@ impl Task {
                     tokio::task::yield_now().await;
                 }
                 Event::Queued(None) => return,
-                Event::Due => {
-                    let head_due = c.waiting.front().map(|(h, _)| h.due);
-                    match head_due {
-                        Some(due) if due <= Instant::now() => {
-                            // The head's caller has its 504; its answer may still come and
-                            // must not be read as the next call's.
-                            self.broken(conn.take(), || {
-                                h1::Error::Read(io::Error::new(
-                                    io::ErrorKind::TimedOut,
-                                    "a call ahead of this one on the pipelined connection timed out",
-                                ))
-                            });
-                        }
-                        Some(due) => timer.as_mut().reset(due),
-                        None => {}
-                    }
+                Event::Due => self.due(&mut conn, &mut timer),
+            }
+        }
+    }
+
+    /// Reads what the upstream sent and hands out the answers it completes; drops the
+    /// connection when the upstream closed it or it must go, and sets the ACK timer when
+    /// answers were read and more are awaited.
+    #[inline]
+    fn readable(&mut self, conn: &mut Option<Open>, ack_timer: &mut Pin<Box<Sleep>>) {
+        let c = conn.as_mut().expect("open");
+        c.read.reserve(READ_CHUNK);
+        match c.tcp.try_read_buf(&mut c.read) {
+            Ok(0) => {
+                let c = conn.take().expect("open");
+                self.closed(c);
+            }
+            Ok(_) => {
+                if !self.answers(c) {
+                    self.broken(conn.take(), || h1::Error::Closed);
+                } else if !c.waiting.is_empty() && !c.unacked {
+                    c.unacked = true;
+                    ack_timer.as_mut().reset(Instant::now() + ACK_DELAY);
                 }
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => self.broken(conn.take(), || h1::Error::Read(clone(&e))),
+        }
+    }
+
+    /// The head call's timer fired: the connection is dropped when that call is due, else the
+    /// timer is moved to when it is.
+    #[inline]
+    fn due(&mut self, conn: &mut Option<Open>, timer: &mut Pin<Box<Sleep>>) {
+        let head_due = conn
+            .as_ref()
+            .and_then(|c| c.waiting.front())
+            .map(|(h, _)| h.due);
+        match head_due {
+            Some(due) if due <= Instant::now() => {
+                // The head's caller has its 504; its answer may still come and must not be read
+                // as the next call's.
+                self.broken(conn.take(), || {
+                    h1::Error::Read(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "a call ahead of this one on the pipelined connection timed out",
+                    ))
+                });
+            }
+            Some(due) => timer.as_mut().reset(due),
+            None => {}
         }
     }
 
@@ -517,6 +528,22 @@ impl Open {
         let _ = socket2::SockRef::from(&self.tcp).set_tcp_quickack(true);
     }
 
+    /// Writes what the socket takes of the batch now; any error but `WouldBlock` is the
+    /// connection's end.
+    #[inline]
+    fn write_some(&mut self) -> io::Result<()> {
+        match self.tcp.try_write(&self.out[self.sent..]) {
+            Ok(n) => {
+                // The segment carries the ACK of everything read so far.
+                self.unacked = false;
+                self.advance(n);
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `n` more bytes of the batch written; calls written whole are marked so.
     fn advance(&mut self, n: usize) {
         self.sent += n;
@@ -528,78 +555,6 @@ impl Open {
             }
         }
     }
-}
-
-/// The next complete answer at the front of `read`, consumed, and whether it declared that the
-/// connection ends (`Connection: close`, or HTTP/1.0 without keep-alive) so the requests behind
-/// it were not processed; `None` until one is complete (`head` keeps a parsed head and a
-/// chunked body's progress between reads). Interim `1xx` answers are skipped; a
-/// close-delimited body is complete only when the upstream closes ([`Task::closed`]).
-fn next_answer(
-    read: &mut BytesMut,
-    head: &mut Option<(Parsed, bool, Chunked)>,
-    limit: usize,
-) -> Result<Option<(h1::Answer, bool)>, h1::Error> {
-    if head.is_none() {
-        loop {
-            let mut close = false;
-            let http10 = read.starts_with(b"HTTP/1.0 ");
-            let parsed = h1::parse_head_with(read, |name, value| {
-                if name.eq_ignore_ascii_case(b"connection")
-                    && value
-                        .split(|b| *b == b',')
-                        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-                {
-                    close = true;
-                }
-            })?;
-            let Some(p) = parsed else {
-                if read.len() > h1::MAX_HEAD {
-                    return Err(h1::Error::Malformed("answer head too large"));
-                }
-                return Ok(None);
-            };
-            if p.status == axum::http::StatusCode::SWITCHING_PROTOCOLS {
-                return Err(h1::Error::Malformed("101 Switching Protocols"));
-            }
-            read.advance(p.len);
-            if p.status.is_informational() {
-                continue;
-            }
-            let ends = !p.keep_alive && (close || http10);
-            *head = Some((p, ends, Chunked::default()));
-            break;
-        }
-    }
-    let (parsed, _, chunked) = head.as_mut().expect("a head");
-    let status = parsed.status;
-    let body = match parsed.framing {
-        Framing::Empty => Bytes::new(),
-        Framing::Length(n) if n > limit => return Err(h1::Error::TooLarge { status, limit }),
-        Framing::Length(n) if read.len() < n => {
-            read.reserve(n - read.len());
-            return Ok(None);
-        }
-        Framing::Length(n) => read.split_to(n).freeze(),
-        Framing::Chunked => {
-            if !chunked.advance(read, limit, status)? {
-                return Ok(None);
-            }
-            read.advance(chunked.pos);
-            Bytes::from(std::mem::take(&mut chunked.body))
-        }
-        Framing::Close if read.len() > limit => return Err(h1::Error::TooLarge { status, limit }),
-        Framing::Close => return Ok(None),
-    };
-    let (parsed, ends, _) = head.take().expect("a head");
-    Ok(Some((
-        h1::Answer {
-            status,
-            body,
-            reusable: parsed.keep_alive,
-        },
-        ends,
-    )))
 }
 
 /// An I/O error for each call that failed by it (`io::Error` is not `Clone`).

@@ -1,0 +1,173 @@
+//! How a context reaches sid: a child process on its pipes, or an attached `sid --listen`
+//! socket kept connected, and the tasks that move lines between either and the context.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, Notify};
+
+use super::context::Context;
+use super::lines::Lines;
+
+/// How the context reaches sid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// A child process on stdin/stdout; sid reads nothing during a turn.
+    Stdio(Vec<String>),
+    /// An attached `sid --listen` socket (`unix:///path` or `tcp://host:port`).
+    Socket(String),
+}
+
+impl Context {
+    /// Runs sid as a child (with `--resume SESSION` when given) until it exits.
+    pub(crate) fn spawn_child(
+        self: &Arc<Self>,
+        command: &[String],
+        resume: Option<String>,
+    ) -> std::io::Result<()> {
+        let mut cmd = tokio::process::Command::new(&command[0]);
+        cmd.args(&command[1..]);
+        if let Some(s) = &resume {
+            cmd.args(["--resume", s]);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = mpsc::channel(self.max_queued);
+        let kill = Arc::new(Notify::new());
+        self.on_up(tx, Some(kill.clone()));
+        tokio::spawn(write_lines(stdin, rx));
+        let id = self.id.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                tracing::info!(context = %id, "sid stderr: {l}");
+            }
+        });
+        let ctx = self.clone();
+        tokio::spawn(async move {
+            let mut stdout = Lines::new(stdout, 64 * 1024);
+            // One waiter for the kill signal, registered once rather than per line; polled
+            // first, so a child that floods stdout can still be killed.
+            let mut killed = std::pin::pin!(kill.notified());
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut killed => {
+                        let _ = child.start_kill();
+                        killed.set(kill.notified());
+                    }
+                    // sid waits (its pipe fills) while a subscriber catches up; see `room`.
+                    more = async {
+                        ctx.queue.room(ctx.lag_grace).await;
+                        match stdout.next().await {
+                            Ok(Some(line)) => {
+                                ctx.on_bytes(line);
+                                true
+                            }
+                            _ => false,
+                        }
+                    } => if !more {
+                        break;
+                    },
+                }
+            }
+            let status = child.wait().await;
+            let was_busy = ctx.active_turn().is_some();
+            let reason = match status {
+                Ok(s) if s.success() && !was_busy => format!("sid exited ({s})"),
+                Ok(s) => format!("sid exited mid-task ({s})"),
+                Err(e) => format!("sid could not be waited for: {e}"),
+            };
+            tracing::info!(context = %ctx.id, %reason, "sid stopped");
+            ctx.on_down(reason, true);
+        });
+        Ok(())
+    }
+
+    /// Attaches to `sid --listen` and stays attached, reconnecting with backoff, until
+    /// [`close`](Self::close). Open tasks fail when the socket stays down for `grace`.
+    pub(crate) fn spawn_socket(self: &Arc<Self>, spec: String, grace: Duration) {
+        let ctx = self.clone();
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(50);
+            let mut down_since: Option<Instant> = None;
+            while !ctx.queue.is_closed() {
+                match connect(&spec).await {
+                    Ok((read, write)) => {
+                        backoff = Duration::from_millis(50);
+                        down_since = None;
+                        let (tx, rx) = mpsc::channel(ctx.max_queued);
+                        tokio::spawn(write_lines(write, rx));
+                        let mut tx = Some(tx);
+                        let mut read = Lines::new(read, 64 * 1024);
+                        loop {
+                            ctx.queue.room(ctx.lag_grace).await;
+                            let Ok(Some(line)) = read.next().await else {
+                                break;
+                            };
+                            // sid replays its history first; requests go out only once it is live.
+                            let marker = ctx.on_bytes(line);
+                            if marker {
+                                if let Some(tx) = tx.take() {
+                                    ctx.on_up(tx, None);
+                                }
+                            }
+                        }
+                        tracing::warn!(context = %ctx.id, "the sid socket dropped; reconnecting");
+                        ctx.on_down("the sid socket dropped".into(), false);
+                    }
+                    Err(e) => {
+                        tracing::debug!(context = %ctx.id, error = %e, "cannot reach the sid socket")
+                    }
+                }
+                let since = *down_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= grace && ctx.active_turn().is_some() {
+                    ctx.fail_open("the sid socket dropped and did not come back in time");
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        });
+    }
+}
+
+async fn write_lines(mut w: impl AsyncWrite + Unpin, mut rx: mpsc::Receiver<String>) {
+    while let Some(mut line) = rx.recv().await {
+        line.push('\n');
+        if w.write_all(line.as_bytes()).await.is_err() || w.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+type Halves = (
+    Box<dyn AsyncRead + Send + Unpin>,
+    Box<dyn AsyncWrite + Send + Unpin>,
+);
+
+async fn connect(spec: &str) -> std::io::Result<Halves> {
+    if let Some(path) = spec.strip_prefix("unix://") {
+        let s = tokio::net::UnixStream::connect(path).await?;
+        let (r, w) = s.into_split();
+        Ok((Box::new(r), Box::new(w)))
+    } else if let Some(addr) = spec.strip_prefix("tcp://") {
+        let s = tokio::net::TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        let (r, w) = s.into_split();
+        Ok((Box::new(r), Box::new(w)))
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{spec}: want unix:///path or tcp://host:port"),
+        ))
+    }
+}

@@ -1,0 +1,277 @@
+//! The service every connection is served by: each request's lane, and what its answer carries.
+//!
+//! `POST /rpc`, nearly every request a gateway sees, goes straight to its handler; a path the
+//! gateway never answers itself, under a pass-through prefix, straight to the pass-through;
+//! everything else through the router. Whatever the lane, the request runs in its trace context
+//! and scope, and its answer's body ends its access line and its call in flight.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use axum::body::Body;
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::gateway::Binding;
+use crate::http::headers::{Headers, RawHead};
+use crate::http::reply::Reply;
+use crate::http::scope::{self, Note};
+use crate::http::trace::TraceContext;
+use crate::model::error::GatewayError;
+use crate::telemetry::activity::{self, Activity};
+
+use super::calls::{self, rpc_call, rpc_reply};
+use super::{is_own_path, Live, OverTls};
+
+/// The service a connection is served by: `POST /rpc`, nearly every request a gateway sees, goes
+/// straight to its handler; everything else through the router. Routing, the handler's service
+/// adapters and their boxing cost about as much per call as the upstream exchange itself
+/// (measured with callgrind: about 4k of 42k instructions per proxied call).
+#[derive(Clone)]
+pub(super) struct Front {
+    /// The configuration being served; a reload swaps it.
+    pub(super) live: Arc<ArcSwap<Live>>,
+    /// On an HTTP/2 connection, its calls in flight (HTTP/1's idle time is hyper's to time).
+    activity: Option<Arc<Activity>>,
+    /// The connection's client, put on each of its requests for the routes that ask.
+    pub(super) peer: Option<crate::auth::admin::Peer>,
+    /// Whether the connection is TLS.
+    pub(super) tls: bool,
+}
+
+impl Front {
+    pub(super) fn new(live: Arc<ArcSwap<Live>>) -> Self {
+        Front {
+            live,
+            activity: None,
+            peer: None,
+            tls: false,
+        }
+    }
+
+    /// The same service for one connection: its client, whether it is TLS, and its calls
+    /// counted into `activity`.
+    pub(super) fn tracking(
+        &self,
+        activity: Option<Arc<Activity>>,
+        peer: Option<crate::auth::admin::Peer>,
+        tls: bool,
+    ) -> Self {
+        Front {
+            activity,
+            peer,
+            tls,
+            live: self.live.clone(),
+        }
+    }
+}
+
+pub(super) type FrontFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+/// A request's handler, boxed on its own before [`Front::respond`] wraps it.
+type Handled = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// What the access line takes from the request: its method, its path and when it arrived.
+type Arrival = (Method, String, Instant);
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = FrontFuture;
+
+    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> FrontFuture {
+        let live = self.live.load_full();
+        let req = req.map(Body::new);
+        let lane = live.lane(req.method(), req.uri().path());
+        self.respond(live, req, lane, None)
+    }
+}
+
+/// Which way a request goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lane {
+    /// `POST` to an RPC path, no CORS configured: straight to [`rpc_call`].
+    Rpc,
+    /// A path the gateway never answers itself, under a pass-through prefix, no CORS configured:
+    /// straight to the pass-through.
+    Passthrough,
+    /// Everything else: the router.
+    Router,
+}
+
+impl Live {
+    /// The lane of a request with `method` to `path` under this configuration.
+    pub(super) fn lane(&self, method: &axum::http::Method, path: &str) -> Lane {
+        if self.cors.is_some() {
+            Lane::Router
+        } else if method == axum::http::Method::POST && self.rpc_paths.matches(path) {
+            Lane::Rpc
+        } else if !is_own_path(&self.rpc_paths, path) && self.state.passthrough.takes(path) {
+            Lane::Passthrough
+        } else {
+            Lane::Router
+        }
+    }
+}
+
+impl Front {
+    /// Answers `req` by its `lane` under `live`, the configuration it was read under: its trace
+    /// context and scope, its access line, its call counted on an HTTP/2 connection. hyper's
+    /// connections call it through [`Service`](hyper::service::Service), the HTTP/1 loop of
+    /// [`h1`](super::h1) directly.
+    /// `read` is the body when the caller has already read it (or failed to, within the
+    /// limit and the body read timeout); the request's own body is then empty and unused.
+    pub(super) fn respond(
+        &self,
+        live: Arc<Live>,
+        mut req: axum::extract::Request,
+        lane: Lane,
+        read: Option<Result<bytes::Bytes, GatewayError>>,
+    ) -> FrontFuture {
+        let (trace, state) = TraceContext::for_call_with_state(req.headers());
+        let fast = lane == Lane::Rpc;
+        let passed = lane == Lane::Passthrough;
+        // What the routes may ask of the connection (the admin rule, the forwarding headers);
+        // `POST /rpc` asks nothing, and skips building the extensions map.
+        if !fast && !passed {
+            if let Some(peer) = self.peer {
+                req.extensions_mut().insert(peer);
+            }
+            if self.tls {
+                req.extensions_mut().insert(OverTls);
+            }
+        }
+        let access = live.access.then(|| {
+            (
+                req.method().clone(),
+                req.uri().path().to_owned(),
+                Instant::now(),
+            )
+        });
+        // The call counts as in flight until its answer's body is done or dropped.
+        let call = self
+            .activity
+            .as_ref()
+            .map(|a| crate::telemetry::activity::Call::begin(a.clone()));
+        // Boxed on its own before it is wrapped: the handlers' futures are large, and every
+        // wrapper that held one by value would copy it (measured with callgrind: tens of
+        // thousands of instructions of memcpy per call).
+        let handled: Handled = if fast {
+            Box::pin(rpc_call(
+                live.state.clone(),
+                req,
+                read,
+                self.peer,
+                Binding::Gateway,
+            ))
+        } else if passed {
+            self.passed(&live, req)
+        } else {
+            routed(&live, req)
+        };
+        Box::pin(async move {
+            let (resp, note) = scope::run(trace, state, access.is_some(), handled).await;
+            Ok(finished(resp, note, access, trace, call))
+        })
+    }
+
+    /// The pass-through lane's handler: the pass-through's answer, else 404.
+    #[inline]
+    fn passed(&self, live: &Live, req: axum::extract::Request) -> Handled {
+        let passthrough = live.state.passthrough.clone();
+        let origin = crate::passthrough::Origin {
+            peer: self.peer.map(|p| p.0),
+            tls: self.tls,
+        };
+        Box::pin(async move {
+            match passthrough.forward(req, origin).await {
+                Ok(resp) => resp,
+                Err(_) => StatusCode::NOT_FOUND.into_response(),
+            }
+        })
+    }
+}
+
+/// The router lane's handler: the router's answer.
+#[inline]
+fn routed(live: &Live, req: axum::extract::Request) -> Handled {
+    let router = live.router.clone();
+    Box::pin(async move {
+        match tower::ServiceExt::oneshot(router, req).await {
+            Ok(mut resp) => {
+                // axum writes `content-length: 0` on every empty answer, a 204 too,
+                // which RFC 9110 forbids; hyper's HTTP/1 drops it, its HTTP/2 sends
+                // it. Dropped here, so every writer's 204 is the same.
+                if resp.status() == StatusCode::NO_CONTENT {
+                    resp.headers_mut().remove(header::CONTENT_LENGTH);
+                }
+                resp
+            }
+            Err(never) => match never {},
+        }
+    })
+}
+
+/// `resp` with its body tied to the request's end: its access line (when `access`), written
+/// once the body is sent or dropped, and its call in flight (when `call`), ended then.
+#[inline]
+fn finished(
+    mut resp: Response,
+    note: Note,
+    access: Option<Arrival>,
+    trace: TraceContext,
+    call: Option<activity::Call>,
+) -> Response {
+    if let Some((method, path, started)) = access {
+        let line = crate::server::access::Line {
+            method,
+            path,
+            status: resp.status(),
+            started,
+            trace_id: trace.trace_id_hex(),
+            note,
+        };
+        resp = resp.map(|b| Body::new(crate::server::access::Counted::new(b, line)));
+    }
+    if let Some(call) = call {
+        resp = resp.map(|b| Body::new(call.guard_body(b)));
+    }
+    resp
+}
+
+/// What the HTTP/1 loop awaits for a call it answers itself: the reply and its request id.
+pub(super) type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, calls::RequestId)> + Send>>;
+
+impl Front {
+    /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call
+    /// (boxed on its own, as [`Front::respond`] boxes it: a wrapper holding it by value would
+    /// copy it) and the trace context and `tracestate` to run it in (the loop runs it in [`scope::run`] on its
+    /// own stack). It is answered with the [`Reply`] for the loop to write: no response object,
+    /// no answer header map. Only without the access log, whose line [`Front::respond`] ties to
+    /// the answer's body; the loop never counts calls in flight (that is HTTP/2's idle rule).
+    pub(super) fn rpc_reply(
+        &self,
+        live: Arc<Live>,
+        head: RawHead,
+        read: Result<bytes::Bytes, GatewayError>,
+    ) -> (TraceContext, Option<HeaderValue>, ReplyFuture) {
+        debug_assert!(!live.access && self.activity.is_none());
+        let (trace, state) = TraceContext::for_call_with_state(&head);
+        let peer = self.peer;
+        let call = Box::pin(async move {
+            rpc_reply(
+                &live.state,
+                Headers::Head(&head),
+                read,
+                peer,
+                Binding::Gateway,
+            )
+            .await
+        });
+        (trace, state, call)
+    }
+}

@@ -1,0 +1,63 @@
+//! The routes that report on the gateway: `/healthz`, `/readyz`, `/metrics` and `/migration`.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::AppState;
+
+pub(super) async fn healthz() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+pub(super) async fn readyz(State(state): State<AppState>) -> Response {
+    let ups = state.gateway.upstreams();
+    let checks = futures_util::future::join_all(ups.iter().map(|u| u.reachable())).await;
+    let report: serde_json::Map<String, serde_json::Value> = ups
+        .iter()
+        .zip(&checks)
+        .map(|(u, ok)| {
+            (
+                u.name().to_owned(),
+                json!(if *ok { "reachable" } else { "unreachable" }),
+            )
+        })
+        .collect();
+    let sid_ok = state.gateway.bridge().is_none_or(|b| b.healthy());
+    let cluster = state.gateway.cluster();
+    let ready = checks.iter().all(|ok| *ok) && sid_ok && cluster.is_none_or(|c| c.is_up());
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let mut body = json!({"ready": ready, "upstreams": report});
+    if let Some(c) = cluster {
+        body["cluster"] = c.readiness();
+    }
+    (status, axum::Json(body)).into_response()
+}
+
+/// `GET /migration`: splits, shadows, rollbacks and callers (admin callers only).
+pub(super) async fn migration(
+    State(state): State<AppState>,
+    req: axum::extract::Request,
+) -> Response {
+    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
+    if let Err(e) = crate::auth::admin::authorize(peer, req.headers(), &state.admin_tokens) {
+        return e.route_response();
+    }
+    axum::Json(state.gateway.migration().report()).into_response()
+}
+
+pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
