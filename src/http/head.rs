@@ -132,6 +132,7 @@ pub fn parse_as(buf: &[u8], serves: Serves) -> Parsed {
 /// told by one comparison each (`HeaderName::from_bytes` maps the name through its table
 /// first: 0.35 k instructions for a proxied call's three names); any other name by it. `None`
 /// when it is no header name.
+#[inline]
 fn header_name(raw: &[u8]) -> Option<HeaderName> {
     Some(match raw {
         b"Host" | b"host" => header::HOST,

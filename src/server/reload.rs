@@ -241,19 +241,10 @@ mod tests {
         new.events.source = "http://127.0.0.1:9/events".into();
         new.a2a.enabled = !old.a2a.enabled;
         new.cluster.redis = "redis://127.0.0.1:9/0".into();
+        // Every key of the table, each changed above.
         assert_eq!(
             restart_needed(&old, &new),
-            [
-                "server.listen",
-                "server.worker_threads",
-                "server.max_connections",
-                "server.header_read_timeout_ms",
-                "server.shutdown_grace_ms",
-                "sid",
-                "events",
-                "a2a",
-                "cluster",
-            ]
+            crate::config::restart::RESTART_ONLY
         );
         let mut lease = old.clone();
         lease.cluster.lease_ms += 1;
