@@ -471,7 +471,10 @@ fn print_demo(addr: SocketAddr, context: &str) {
     println!(
         "# A2A 1.0 (any official A2A client works from the card): the card, then a streamed turn"
     );
-    println!("curl -s http://{addr}/.well-known/agent-card.json");
+    println!(
+        "curl -s http://{addr}{}",
+        wiregate::http::routes::AGENT_CARD
+    );
     println!(
         "curl -sN {h} -H 'A2A-Version: 1.0' http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":\"a1\",\"method\":\"SendStreamingMessage\",\"params\":{{\"message\":{{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{{\"text\":\"hi there\"}}]}}}}}}'\n"
     );

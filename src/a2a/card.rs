@@ -13,11 +13,6 @@ use serde_json::{json, Value};
 
 use crate::config::A2a as A2aConfig;
 
-/// The well-known path of the card (A2A 0.3 and 1.0).
-pub(crate) const PATH: &str = "/.well-known/agent-card.json";
-/// The older well-known path (A2A 0.2).
-pub(crate) const LEGACY_PATH: &str = "/.well-known/agent.json";
-
 /// The base URL the card advertises: `public_url`, else `http://` and the request's `Host`
 /// (when it is a valid authority; a forged one cannot inject into the card).
 pub(crate) fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {

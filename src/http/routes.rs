@@ -4,6 +4,12 @@
 /// The operator console's page.
 pub const CONSOLE: &str = "/console";
 
+/// The well-known path of the A2A agent card (A2A 0.3 and 1.0).
+pub const AGENT_CARD: &str = "/.well-known/agent-card.json";
+
+/// The older well-known path of the agent card (A2A 0.2), served the card with 0.3's fields.
+pub const AGENT_CARD_0_2: &str = "/.well-known/agent.json";
+
 /// The admin route that asks for a reload (what SIGHUP and `wiregate reload` do).
 pub const ADMIN_RELOAD: &str = "/admin/reload";
 

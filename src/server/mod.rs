@@ -168,8 +168,8 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     route("/tasks/{task_id}/events", get(task_events));
     route("/contexts/{context_id}/events", get(context_events));
     route("/events", get(domain_events));
-    route(crate::a2a::card::PATH, get(agent_card));
-    route(crate::a2a::card::LEGACY_PATH, get(agent_card_0_3));
+    route(crate::http::routes::AGENT_CARD, get(agent_card));
+    route(crate::http::routes::AGENT_CARD_0_2, get(agent_card_0_3));
     route("/healthz", get(healthz));
     route("/readyz", get(readyz));
     route("/metrics", get(metrics));
