@@ -587,3 +587,44 @@ async fn fetch_report(
     }
     serde_json::from_slice(&body).map_err(|e| format!("{target} sent no JSON report: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every flag, argument and subcommand carries a line of help, so `--help` lists each with
+    /// what it does.
+    #[test]
+    fn every_flag_and_subcommand_has_a_line_of_help() {
+        fn check(c: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in c.get_arguments() {
+                let builtin = matches!(a.get_id().as_str(), "help" | "version");
+                if a.get_help().is_none() && !builtin {
+                    missing.push(format!("{path} {}", a.get_id()));
+                }
+            }
+            for s in c.get_subcommands() {
+                if s.get_about().is_none() && s.get_name() != "help" {
+                    missing.push(format!("{path} {}", s.get_name()));
+                }
+                check(s, &format!("{path} {}", s.get_name()), missing);
+            }
+        }
+        let cli = Cli::command();
+        cli.clone().debug_assert();
+        let mut missing = Vec::new();
+        check(&cli, "wiregate", &mut missing);
+        assert!(missing.is_empty(), "no help for: {missing:?}");
+        let subcommands: Vec<&str> = cli.get_subcommands().map(|s| s.get_name()).collect();
+        for name in [
+            "check-config",
+            "config",
+            "migration",
+            "reload",
+            "completions",
+        ] {
+            assert!(subcommands.contains(&name), "{name}");
+        }
+    }
+}
