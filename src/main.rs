@@ -237,6 +237,11 @@ fn main() -> ExitCode {
             tls,
         );
     }
+    serve(&cli, config)
+}
+
+/// Serves `config` on a runtime of `server.worker_threads` until a shutdown signal.
+fn serve(cli: &Cli, config: Config) -> ExitCode {
     let log = wiregate::telemetry::logging::init(&config.log);
     // One worker: a current-thread runtime, which wakes tasks without cross-thread handoffs.
     let mut builder = match config.server.worker_threads {
@@ -332,59 +337,7 @@ async fn run(
     log: wiregate::telemetry::logging::LogHandle,
 ) -> std::io::Result<()> {
     if demo_mode {
-        let (addr, _task) = demo::legacy_upstream(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        config.upstreams = vec![Upstream::new(
-            "demo-legacy",
-            &format!("http://{addr}/a2a"),
-            Dialect::Legacy,
-            1000,
-        )];
-        // Its migrated counterpart: plan status split 90/10 by caller token (and shadowed, to
-        // show a difference), echo and session.create shadowed; the rest stays on legacy.
-        let (modern, _task) = demo::jsonrpc_upstream(
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-            demo::Faults::default(),
-        )
-        .await?;
-        config.upstreams.push(Upstream::new(
-            "demo-modern",
-            &format!("http://{modern}/rpc"),
-            Dialect::Jsonrpc,
-            1000,
-        ));
-        let side = |upstream: &str, weight| SplitSide {
-            upstream: upstream.into(),
-            weight,
-        };
-        config.routes = vec![
-            Route {
-                name: "plan-status".into(),
-                split: vec![side("demo-legacy", 90), side("demo-modern", 10)],
-                shadow: "demo-modern".into(),
-                shadow_ignore: vec!["/result/updated_at".into()],
-                rollback: Some(Default::default()),
-                ..Route::to(&["_cleveragents/plan/*"], "")
-            },
-            Route {
-                name: "echo-and-sessions".into(),
-                shadow: "demo-modern".into(),
-                shadow_ignore: vec!["/result/session_id".into()],
-                ..Route::to(&["echo", "session.*"], "demo-legacy")
-            },
-            Route {
-                name: "everything-else".into(),
-                ..Route::to(&["*"], "demo-legacy")
-            },
-        ];
-        // The demo server's domain-event feed, served as SSE on /events.
-        config.events.source = format!("http://{addr}/events");
-        // The sid bridge, over the fake sid this very binary carries.
-        config.sid.enabled = true;
-        config.sid.command = vec![
-            std::env::current_exe()?.to_string_lossy().into_owned(),
-            "demo-sid".into(),
-            "--raw".into(),
-        ];
+        demo_setup(&mut config).await?;
     }
     let running = server::serve(&config).await?;
     let addr = running.addr;
@@ -435,6 +388,64 @@ async fn run(
     running
         .shutdown(Duration::from_millis(config.server.shutdown_grace_ms))
         .await;
+    Ok(())
+}
+
+/// The demo's upstreams (legacy and its migrated JSON-RPC counterpart), routes, event feed and sid.
+async fn demo_setup(config: &mut Config) -> std::io::Result<()> {
+    let (addr, _task) = demo::legacy_upstream(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+    config.upstreams = vec![Upstream::new(
+        "demo-legacy",
+        &format!("http://{addr}/a2a"),
+        Dialect::Legacy,
+        1000,
+    )];
+    // Its migrated counterpart: plan status split 90/10 by caller token (and shadowed, to
+    // show a difference), echo and session.create shadowed; the rest stays on legacy.
+    let (modern, _task) = demo::jsonrpc_upstream(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        demo::Faults::default(),
+    )
+    .await?;
+    config.upstreams.push(Upstream::new(
+        "demo-modern",
+        &format!("http://{modern}/rpc"),
+        Dialect::Jsonrpc,
+        1000,
+    ));
+    let side = |upstream: &str, weight| SplitSide {
+        upstream: upstream.into(),
+        weight,
+    };
+    config.routes = vec![
+        Route {
+            name: "plan-status".into(),
+            split: vec![side("demo-legacy", 90), side("demo-modern", 10)],
+            shadow: "demo-modern".into(),
+            shadow_ignore: vec!["/result/updated_at".into()],
+            rollback: Some(Default::default()),
+            ..Route::to(&["_cleveragents/plan/*"], "")
+        },
+        Route {
+            name: "echo-and-sessions".into(),
+            shadow: "demo-modern".into(),
+            shadow_ignore: vec!["/result/session_id".into()],
+            ..Route::to(&["echo", "session.*"], "demo-legacy")
+        },
+        Route {
+            name: "everything-else".into(),
+            ..Route::to(&["*"], "demo-legacy")
+        },
+    ];
+    // The demo server's domain-event feed, served as SSE on /events.
+    config.events.source = format!("http://{addr}/events");
+    // The sid bridge, over the fake sid this very binary carries.
+    config.sid.enabled = true;
+    config.sid.command = vec![
+        std::env::current_exe()?.to_string_lossy().into_owned(),
+        "demo-sid".into(),
+        "--raw".into(),
+    ];
     Ok(())
 }
 

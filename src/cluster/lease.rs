@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, Weak};
 
+use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
 
 use super::{keys, Link};
@@ -119,34 +120,14 @@ pub(crate) fn keep<T: Send + Sync + 'static>(
             let now_session = session(&ctx);
             drop(ctx);
             let mut conn = link.conn_anyway();
-            let renewed: redis::RedisResult<i64> = redis::cmd("EVAL")
-                .arg(RENEW)
-                .arg(1)
-                .arg(&key)
-                .arg(&mine)
-                .arg(link.lease.as_millis() as u64)
-                .query_async(&mut conn)
-                .await;
+            let renewed = renew(&link, &mut conn, &key, &mine).await;
             match renewed {
                 Ok(1) => {}
                 Ok(_) => {
-                    // Lost (expired while Redis was away): take it again if it is free.
-                    let took: redis::RedisResult<Option<String>> = redis::cmd("SET")
-                        .arg(&key)
-                        .arg(&mine)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(link.lease.as_millis() as u64)
-                        .query_async(&mut conn)
-                        .await;
-                    match took {
+                    if retake(&link, &mut conn, &key, &mine, &context_id).await {
                         // A Redis that came back empty lost the session too: record it again.
-                        Ok(Some(_)) => {
-                            recorded = None;
-                            listed = false;
-                        }
-                        _ => tracing::error!(context = %context_id,
-                            "another replica took over this context's lease"),
+                        recorded = None;
+                        listed = false;
                     }
                 }
                 Err(e) => {
@@ -157,32 +138,101 @@ pub(crate) fn keep<T: Send + Sync + 'static>(
                     continue;
                 }
             }
-            if !listed {
-                let added: redis::RedisResult<i64> = conn.sadd(keys::CONTEXTS, &context_id).await;
-                listed = added.is_ok();
-            }
-            if now_session.is_some() && now_session != recorded {
-                let set: redis::RedisResult<()> = conn
-                    .set(
-                        keys::session(&context_id),
-                        now_session.as_deref().unwrap_or(""),
-                    )
-                    .await;
-                if set.is_ok() {
-                    recorded = now_session;
-                }
-            }
+            record(
+                &mut conn,
+                &context_id,
+                &mut listed,
+                &mut recorded,
+                now_session,
+            )
+            .await;
             tokio::time::sleep(every).await;
         }
-        let mut conn = link.conn_anyway();
-        let _: redis::RedisResult<i64> = redis::cmd("EVAL")
-            .arg(RELEASE)
-            .arg(1)
-            .arg(&key)
-            .arg(&mine)
-            .query_async(&mut conn)
-            .await;
+        give_back(&link, &key, &mine).await;
     });
+}
+
+/// Renews the lease `key` if this replica (`mine`) still holds it: 1 when it did.
+async fn renew(
+    link: &Link,
+    conn: &mut ConnectionManager,
+    key: &str,
+    mine: &str,
+) -> redis::RedisResult<i64> {
+    redis::cmd("EVAL")
+        .arg(RENEW)
+        .arg(1)
+        .arg(key)
+        .arg(mine)
+        .arg(link.lease.as_millis() as u64)
+        .query_async(conn)
+        .await
+}
+
+/// Takes a lost lease again if it is free: `true` when this replica holds it now; logs an
+/// error when another replica does.
+async fn retake(
+    link: &Link,
+    conn: &mut ConnectionManager,
+    key: &str,
+    mine: &str,
+    context_id: &str,
+) -> bool {
+    // Lost (expired while Redis was away): take it again if it is free.
+    let took: redis::RedisResult<Option<String>> = redis::cmd("SET")
+        .arg(key)
+        .arg(mine)
+        .arg("NX")
+        .arg("PX")
+        .arg(link.lease.as_millis() as u64)
+        .query_async(conn)
+        .await;
+    match took {
+        Ok(Some(_)) => true,
+        _ => {
+            tracing::error!(context = %context_id,
+                "another replica took over this context's lease");
+            false
+        }
+    }
+}
+
+/// Lists the context in [`keys::CONTEXTS`] unless it is `listed`, and records its sid session
+/// `now_session` unless it is the one `recorded`.
+async fn record(
+    conn: &mut ConnectionManager,
+    context_id: &str,
+    listed: &mut bool,
+    recorded: &mut Option<String>,
+    now_session: Option<String>,
+) {
+    if !*listed {
+        let added: redis::RedisResult<i64> = conn.sadd(keys::CONTEXTS, context_id).await;
+        *listed = added.is_ok();
+    }
+    if now_session.is_some() && now_session != *recorded {
+        let set: redis::RedisResult<()> = conn
+            .set(
+                keys::session(context_id),
+                now_session.as_deref().unwrap_or(""),
+            )
+            .await;
+        if set.is_ok() {
+            *recorded = now_session;
+        }
+    }
+}
+
+/// Releases the lease `key` if this replica (`mine`) still holds it.
+async fn give_back(link: &Link, key: &str, mine: &str) {
+    let mut conn = link.conn_anyway();
+    let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+        .arg(RELEASE)
+        .arg(1)
+        .arg(key)
+        .arg(mine)
+        .query_async(&mut conn)
+        .await;
 }
 
 /// Gives a lease back at once (a context this replica took over but cannot run).

@@ -152,106 +152,131 @@ pub(super) fn validate_routes(routes: &[Route], upstreams: &[Upstream], issues: 
         if !route_names.insert(name.clone()) {
             issues.add(key("name"), format!("duplicate route name {name:?}"));
         }
-        match (r.upstream.is_empty(), r.split.is_empty()) {
-            (true, true) => issues.add(
-                key("upstream"),
-                "a route names an upstream or a split".into(),
-            ),
-            (false, false) => issues.add(
-                key("split"),
-                "a route names either an upstream or a split, not both".into(),
-            ),
-            (false, true) if !known(&r.upstream) => issues.add(
-                key("upstream"),
-                format!("no upstream is named {:?}", r.upstream),
-            ),
-            _ => {}
+        validate_target(i, r, &known, issues);
+        validate_sticky_and_shadow(i, r, &known, issues);
+        if let Some(rb) = &r.rollback {
+            validate_rollback(i, r, rb, issues);
         }
-        let mut sides = HashSet::new();
-        for (j, s) in r.split.iter().enumerate() {
-            if !known(&s.upstream) {
-                issues.add(
-                    format!("routes[{i}].split[{j}].upstream"),
-                    format!("no upstream is named {:?}", s.upstream),
-                );
-            } else if !sides.insert(s.upstream.as_str()) {
-                issues.add(
-                    format!("routes[{i}].split[{j}].upstream"),
-                    format!("{:?} is already a side of this split", s.upstream),
-                );
-            }
-        }
-        if !r.split.is_empty() && r.split.iter().all(|s| s.weight == 0) {
-            issues.add(key("split"), "at least one weight must be positive".into());
-        }
-        if r.split.iter().map(|s| u64::from(s.weight)).sum::<u64>() > u64::from(u32::MAX) {
-            issues.add(key("split"), "the weights add up to more than 2^32".into());
-        }
-        if let Err(e) = Sticky::parse(&r.sticky) {
-            issues.add(key("sticky"), e);
-        }
-        if !r.shadow.is_empty() && !known(&r.shadow) {
+    }
+}
+
+/// Checks where route `i` sends its calls: `upstream` or `split` (not both), the split's
+/// sides (known, distinct upstreams) and its weights. `known` tells upstream names.
+fn validate_target(i: usize, r: &Route, known: &impl Fn(&str) -> bool, issues: &mut Issues) {
+    let key = |k: &str| format!("routes[{i}].{k}");
+    match (r.upstream.is_empty(), r.split.is_empty()) {
+        (true, true) => issues.add(
+            key("upstream"),
+            "a route names an upstream or a split".into(),
+        ),
+        (false, false) => issues.add(
+            key("split"),
+            "a route names either an upstream or a split, not both".into(),
+        ),
+        (false, true) if !known(&r.upstream) => issues.add(
+            key("upstream"),
+            format!("no upstream is named {:?}", r.upstream),
+        ),
+        _ => {}
+    }
+    let mut sides = HashSet::new();
+    for (j, s) in r.split.iter().enumerate() {
+        if !known(&s.upstream) {
             issues.add(
-                key("shadow"),
-                format!("no upstream is named {:?}", r.shadow),
+                format!("routes[{i}].split[{j}].upstream"),
+                format!("no upstream is named {:?}", s.upstream),
+            );
+        } else if !sides.insert(s.upstream.as_str()) {
+            issues.add(
+                format!("routes[{i}].split[{j}].upstream"),
+                format!("{:?} is already a side of this split", s.upstream),
             );
         }
-        if !(0.0..=1.0).contains(&r.shadow_sample) {
-            issues.add(key("shadow_sample"), "must be between 0.0 and 1.0".into());
+    }
+    if !r.split.is_empty() && r.split.iter().all(|s| s.weight == 0) {
+        issues.add(key("split"), "at least one weight must be positive".into());
+    }
+    if r.split.iter().map(|s| u64::from(s.weight)).sum::<u64>() > u64::from(u32::MAX) {
+        issues.add(key("split"), "the weights add up to more than 2^32".into());
+    }
+}
+
+/// Checks route `i`'s `sticky` rule and its `shadow`, `shadow_sample`, `shadow_ignore` and
+/// `shadow_noise` keys. `known` tells upstream names.
+fn validate_sticky_and_shadow(
+    i: usize,
+    r: &Route,
+    known: &impl Fn(&str) -> bool,
+    issues: &mut Issues,
+) {
+    let key = |k: &str| format!("routes[{i}].{k}");
+    if let Err(e) = Sticky::parse(&r.sticky) {
+        issues.add(key("sticky"), e);
+    }
+    if !r.shadow.is_empty() && !known(&r.shadow) {
+        issues.add(
+            key("shadow"),
+            format!("no upstream is named {:?}", r.shadow),
+        );
+    }
+    if !(0.0..=1.0).contains(&r.shadow_sample) {
+        issues.add(key("shadow_sample"), "must be between 0.0 and 1.0".into());
+    }
+    for (j, p) in r.shadow_ignore.iter().enumerate() {
+        if !is_json_pointer(p) {
+            issues.add(
+                format!("routes[{i}].shadow_ignore[{j}]"),
+                format!("{p:?} is not a JSON pointer (\"/result/updated_at\")"),
+            );
         }
-        for (j, p) in r.shadow_ignore.iter().enumerate() {
-            if !is_json_pointer(p) {
-                issues.add(
-                    format!("routes[{i}].shadow_ignore[{j}]"),
-                    format!("{p:?} is not a JSON pointer (\"/result/updated_at\")"),
-                );
-            }
+    }
+    if !r.shadow_noise.is_empty() {
+        if r.shadow.is_empty() {
+            issues.add(
+                key("shadow_noise"),
+                "needs `shadow` on the same route".into(),
+            );
+        } else if !known(&r.shadow_noise) {
+            issues.add(
+                key("shadow_noise"),
+                format!("no upstream is named {:?}", r.shadow_noise),
+            );
         }
-        if !r.shadow_noise.is_empty() {
-            if r.shadow.is_empty() {
-                issues.add(
-                    key("shadow_noise"),
-                    "needs `shadow` on the same route".into(),
-                );
-            } else if !known(&r.shadow_noise) {
-                issues.add(
-                    key("shadow_noise"),
-                    format!("no upstream is named {:?}", r.shadow_noise),
-                );
-            }
-        }
-        if let Some(rb) = &r.rollback {
-            if r.split.len() < 2 {
-                issues.add(
-                    key("rollback"),
-                    "needs a split of at least two sides (the first is the one kept)".into(),
-                );
-            }
-            if !(0.0..=1.0).contains(&rb.max_error_rate) {
-                issues.add(
-                    format!("routes[{i}].rollback.max_error_rate"),
-                    "must be between 0.0 and 1.0".into(),
-                );
-            }
-            if rb.min_calls == 0 {
-                issues.add(
-                    format!("routes[{i}].rollback.min_calls"),
-                    "must be positive".into(),
-                );
-            }
-            if rb.window_ms < 100 || rb.window_ms > 86_400_000 {
-                issues.add(
-                    format!("routes[{i}].rollback.window_ms"),
-                    "must be between 100 and 86400000 (a day)".into(),
-                );
-            }
-            if rb.max_p99_ms == Some(0) {
-                issues.add(
-                    format!("routes[{i}].rollback.max_p99_ms"),
-                    "must be positive".into(),
-                );
-            }
-        }
+    }
+}
+
+/// Checks route `i`'s `[routes.rollback]` `rb`: a split to roll back, and its bounds.
+fn validate_rollback(i: usize, r: &Route, rb: &Rollback, issues: &mut Issues) {
+    let key = |k: &str| format!("routes[{i}].{k}");
+    if r.split.len() < 2 {
+        issues.add(
+            key("rollback"),
+            "needs a split of at least two sides (the first is the one kept)".into(),
+        );
+    }
+    if !(0.0..=1.0).contains(&rb.max_error_rate) {
+        issues.add(
+            format!("routes[{i}].rollback.max_error_rate"),
+            "must be between 0.0 and 1.0".into(),
+        );
+    }
+    if rb.min_calls == 0 {
+        issues.add(
+            format!("routes[{i}].rollback.min_calls"),
+            "must be positive".into(),
+        );
+    }
+    if rb.window_ms < 100 || rb.window_ms > 86_400_000 {
+        issues.add(
+            format!("routes[{i}].rollback.window_ms"),
+            "must be between 100 and 86400000 (a day)".into(),
+        );
+    }
+    if rb.max_p99_ms == Some(0) {
+        issues.add(
+            format!("routes[{i}].rollback.max_p99_ms"),
+            "must be positive".into(),
+        );
     }
 }
 

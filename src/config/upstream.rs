@@ -210,6 +210,19 @@ pub(super) fn validate(
     legacy: &Legacy,
     issues: &mut Issues,
 ) {
+    let names = validate_upstreams(upstreams, issues);
+    validate_route_methods(routes, issues);
+    validate_passthrough(passthrough, &names, issues);
+    if !legacy.sunset.is_empty() && legacy.sunset_time().is_none() {
+        issues.add(
+            "legacy.sunset".into(),
+            format!("{:?} is not an RFC 3339 date", legacy.sunset),
+        );
+    }
+}
+
+/// Checks each upstream's name (present, unique) and settings; returns the names seen.
+fn validate_upstreams<'a>(upstreams: &'a [Upstream], issues: &mut Issues) -> HashSet<&'a str> {
     let mut names = HashSet::new();
     for (i, u) in upstreams.iter().enumerate() {
         if u.name.is_empty() {
@@ -220,36 +233,45 @@ pub(super) fn validate(
                 format!("duplicate upstream name {:?}", u.name),
             );
         }
-        match u.url.parse::<axum::http::Uri>() {
-            Ok(uri)
-                if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {}
-            Ok(_) => issues.add(
-                format!("upstreams[{i}].url"),
-                "must be an http:// or https:// URL with a host".into(),
-            ),
-            Err(e) => issues.add(format!("upstreams[{i}].url"), e.to_string()),
-        }
-        if let Err(e) = crate::config::tls::client_config(u) {
-            issues.add(format!("upstreams[{i}].{}", e.key), e.message);
-        }
-        if u.pipeline > MAX_PIPELINE {
-            issues.add(
-                format!("upstreams[{i}].pipeline"),
-                format!("must be at most {MAX_PIPELINE}"),
-            );
-        } else if u.pipeline > 0 && !u.url.starts_with("http://") {
-            issues.add(
-                format!("upstreams[{i}].pipeline"),
-                "pipelining is for http:// upstreams (set 0 for https://)".into(),
-            );
-        }
-        if u.timeout_ms == 0 {
-            issues.add(
-                format!("upstreams[{i}].timeout_ms"),
-                "must be positive".into(),
-            );
-        }
+        validate_upstream_settings(i, u, issues);
     }
+    names
+}
+
+/// Checks upstream `i`'s `url`, TLS files, `pipeline` and `timeout_ms`.
+fn validate_upstream_settings(i: usize, u: &Upstream, issues: &mut Issues) {
+    match u.url.parse::<axum::http::Uri>() {
+        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {}
+        Ok(_) => issues.add(
+            format!("upstreams[{i}].url"),
+            "must be an http:// or https:// URL with a host".into(),
+        ),
+        Err(e) => issues.add(format!("upstreams[{i}].url"), e.to_string()),
+    }
+    if let Err(e) = crate::config::tls::client_config(u) {
+        issues.add(format!("upstreams[{i}].{}", e.key), e.message);
+    }
+    if u.pipeline > MAX_PIPELINE {
+        issues.add(
+            format!("upstreams[{i}].pipeline"),
+            format!("must be at most {MAX_PIPELINE}"),
+        );
+    } else if u.pipeline > 0 && !u.url.starts_with("http://") {
+        issues.add(
+            format!("upstreams[{i}].pipeline"),
+            "pipelining is for http:// upstreams (set 0 for https://)".into(),
+        );
+    }
+    if u.timeout_ms == 0 {
+        issues.add(
+            format!("upstreams[{i}].timeout_ms"),
+            "must be positive".into(),
+        );
+    }
+}
+
+/// Checks that every route names at least one method glob.
+fn validate_route_methods(routes: &[Route], issues: &mut Issues) {
     for (i, r) in routes.iter().enumerate() {
         if r.methods.is_empty() {
             issues.add(
@@ -258,6 +280,11 @@ pub(super) fn validate(
             );
         }
     }
+}
+
+/// Checks each pass-through's prefix (an absolute path, unique) and that its upstream is
+/// one of `names`.
+fn validate_passthrough(passthrough: &[Passthrough], names: &HashSet<&str>, issues: &mut Issues) {
     let mut prefixes = HashSet::new();
     for (i, p) in passthrough.iter().enumerate() {
         let ok = p.prefix.starts_with('/')
@@ -280,11 +307,5 @@ pub(super) fn validate(
                 format!("no upstream is named {:?}", p.upstream),
             );
         }
-    }
-    if !legacy.sunset.is_empty() && legacy.sunset_time().is_none() {
-        issues.add(
-            "legacy.sunset".into(),
-            format!("{:?} is not an RFC 3339 date", legacy.sunset),
-        );
     }
 }

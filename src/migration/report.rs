@@ -9,11 +9,24 @@ const RECENT_DIFFS: usize = 5;
 pub fn tables(report: &Value) -> String {
     let mut out = String::new();
     let routes = report["routes"].as_array().cloned().unwrap_or_default();
+    out.push_str(&routes_table(&routes));
+    out.push_str(&rollbacks(&routes));
+    let shadowed: Vec<&Value> = routes.iter().filter(|r| r["shadow"].is_object()).collect();
+    if !shadowed.is_empty() {
+        out.push_str(&shadows_table(&shadowed));
+        out.push_str(&recent_differences(&shadowed));
+    }
+    out.push_str(&callers_table(&report["callers"]));
+    out
+}
 
+/// The `Routes` table: one row per side of each route, with its weight, calls and state.
+fn routes_table(routes: &[Value]) -> String {
+    let mut out = String::new();
     let mut rows = vec![row(&[
         "ROUTE", "METHODS", "STICKY", "UPSTREAM", "WEIGHT", "CALLS", "STATE",
     ])];
-    for r in &routes {
+    for r in routes {
         for s in r["sides"].as_array().into_iter().flatten() {
             let state = match (s["rolled_back"].as_bool(), s["primary"].as_bool()) {
                 (Some(true), _) => "rolled back".to_owned(),
@@ -41,7 +54,12 @@ pub fn tables(report: &Value) -> String {
     }
     out.push_str("Routes\n");
     out.push_str(&grid(&rows));
+    out
+}
 
+/// The `Rollbacks` list: each rolled-back route with its reason; empty when there are none.
+fn rollbacks(routes: &[Value]) -> String {
+    let mut out = String::new();
     let rolled: Vec<&Value> = routes
         .iter()
         .filter(|r| r["rollback"]["state"] == "rolled_back")
@@ -56,68 +74,81 @@ pub fn tables(report: &Value) -> String {
             ));
         }
     }
+    out
+}
 
-    let shadowed: Vec<&Value> = routes.iter().filter(|r| r["shadow"].is_object()).collect();
-    if !shadowed.is_empty() {
-        let mut rows = vec![row(&[
-            "ROUTE",
-            "SHADOW",
-            "SAMPLE",
-            "MATCH",
-            "DIFF",
-            "NOISE",
-            "SHADOW_ERROR",
-            "DROPPED",
-        ])];
-        for r in &shadowed {
-            let s = &r["shadow"];
-            rows.push(vec![
-                text(&r["name"]),
-                text(&s["upstream"]),
-                text(&s["sample"]),
-                text(&s["match"]),
-                text(&s["diff"]),
-                text(&s["noise"]),
-                text(&s["shadow_error"]),
-                text(&s["dropped"]),
-            ]);
-        }
-        out.push_str("\nShadows\n");
-        out.push_str(&grid(&rows));
-        let mut rows = vec![row(&[
-            "ROUTE",
-            "METHOD",
-            "REQUEST ID",
-            "POINTER",
-            "PRIMARY",
-            "SHADOW",
-        ])];
-        for r in &shadowed {
-            let diffs = r["shadow"]["last_diffs"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            // The newest few per route; `--json` (or `/migration`) has all 50.
-            for d in diffs.iter().skip(diffs.len().saturating_sub(RECENT_DIFFS)) {
-                for p in d["pointers"].as_array().into_iter().flatten() {
-                    rows.push(vec![
-                        text(&r["name"]),
-                        text(&d["method"]),
-                        text(&d["request_id"]),
-                        text(&p["pointer"]),
-                        short(&text(&p["primary"])),
-                        short(&text(&p["shadow"])),
-                    ]);
-                }
+/// The `Shadows` table: one row of comparison counters per shadowed route.
+fn shadows_table(shadowed: &[&Value]) -> String {
+    let mut out = String::new();
+    let mut rows = vec![row(&[
+        "ROUTE",
+        "SHADOW",
+        "SAMPLE",
+        "MATCH",
+        "DIFF",
+        "NOISE",
+        "SHADOW_ERROR",
+        "DROPPED",
+    ])];
+    for r in shadowed {
+        let s = &r["shadow"];
+        rows.push(vec![
+            text(&r["name"]),
+            text(&s["upstream"]),
+            text(&s["sample"]),
+            text(&s["match"]),
+            text(&s["diff"]),
+            text(&s["noise"]),
+            text(&s["shadow_error"]),
+            text(&s["dropped"]),
+        ]);
+    }
+    out.push_str("\nShadows\n");
+    out.push_str(&grid(&rows));
+    out
+}
+
+/// The `Recent differences` table: the newest differing pointers per shadowed route;
+/// empty when there are none.
+fn recent_differences(shadowed: &[&Value]) -> String {
+    let mut out = String::new();
+    let mut rows = vec![row(&[
+        "ROUTE",
+        "METHOD",
+        "REQUEST ID",
+        "POINTER",
+        "PRIMARY",
+        "SHADOW",
+    ])];
+    for r in shadowed {
+        let diffs = r["shadow"]["last_diffs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        // The newest few per route; `--json` (or `/migration`) has all 50.
+        for d in diffs.iter().skip(diffs.len().saturating_sub(RECENT_DIFFS)) {
+            for p in d["pointers"].as_array().into_iter().flatten() {
+                rows.push(vec![
+                    text(&r["name"]),
+                    text(&d["method"]),
+                    text(&d["request_id"]),
+                    text(&p["pointer"]),
+                    short(&text(&p["primary"])),
+                    short(&text(&p["shadow"])),
+                ]);
             }
         }
-        if rows.len() > 1 {
-            out.push_str("\nRecent differences\n");
-            out.push_str(&grid(&rows));
-        }
     }
+    if rows.len() > 1 {
+        out.push_str("\nRecent differences\n");
+        out.push_str(&grid(&rows));
+    }
+    out
+}
 
-    let c = &report["callers"];
+/// The `Callers` table: each tracked caller, then a line for the untracked others if any.
+fn callers_table(c: &Value) -> String {
+    let mut out = String::new();
     let mut rows = vec![row(&[
         "CALLER",
         "DIALECTS",
@@ -126,35 +157,7 @@ pub fn tables(report: &Value) -> String {
         "METHODS",
     ])];
     for t in c["tracked"].as_array().into_iter().flatten() {
-        let dialects = t["dialects"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default();
-        let methods = t["methods"]
-            .as_object()
-            .map(|m| m.keys().cloned().collect::<Vec<_>>().join(" "))
-            .unwrap_or_default();
-        let last = t["last_seen_ms"]
-            .as_u64()
-            .map(|ms| {
-                humantime::format_rfc3339_seconds(
-                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
-                )
-                .to_string()
-            })
-            .unwrap_or_default();
-        rows.push(vec![
-            text(&t["caller"]),
-            dialects,
-            text(&t["calls"]),
-            last,
-            methods,
-        ]);
+        rows.push(caller_row(t));
     }
     out.push_str(&format!("\nCallers (by {})\n", text(&c["rule"])));
     out.push_str(&grid(&rows));
@@ -167,6 +170,39 @@ pub fn tables(report: &Value) -> String {
         ));
     }
     out
+}
+
+/// One row of the `Callers` table: dialect counts, calls, last seen (RFC 3339) and methods.
+fn caller_row(t: &Value) -> Vec<String> {
+    let dialects = t["dialects"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    let methods = t["methods"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    let last = t["last_seen_ms"]
+        .as_u64()
+        .map(|ms| {
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+            )
+            .to_string()
+        })
+        .unwrap_or_default();
+    vec![
+        text(&t["caller"]),
+        dialects,
+        text(&t["calls"]),
+        last,
+        methods,
+    ]
 }
 
 fn row(cells: &[&str]) -> Vec<String> {

@@ -242,6 +242,47 @@ impl Push {
         params: Value,
         task: Option<&str>,
     ) -> Result<Value, GatewayError> {
+        let (task_id, inner) = Self::parse_config(version, params, task)?;
+        let url = inner
+            .url
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| GatewayError::InvalidParams("url is required".into()))?;
+        bridge.task(&task_id)?;
+        check_target(&url, self.allow_private).await?;
+        let auth = Self::parse_auth(inner.authentication)?;
+        let id = inner
+            .id
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let config = Config {
+            id: id.clone(),
+            task_id: task_id.clone(),
+            url,
+            token: inner.token,
+            auth,
+            version,
+            tx: Some(tx),
+            live: Arc::new(AtomicBool::new(true)),
+        };
+        let first = self.register(&config)?;
+        if let Some(link) = &self.link {
+            shared::store(link, &config).await;
+        }
+        tokio::spawn(deliver(self.allow_private, config.without_queue(), rx));
+        if first {
+            self.watch(bridge, &task_id)?;
+        }
+        Ok(config.to_json(version))
+    }
+
+    /// Reads a create's parameters in `version`'s shape: the task's id (`task`, else the
+    /// parameters', required) and the webhook's configuration.
+    fn parse_config(
+        version: Version,
+        params: Value,
+        task: Option<&str>,
+    ) -> Result<(String, ConfigIn), GatewayError> {
         let c: ConfigIn = serde_json::from_value(params)
             .map_err(|e| GatewayError::InvalidParams(e.to_string()))?;
         let task_id = task
@@ -266,13 +307,12 @@ impl Push {
                 ..ConfigIn::default()
             },
         };
-        let url = inner
-            .url
-            .filter(|u| !u.is_empty())
-            .ok_or_else(|| GatewayError::InvalidParams("url is required".into()))?;
-        bridge.task(&task_id)?;
-        check_target(&url, self.allow_private).await?;
-        let auth = match inner.authentication {
+        Ok((task_id, inner))
+    }
+
+    /// Checks a webhook's `authentication`: an HTTP auth scheme and visible-ASCII credentials.
+    fn parse_auth(authentication: Option<AuthIn>) -> Result<Option<Auth>, GatewayError> {
+        Ok(match authentication {
             None => None,
             Some(a) => {
                 let scheme = a
@@ -299,55 +339,36 @@ impl Push {
                     credentials,
                 })
             }
-        };
-        let id = inner
-            .id
-            .filter(|i| !i.is_empty())
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let config = Config {
-            id: id.clone(),
-            task_id: task_id.clone(),
-            url,
-            token: inner.token,
-            auth,
-            version,
-            tx: Some(tx),
-            live: Arc::new(AtomicBool::new(true)),
-        };
-        let first = {
-            let mut t = self.lock();
-            if !t.by_task.contains_key(&task_id) && t.by_task.len() >= MAX_TASKS && !t.make_room() {
-                return Err(GatewayError::InvalidParams(format!(
-                    "{MAX_TASKS} tasks already have webhooks; delete some first"
-                )));
-            }
-            let list = t.by_task.entry(task_id.clone()).or_default();
-            // No watcher yet, or the last one ended with the task's updates.
-            let first = list.iter().all(|c| c.tx.is_none());
-            list.retain(|c| {
-                let keep = c.id != id;
-                if !keep {
-                    c.live.store(false, Ordering::Release);
-                }
-                keep
-            });
-            if list.len() >= MAX_CONFIGS_PER_TASK {
-                return Err(GatewayError::InvalidParams(format!(
-                    "task {task_id} already has {MAX_CONFIGS_PER_TASK} webhooks"
-                )));
-            }
-            list.push(config.clone());
-            first
-        };
-        if let Some(link) = &self.link {
-            shared::store(link, &config).await;
+        })
+    }
+
+    /// Adds `config` to its task's webhooks, in place of one with its id, within the limits
+    /// on tasks and webhooks per task: `true` when the task had no watcher yet.
+    fn register(&self, config: &Config) -> Result<bool, GatewayError> {
+        let (id, task_id) = (&config.id, &config.task_id);
+        let mut t = self.lock();
+        if !t.by_task.contains_key(task_id) && t.by_task.len() >= MAX_TASKS && !t.make_room() {
+            return Err(GatewayError::InvalidParams(format!(
+                "{MAX_TASKS} tasks already have webhooks; delete some first"
+            )));
         }
-        tokio::spawn(deliver(self.allow_private, config.without_queue(), rx));
-        if first {
-            self.watch(bridge, &task_id)?;
+        let list = t.by_task.entry(task_id.clone()).or_default();
+        // No watcher yet, or the last one ended with the task's updates.
+        let first = list.iter().all(|c| c.tx.is_none());
+        list.retain(|c| {
+            let keep = c.id != *id;
+            if !keep {
+                c.live.store(false, Ordering::Release);
+            }
+            keep
+        });
+        if list.len() >= MAX_CONFIGS_PER_TASK {
+            return Err(GatewayError::InvalidParams(format!(
+                "task {task_id} already has {MAX_CONFIGS_PER_TASK} webhooks"
+            )));
         }
-        Ok(config.to_json(version))
+        list.push(config.clone());
+        Ok(first)
     }
 
     /// `Get…` / `…/get`.
