@@ -271,7 +271,7 @@ fn the_architecture_page_names_every_file() {
         .iter()
         .map(|f| f.strip_prefix(&src).unwrap().to_string_lossy().into_owned())
         .filter(|rel| rel.contains('/') && !rel.ends_with("/mod.rs"))
-        .filter(|rel| !page.contains(&format!("`{rel}`")))
+        .filter(|rel| !page.contains(&format!("`src/{rel}`")))
         .collect();
     assert!(
         missing.is_empty(),

@@ -210,8 +210,8 @@ async fn site_with_its_own_cors() -> Site {
 async fn passing_files_through() -> (crate::support::TestGateway, Site) {
     let site = site_with_its_own_cors().await;
     let gw = gateway()
-        .upstream("cors-site", &site.url, Dialect::Legacy, 2000)
-        .passthrough(&[("/files", "cors-site")])
+        .upstream("site", &site.url, Dialect::Legacy, 2000)
+        .passthrough(&[("/files", "site")])
         .with(|c| c.server.cors.allow_origins = vec![APP.into()])
         .start()
         .await;
