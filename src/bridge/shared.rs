@@ -395,7 +395,11 @@ impl Bridge {
             .map(|t| format!("Bearer {t}"));
         metrics::counter!("wiregate_cluster_forwarded_total").increment(1);
         let answer = client
-            .post(body.to_string().as_bytes(), auth.as_deref())
+            .post(
+                body.to_string().as_bytes(),
+                auth.as_deref(),
+                Default::default(),
+            )
             .await
             .map_err(|e| {
                 GatewayError::SidUnavailable(format!(

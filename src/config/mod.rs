@@ -6,6 +6,7 @@
 mod a2a;
 mod cluster;
 mod events;
+mod fleet;
 mod log;
 mod migration;
 pub mod reference;
@@ -18,6 +19,7 @@ mod upstream;
 pub use a2a::A2a;
 pub use cluster::Cluster;
 pub use events::{Events, EventsMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
+pub use fleet::{Balance, Health, Outlier, Retry, MAX_ENDPOINTS};
 pub use log::{Log, LogFormat};
 pub use migration::{is_json_pointer, Migration, Rollback, SplitSide, Sticky};
 pub use server::{Cors, Server, ServerTls};
@@ -144,6 +146,9 @@ impl Config {
         let mut c = self.clone();
         for u in &mut c.upstreams {
             u.url = mask_userinfo(&u.url);
+            for e in &mut u.endpoints {
+                *e = mask_userinfo(e);
+            }
         }
         c.cluster.redis = c.cluster.masked_redis();
         for t in c

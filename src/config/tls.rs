@@ -106,7 +106,7 @@ pub fn server_config(tls: &ServerTls) -> Result<Arc<ServerConfig>, TlsProblem> {
 /// The client configuration for an `https://` upstream (`None` for `http://`): its `ca_file`
 /// or the platform's roots, its client certificate when one is set, ALPN `http/1.1`.
 pub fn client_config(u: &Upstream) -> Result<Option<Arc<ClientConfig>>, TlsProblem> {
-    if !u.url.starts_with("https://") {
+    if !u.https() {
         for (key, v) in [
             ("ca_file", &u.ca_file),
             ("client_cert", &u.client_cert),

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use super::fleet::{self, Balance, Health, Outlier, Retry};
 use super::migration::{Rollback, SplitSide};
 use super::Issues;
 
@@ -28,16 +29,43 @@ impl Dialect {
     }
 }
 
-/// `[[upstreams]]`.
+/// `[[upstreams]]`: one `url`, or several `endpoints`.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{"required": ["url"]}, {"required": ["endpoints"]}]))]
 pub struct Upstream {
     /// Name routes refer to.
     pub name: String,
-    /// `http://host:port/path` or `https://host:port/path`.
+    /// `http://host:port/path` or `https://host:port/path`: the upstream's one endpoint (or
+    /// `endpoints`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
+    /// Several endpoints of the upstream (instead of `url`), each as `url` is written; calls are
+    /// spread over the healthy ones by `balance`. TLS keys apply to every `https://` endpoint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<String>,
     /// Its dialect.
     pub dialect: Dialect,
+    /// How a call's endpoint is chosen: `"least_request"`, `"round_robin"` or `"hash"`.
+    #[serde(default)]
+    pub balance: Balance,
+    /// With `balance = "hash"`: what keeps a caller on one endpoint, `"auth"`, `"header:NAME"`
+    /// or `"ip"` (the keys of a split's `sticky`).
+    #[serde(default = "fleet::default_hash_key")]
+    pub hash_key: String,
+    /// Calls in flight to this upstream over all its endpoints; beyond, a call fails at once
+    /// (-32050, HTTP 503). 0: unbounded.
+    #[serde(default)]
+    pub max_concurrent: usize,
+    /// Active health checks.
+    #[serde(default)]
+    pub health: Health,
+    /// Passive ejection of failing endpoints.
+    #[serde(default)]
+    pub outlier: Outlier,
+    /// Retries of a failed call.
+    #[serde(default)]
+    pub retry: Retry,
     /// Per-call timeout.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
@@ -87,13 +115,30 @@ impl Upstream {
         Upstream {
             name: name.into(),
             url: url.into(),
+            endpoints: Vec::new(),
             dialect,
+            balance: Balance::default(),
+            hash_key: fleet::default_hash_key(),
+            max_concurrent: 0,
+            health: Health::default(),
+            outlier: Outlier::default(),
+            retry: Retry::default(),
             timeout_ms,
             ca_file: String::new(),
             client_cert: String::new(),
             client_key: String::new(),
             pipeline: 0,
         }
+    }
+
+    /// The URLs of its endpoints: `endpoints`, or `url` alone.
+    pub fn endpoint_urls(&self) -> impl Iterator<Item = &str> {
+        fleet::urls(self)
+    }
+
+    /// Whether any endpoint is `https://` (the TLS keys then apply).
+    pub fn https(&self) -> bool {
+        self.endpoint_urls().any(|u| u.starts_with("https://"))
     }
 
     /// The per-call timeout.
@@ -238,16 +283,9 @@ fn validate_upstreams<'a>(upstreams: &'a [Upstream], issues: &mut Issues) -> Has
     names
 }
 
-/// Checks upstream `i`'s `url`, TLS files, `pipeline` and `timeout_ms`.
+/// Checks upstream `i`'s endpoints, TLS files, `pipeline` and `timeout_ms`.
 fn validate_upstream_settings(i: usize, u: &Upstream, issues: &mut Issues) {
-    match u.url.parse::<axum::http::Uri>() {
-        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {}
-        Ok(_) => issues.add(
-            format!("upstreams[{i}].url"),
-            "must be an http:// or https:// URL with a host".into(),
-        ),
-        Err(e) => issues.add(format!("upstreams[{i}].url"), e.to_string()),
-    }
+    fleet::validate(i, u, issues);
     if let Err(e) = crate::config::tls::client_config(u) {
         issues.add(format!("upstreams[{i}].{}", e.key), e.message);
     }
@@ -256,7 +294,7 @@ fn validate_upstream_settings(i: usize, u: &Upstream, issues: &mut Issues) {
             format!("upstreams[{i}].pipeline"),
             format!("must be at most {MAX_PIPELINE}"),
         );
-    } else if u.pipeline > 0 && !u.url.starts_with("http://") {
+    } else if u.pipeline > 0 && u.https() {
         issues.add(
             format!("upstreams[{i}].pipeline"),
             "pipelining is for http:// upstreams (set 0 for https://)".into(),

@@ -191,12 +191,15 @@ async fn stats_route() -> Response {
 /// Upstreams with their readiness, and the sid bridge's and the feed's state.
 async fn overview(State(gateway): State<Arc<Gateway>>) -> Response {
     let ups = gateway.upstreams();
-    let checks = futures_util::future::join_all(ups.iter().map(|u| u.reachable())).await;
-    // Names and dialects only: an upstream's URL may carry credentials.
+    let reports = futures_util::future::join_all(ups.iter().map(|u| u.report())).await;
+    // Names, dialects and endpoints as `host:port`: an upstream's URL may carry credentials.
     let upstreams: Vec<_> = ups
         .iter()
-        .zip(checks)
-        .map(|(u, ok)| json!({"name": u.name(), "dialect": u.dialect(), "reachable": ok}))
+        .zip(reports)
+        .map(|(u, endpoints)| {
+            let ok = endpoints.iter().any(|e| e.state == "healthy");
+            json!({"name": u.name(), "dialect": u.dialect(), "reachable": ok, "endpoints": endpoints})
+        })
         .collect();
     let sid = gateway.bridge().map(|b| {
         let contexts = b.list_contexts();

@@ -141,7 +141,7 @@ impl Gateway {
             self.bridge.clone(),
             self.a2a.clone(),
             self.feed.clone(),
-            Some(&self.migration),
+            Some((&self.migration, &self.upstreams)),
             self.cluster.clone(),
         )
     }
@@ -151,14 +151,21 @@ impl Gateway {
         bridge: Option<Arc<Bridge>>,
         a2a: Option<Arc<A2a>>,
         feed: Option<Arc<Feed>>,
-        previous: Option<&Migration>,
+        previous: Option<(&Migration, &[UpstreamClient])>,
         cluster: Option<Arc<crate::cluster::Link>>,
     ) -> Self {
+        // A reloaded upstream keeps the endpoints it still lists: their pools, health and
+        // ejections.
         let upstreams: Vec<UpstreamClient> = config
             .upstreams
             .iter()
-            .map(|u| UpstreamClient::new(u.clone(), config.server.max_upstream_body_bytes))
+            .enumerate()
+            .map(|(i, u)| {
+                let old = previous.and_then(|(_, ups)| ups.iter().find(|o| o.name() == u.name));
+                UpstreamClient::build(u.clone(), i, config.server.max_upstream_body_bytes, old)
+            })
             .collect();
+        let previous = previous.map(|(m, _)| m);
         let table = ErrorTable::with_overrides(&config.legacy.error_codes);
         Gateway {
             facade: Facade::new(),
@@ -419,7 +426,7 @@ impl Gateway {
             // of the call for the route's shadow, sent later, off the caller's path.
             let shadow = self.migration.shadow_copy(route, pick, &call);
             let up = &self.upstreams[pick.upstream];
-            let r = forward(up, &self.table, &call).await;
+            let r = forward(up, &self.table, &call, Some(&who)).await;
             let took = *elapsed.insert(started.elapsed());
             self.migration
                 .finished(route, pick, &r, took, shadow, meta.request_id);

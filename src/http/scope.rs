@@ -35,6 +35,9 @@ pub(crate) struct Note {
     pub dialect: &'static str,
     /// The upstreams called, each once, comma-separated.
     pub upstreams: String,
+    /// The endpoint (`host:port`) of each try, in order, comma-separated: a retried call shows
+    /// each endpoint it went to.
+    pub endpoints: String,
 }
 
 tokio::task_local! {
@@ -90,6 +93,20 @@ pub(crate) fn note_call(dialect: &'static str, upstream: &str) {
             }
             n.upstreams.push_str(upstream);
         }
+    });
+}
+
+/// Notes that a try of a call of the current request (if any) went to `endpoint`.
+pub(crate) fn note_try(endpoint: &str) {
+    let _ = SCOPE.try_with(|s| {
+        let Some(note) = &s.note else {
+            return;
+        };
+        let mut n = note.borrow_mut();
+        if !n.endpoints.is_empty() {
+            n.endpoints.push(',');
+        }
+        n.endpoints.push_str(endpoint);
     });
 }
 

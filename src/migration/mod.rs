@@ -159,12 +159,7 @@ impl Migration {
         let index = |name: &str| upstreams.iter().position(|u| u.name() == name);
         // The shadow thread's clients: pools of their own, so that a connection registered
         // with that thread's reactor is never used on the primary's (see `shadow`).
-        let shadow_client = |i: usize| {
-            UpstreamClient::new(
-                upstreams[i].config.clone(),
-                config.server.max_upstream_body_bytes,
-            )
-        };
+        let shadow_client = |i: usize| upstreams[i].with_own_pools();
         let caller_rule = Sticky::parse(&config.migration.caller).unwrap_or(Sticky::Auth);
         let callers = match previous {
             Some(p) if p.caller_rule == caller_rule => {

@@ -46,6 +46,17 @@ pub enum GatewayError {
         /// What the transport said.
         detail: String,
     },
+    /// `max_concurrent` calls to the upstream are in flight: refused at once, those in flight
+    /// unaffected.
+    #[error("upstream {upstream} has its {limit} calls in flight ({key}); try again later")]
+    UpstreamOverloaded {
+        /// Upstream name.
+        upstream: String,
+        /// The configured limit.
+        limit: usize,
+        /// The key that sets it, `upstreams[N].max_concurrent`.
+        key: String,
+    },
     /// The upstream did not answer within its `timeout_ms`.
     #[error("upstream {upstream} did not answer within {timeout_ms} ms")]
     UpstreamTimeout {
@@ -169,6 +180,7 @@ impl GatewayError {
                 StatusCode::BAD_GATEWAY
             }
             GatewayError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            GatewayError::UpstreamOverloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             GatewayError::TaskNotFound(_)
             | GatewayError::ContextNotFound(_)
             | GatewayError::TaskNotCancelable { .. }
@@ -217,7 +229,9 @@ impl GatewayError {
             GatewayError::MalformedBody(_) => code::PARSE_ERROR,
             GatewayError::MethodNotFound(_) => code::METHOD_NOT_FOUND,
             GatewayError::InvalidParams(_) => code::INVALID_PARAMS,
-            GatewayError::UpstreamUnreachable { .. } => code::UPSTREAM_UNREACHABLE,
+            GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamOverloaded { .. } => {
+                code::UPSTREAM_UNREACHABLE
+            }
             GatewayError::UpstreamTimeout { .. } => code::UPSTREAM_TIMEOUT,
             GatewayError::UpstreamBadEnvelope { .. } => code::UPSTREAM_BAD_ENVELOPE,
             GatewayError::TaskNotFound(_) | GatewayError::ContextNotFound(_) => {
@@ -254,7 +268,9 @@ impl GatewayError {
             | GatewayError::UnsupportedMediaType(_)
             | GatewayError::InvalidParams(_) => lc::VALIDATION_ERROR,
             GatewayError::MethodNotFound(_) => lc::OPERATION_NOT_FOUND,
-            GatewayError::UpstreamUnreachable { .. } => lc::UPSTREAM_UNAVAILABLE,
+            GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamOverloaded { .. } => {
+                lc::UPSTREAM_UNAVAILABLE
+            }
             GatewayError::UpstreamTimeout { .. } => lc::UPSTREAM_TIMEOUT,
             GatewayError::UpstreamBadEnvelope { .. } => lc::UPSTREAM_BAD_RESPONSE,
             GatewayError::TaskNotFound(_) | GatewayError::ContextNotFound(_) => lc::NOT_FOUND,
@@ -289,6 +305,7 @@ impl GatewayError {
             GatewayError::MethodNotFound(_) => "method_not_found",
             GatewayError::InvalidParams(_) => "invalid_params",
             GatewayError::UpstreamUnreachable { .. } => "upstream_unreachable",
+            GatewayError::UpstreamOverloaded { .. } => "upstream_overloaded",
             GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
             GatewayError::UpstreamBadEnvelope { .. } => "upstream_bad_envelope",
             GatewayError::TaskNotFound(_) => "task_not_found",
@@ -319,6 +336,7 @@ impl GatewayError {
     fn upstream(&self) -> Option<&str> {
         match self {
             GatewayError::UpstreamUnreachable { upstream, .. }
+            | GatewayError::UpstreamOverloaded { upstream, .. }
             | GatewayError::UpstreamTimeout { upstream, .. }
             | GatewayError::UpstreamBadEnvelope { upstream, .. } => Some(upstream),
             _ => None,

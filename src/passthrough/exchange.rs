@@ -20,7 +20,9 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as _, Frame};
 
 use crate::upstream::h1::{self, Chunked, Conn, Framing};
-use crate::upstream::{stream::Stream, until, UpstreamClient};
+use std::sync::Arc;
+
+use crate::upstream::{stream::Stream, until, Endpoint};
 
 /// Answers with a length up to this are read whole before they are passed on (one frame, and
 /// the connection back in the pool at once); longer ones, chunked and close-delimited ones
@@ -101,7 +103,7 @@ async fn within<T>(
 /// that has none whatever its headers say (the answer to `HEAD`); `upgrade` lets a `101`
 /// through. Each step is timed by `timeouts`.
 pub(crate) async fn exchange(
-    client: &UpstreamClient,
+    client: &Arc<Endpoint>,
     mut head: Vec<u8>,
     mut body: Body,
     sending: Sending,
@@ -142,7 +144,7 @@ pub(crate) async fn exchange(
 /// The answer to a request sent whole on `conn`: its head, and its body (read whole when short,
 /// else to be streamed).
 async fn answer(
-    client: &UpstreamClient,
+    client: &Arc<Endpoint>,
     mut conn: Conn,
     no_body: bool,
     upgrade: bool,
@@ -221,11 +223,11 @@ pub(crate) enum Unanswered {
 /// short and has a length, streamed otherwise, as [`exchange`]'s.
 ///
 /// Timed by the pooled connection's own timer, as the RPC path's calls are
-/// ([`UpstreamClient::post`]): a `tokio::time::timeout` per call registered and dropped a timer
+/// (`Endpoint::post`): a `tokio::time::timeout` per call registered and dropped a timer
 /// entry each time, and woke the runtime's driver through its eventfd about once per poll of
 /// the event loop (as `strace` shows).
 pub(crate) async fn relay(
-    client: &UpstreamClient,
+    client: &Arc<Endpoint>,
     request: &[u8],
     out: &mut Vec<u8>,
     timeout: std::time::Duration,
@@ -252,7 +254,7 @@ pub(crate) async fn relay(
 /// [`relay`]'s exchange, on `pooled` when there is one; with the connection when it may carry
 /// another request.
 async fn relay_on(
-    client: &UpstreamClient,
+    client: &Arc<Endpoint>,
     pooled: Option<Conn>,
     request: &[u8],
     out: &mut Vec<u8>,
@@ -314,13 +316,13 @@ async fn relay_on(
 
 /// Writes `bytes` on a pooled connection, or on a fresh one when the pooled one turns out dead
 /// (nothing of the request can have reached the upstream then).
-async fn send(client: &UpstreamClient, bytes: &[u8]) -> Result<Conn, h1::Error> {
+async fn send(client: &Arc<Endpoint>, bytes: &[u8]) -> Result<Conn, h1::Error> {
     send_on(client, client.checkout(), bytes).await
 }
 
 /// [`send`], on `pooled` when there is one.
 async fn send_on(
-    client: &UpstreamClient,
+    client: &Arc<Endpoint>,
     pooled: Option<Conn>,
     bytes: &[u8],
 ) -> Result<Conn, h1::Error> {
@@ -390,7 +392,7 @@ async fn stream_body(
 /// A body of `n` bytes (at most [`WHOLE`]) read whole, the connection then put back in the pool
 /// by [`done`]: what both the answer to a routed call and a relayed answer do with a short body.
 async fn whole(
-    client: &UpstreamClient,
+    client: &Arc<Endpoint>,
     mut conn: Conn,
     n: usize,
     keep_alive: bool,
@@ -411,7 +413,7 @@ async fn read_whole(conn: &mut Conn, n: usize) -> Result<Bytes, h1::Error> {
 }
 
 /// Puts a connection whose answer is complete back in the pool when it can carry another.
-fn done(client: &UpstreamClient, conn: Conn, keep_alive: bool) {
+fn done(client: &Arc<Endpoint>, conn: Conn, keep_alive: bool) {
     if let Some(conn) = reusable(conn, keep_alive) {
         client.checkin(conn);
     }
@@ -428,7 +430,7 @@ fn reusable(mut conn: Conn, keep_alive: bool) -> Option<Conn> {
 /// An answer's body passed on as it arrives, by its framing; the connection goes back to the
 /// pool when the body ended cleanly, and is closed when the client stops reading first.
 fn stream_answer(
-    client: UpstreamClient,
+    client: Arc<Endpoint>,
     mut conn: Conn,
     framing: Framing,
     keep_alive: bool,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{header, HeaderValue, Request, Response, StatusCode, Uri};
+use axum::http::{header, HeaderValue, Request, Response, StatusCode};
 use bytes::BytesMut;
 use hyper::body::Body as _;
 use hyper_util::rt::TokioIo;
@@ -20,7 +20,9 @@ use tokio::io::AsyncWriteExt;
 use crate::config::{Config, Upstream};
 use crate::http::forwarded::{self, Hop, Trusted};
 use crate::http::trace::{self, TraceContext};
-use crate::upstream::{stream::Stream, UpstreamClient};
+use crate::upstream::caller::Who;
+use crate::upstream::h1;
+use crate::upstream::{stream::Stream, Endpoint, Outcome, UpstreamClient};
 
 pub(crate) mod exchange;
 #[doc(hidden)]
@@ -34,12 +36,10 @@ pub const LATENCY: &str = "wiregate_passthrough_duration_seconds";
 /// One upstream's client.
 struct Target {
     name: String,
-    /// The `Host` the upstream gets: its URL's authority.
-    authority: Box<str>,
     timeout: Duration,
     /// `server.body_read_timeout_ms`: how long a client's streamed upload may take.
     body_timeout: Duration,
-    /// Its connections: the same pool and HTTP/1.1 exchange as the RPC path's.
+    /// Its endpoints: the RPC path's own (the same pools, health and ejections).
     client: UpstreamClient,
     /// Its metric handles, registered once: answers by status class (1xx to 5xx), latency.
     answers: [metrics::Counter; 5],
@@ -61,6 +61,32 @@ impl std::fmt::Debug for Passthrough {
     }
 }
 
+impl Origin {
+    /// Who the client is for an upstream that balances by hash: its address.
+    fn who(&self) -> Option<Who<'static>> {
+        Some(Who {
+            ip: Some(self.peer?.ip()),
+            ..Who::default()
+        })
+    }
+}
+
+/// How a try ended, for the endpoint's health and metrics.
+fn outcome(status: Option<StatusCode>, failure: Option<&exchange::Failed>) -> Outcome {
+    match (status, failure) {
+        (Some(s), _) if s.is_server_error() => Outcome::Status5xx,
+        (Some(_), _) => Outcome::Ok,
+        (None, Some(exchange::Failed::TimedOut)) => Outcome::TimedOut,
+        (
+            None,
+            Some(exchange::Failed::Upstream(h1::Error::Connect { .. } | h1::Error::NotSent(_))),
+        ) => Outcome::Refused,
+        (None, Some(exchange::Failed::Upstream(_))) => Outcome::Failed,
+        // The client's fault: the endpoint is not to blame.
+        (None, _) => Outcome::Ok,
+    }
+}
+
 /// Where the client's request came from, for the forwarding headers.
 #[derive(Clone, Copy, Debug)]
 pub struct Origin {
@@ -71,16 +97,21 @@ pub struct Origin {
 }
 
 impl Passthrough {
-    /// The table of a validated configuration.
-    pub fn new(config: &Config) -> Self {
+    /// The table of a validated configuration, whose upstreams are `upstreams` (the gateway's:
+    /// the pass-through shares their endpoints).
+    pub fn new(config: &Config, upstreams: &[UpstreamClient]) -> Self {
         let mut routes: Vec<(Box<str>, Arc<Target>)> = config
             .passthrough
             .iter()
             .filter_map(|p| {
                 let u = config.upstreams.iter().find(|u| u.name == p.upstream)?;
+                let client = upstreams.iter().find(|c| c.name() == u.name)?.clone();
                 let prefix = p.prefix.trim_end_matches('/');
                 let body_timeout = Duration::from_millis(config.server.body_read_timeout_ms);
-                Some((prefix.into(), Arc::new(Target::new(u, body_timeout)?)))
+                Some((
+                    prefix.into(),
+                    Arc::new(Target::new(u, client, body_timeout)),
+                ))
             })
             .collect();
         routes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
@@ -125,6 +156,8 @@ impl Passthrough {
 /// A `POST` the HTTP/1 loop read whole, laid out for its upstream (see [`raw`]).
 pub(crate) struct Ready {
     target: Arc<Target>,
+    /// The endpoint it goes to.
+    endpoint: Arc<Endpoint>,
     /// Its head and body, as the upstream gets them.
     request: Vec<u8>,
 }
@@ -141,9 +174,14 @@ impl Passthrough {
     ) -> Option<Ready> {
         let t = self.target(path)?.clone();
         let trusted = origin.peer.is_some_and(|p| self.trusted.contains(p.ip()));
+        let endpoint = t.client.pick(origin.who().as_ref()).endpoint;
         let mut request = Vec::new();
-        upstream_request(&mut request, req, body, &t.authority, origin, trusted);
-        Some(Ready { target: t, request })
+        upstream_request(&mut request, req, body, endpoint.label(), origin, trusted);
+        Some(Ready {
+            target: t,
+            endpoint,
+            request,
+        })
     }
 }
 
@@ -187,7 +225,20 @@ impl Ready {
     ) -> Result<exchange::Relayed, Response<Body>> {
         let t = &self.target;
         let started = Instant::now();
-        let sent = exchange::relay(&t.client, &self.request, out, t.timeout).await;
+        let sent = {
+            let _in_flight = self.endpoint.in_flight();
+            exchange::relay(&self.endpoint, &self.request, out, t.timeout).await
+        };
+        let tried = match &sent {
+            Ok(answer) => outcome(Some(answer.status), None),
+            Err(exchange::Unanswered::TimedOut) => Outcome::TimedOut,
+            Err(exchange::Unanswered::Failed(
+                h1::Error::Connect { .. } | h1::Error::NotSent(_),
+            )) => Outcome::Refused,
+            Err(exchange::Unanswered::Failed(_)) => Outcome::Failed,
+        };
+        t.client.record(&self.endpoint, tried);
+        crate::http::scope::note_try(self.endpoint.label());
         match sent {
             Ok(answer) => {
                 t.record(answer.status, started);
@@ -208,23 +259,20 @@ impl Ready {
 }
 
 impl Target {
-    fn new(u: &Upstream, body_timeout: Duration) -> Option<Self> {
-        let uri: Uri = u.url.parse().ok()?;
+    fn new(u: &Upstream, client: UpstreamClient, body_timeout: Duration) -> Self {
         // The recorder first, so the handles are live ones.
         crate::telemetry::install();
         let answers = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(
             |class| metrics::counter!(REQUESTS, "upstream" => u.name.clone(), "status" => class),
         );
-        // The pass-through streams bodies of any size: the RPC client's answer limit is unused.
-        Some(Target {
+        Target {
             answers,
             latency: metrics::histogram!(LATENCY, "upstream" => u.name.clone()),
             name: u.name.clone(),
-            authority: uri.authority()?.as_str().into(),
             timeout: u.timeout(),
             body_timeout,
-            client: UpstreamClient::new(u.clone(), 0),
-        })
+            client,
+        }
     }
 
     async fn forward(
@@ -241,8 +289,11 @@ impl Target {
             )
         });
         crate::http::scope::note_call("http", &self.name);
+        let endpoint = self.client.pick(origin.who().as_ref()).endpoint;
+        crate::http::scope::note_try(endpoint.label());
         let (parts, body) = req.into_parts();
         let (head, sending, no_body) = self.head(
+            &endpoint,
             &parts,
             &body,
             origin,
@@ -255,16 +306,24 @@ impl Target {
             upstream: self.timeout,
             client_body: self.body_timeout,
         };
-        let sent = exchange::exchange(
-            &self.client,
-            head,
-            body,
-            sending,
-            no_body,
-            upgrade.is_some(),
-            timeouts,
-        )
-        .await;
+        let sent = {
+            let _in_flight = endpoint.in_flight();
+            exchange::exchange(
+                &endpoint,
+                head,
+                body,
+                sending,
+                no_body,
+                upgrade.is_some(),
+                timeouts,
+            )
+            .await
+        };
+        let tried = match &sent {
+            Ok(answer) => outcome(Some(answer.status), None),
+            Err(e) => outcome(None, Some(e)),
+        };
+        self.client.record(&endpoint, tried);
         let answer = match sent {
             Ok(answer) => answer,
             Err(exchange::Failed::ClientBody(e)) => {
@@ -321,6 +380,7 @@ impl Target {
     /// body's framing. Also how the body goes, and whether the answer can have one.
     fn head(
         &self,
+        endpoint: &Endpoint,
         req: &axum::http::request::Parts,
         body: &Body,
         origin: Origin,
@@ -356,7 +416,7 @@ impl Target {
         head.push(b' ');
         head.extend_from_slice(target.as_bytes());
         head.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-        head.extend_from_slice(self.authority.as_bytes());
+        head.extend_from_slice(endpoint.label().as_bytes());
         head.extend_from_slice(b"\r\n");
         let named = forwarded::connection_named(headers);
         for (name, value) in headers {

@@ -43,6 +43,7 @@ impl Line {
             duration_ms = self.started.elapsed().as_secs_f64() * 1e3,
             dialect = self.note.dialect,
             upstream = %self.note.upstreams,
+            endpoints = %self.note.endpoints,
             trace_id = %self.trace_id,
             "access"
         );

@@ -80,6 +80,7 @@ impl axum::extract::FromRef<AppState> for crate::console::AdminTokens {
 impl AppState {
     fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
         AppState {
+            passthrough: Passthrough::new(config, gateway.upstreams()),
             gateway,
             started: HeaderValue::from_str(&httpdate::fmt_http_date(std::time::SystemTime::now()))
                 .expect("an HTTP date is a header value"),
@@ -90,7 +91,6 @@ impl AppState {
                 keepalive: Duration::from_millis(config.events.keepalive_ms),
                 retry_ms: config.events.reconnect_ms.max(1000),
             },
-            passthrough: Passthrough::new(config),
             admin_tokens: config.server.admin_tokens.clone().into(),
             reload,
         }

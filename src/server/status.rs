@@ -11,28 +11,32 @@ pub(super) async fn healthz() -> Response {
     axum::Json(json!({"status": "ok"})).into_response()
 }
 
+/// `GET /readyz`: 200 while every upstream has an endpoint that takes calls (and sid and the
+/// cluster link are up), else 503; each upstream's endpoints listed with their state.
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     let ups = state.gateway.upstreams();
-    let checks = futures_util::future::join_all(ups.iter().map(|u| u.reachable())).await;
-    let report: serde_json::Map<String, serde_json::Value> = ups
-        .iter()
-        .zip(&checks)
-        .map(|(u, ok)| {
-            (
-                u.name().to_owned(),
-                json!(if *ok { "reachable" } else { "unreachable" }),
-            )
-        })
-        .collect();
+    let reports = futures_util::future::join_all(ups.iter().map(|u| u.report())).await;
+    let mut upstreams = serde_json::Map::new();
+    let mut endpoints = serde_json::Map::new();
+    let mut all_up = true;
+    for (u, report) in ups.iter().zip(reports) {
+        let up = report.iter().any(|e| e.state == "healthy");
+        all_up &= up;
+        upstreams.insert(
+            u.name().to_owned(),
+            json!(if up { "reachable" } else { "unreachable" }),
+        );
+        endpoints.insert(u.name().to_owned(), json!(report));
+    }
     let sid_ok = state.gateway.bridge().is_none_or(|b| b.healthy());
     let cluster = state.gateway.cluster();
-    let ready = checks.iter().all(|ok| *ok) && sid_ok && cluster.is_none_or(|c| c.is_up());
+    let ready = all_up && sid_ok && cluster.is_none_or(|c| c.is_up());
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let mut body = json!({"ready": ready, "upstreams": report});
+    let mut body = json!({"ready": ready, "upstreams": upstreams, "endpoints": endpoints});
     if let Some(c) = cluster {
         body["cluster"] = c.readiness();
     }

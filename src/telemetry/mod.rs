@@ -4,6 +4,7 @@
 //! (a test binary, say) starts.
 
 pub(crate) mod activity;
+pub mod fleet;
 pub mod logging;
 pub(crate) mod stats;
 

@@ -4,7 +4,8 @@
 
 use serde_json::value::RawValue;
 
-use super::UpstreamClient;
+use super::caller::Who;
+use super::{Hint, UpstreamClient};
 use crate::config::Dialect;
 use crate::model::a2a::SpecCall;
 use crate::model::error::GatewayError;
@@ -34,14 +35,20 @@ pub(crate) struct Done {
 
 /// One call to one upstream in that upstream's dialect, its answer brought to JSON-RPC terms:
 /// the primary's exchange and a shadow's are the same.
+/// `who` is the caller, for an upstream that balances by hash.
 pub(crate) async fn forward(
     up: &UpstreamClient,
     table: &ErrorTable,
     call: &Call,
+    who: Option<&Who<'_>>,
 ) -> Result<Done, GatewayError> {
+    let hint = Hint {
+        method: &call.method,
+        who,
+    };
     match up.dialect() {
-        Dialect::Legacy => to_legacy_upstream(up, table, call).await,
-        Dialect::Jsonrpc => to_jsonrpc_upstream(up, call).await,
+        Dialect::Legacy => to_legacy_upstream(up, table, call, hint).await,
+        Dialect::Jsonrpc => to_jsonrpc_upstream(up, call, hint).await,
     }
 }
 
@@ -49,6 +56,7 @@ async fn to_legacy_upstream(
     up: &UpstreamClient,
     table: &ErrorTable,
     call: &Call,
+    hint: Hint<'_>,
 ) -> Result<Done, GatewayError> {
     // The envelope `translate::request_to_legacy` makes, written from the borrowed call.
     let empty;
@@ -69,7 +77,7 @@ async fn to_legacy_upstream(
         params,
         call.auth.as_ref(),
     );
-    let answer = up.post(&body, None).await?;
+    let answer = up.post(&body, None, hint).await?;
     let resp: LegacyResponse = crate::wire::from_json(&answer.body)
         .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
     let timing_ms = resp.timing_ms;
@@ -80,14 +88,18 @@ async fn to_legacy_upstream(
     Ok(Done { outcome, timing_ms })
 }
 
-async fn to_jsonrpc_upstream(up: &UpstreamClient, call: &Call) -> Result<Done, GatewayError> {
+async fn to_jsonrpc_upstream(
+    up: &UpstreamClient,
+    call: &Call,
+    hint: Hint<'_>,
+) -> Result<Done, GatewayError> {
     let body = crate::wire::jsonrpc::request_bytes(
         &call.method,
         call.params.as_deref(),
         (!call.notification).then_some(call.upstream_id.as_str()),
     );
     let authorization = call.auth.as_ref().and_then(Auth::to_header);
-    let answer = up.post(&body, authorization.as_deref()).await?;
+    let answer = up.post(&body, authorization.as_deref(), hint).await?;
     if call.notification {
         // Nothing is answered to a notification; the upstream's body, if any, is dropped.
         return Ok(Done {

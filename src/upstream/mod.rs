@@ -1,348 +1,425 @@
-//! Upstream clients: one keep-alive connection pool per upstream, timeouts and size limits.
+//! Upstream clients: an upstream is a set of endpoints ([`endpoint`]: one keep-alive pool each),
+//! over which calls are balanced ([`balance`]), kept healthy by active checks and passive
+//! ejection ([`health`]), tried again when that is safe ([`retry`]) and bounded in number.
 //!
 //! This module owns the sockets to upstreams and nothing else; what goes into a request body and
-//! what comes out of an answer is decided in `wire::translate`.
-//!
-//! An exchange runs in the calling task on a connection taken from the pool ([`h1`] speaks the
-//! HTTP/1.1 of it), so a proxied call wakes no other task and crosses no channel (measured: see
-//! README, Performance). Idle connections sit in a LIFO stack; one that the upstream closed
-//! meanwhile is found when it is checked out, and a request that could not be written is sent
-//! once more on a fresh connection.
+//! what comes out of an answer is decided in `wire::translate`. A call to an upstream of one
+//! endpoint with no limit set takes the same steps it took before upstreams had several: one
+//! atomic count for the retry budget and one for the endpoint's calls in flight.
 
+mod balance;
 /// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).
 pub(crate) mod call;
+pub(crate) mod caller;
+mod endpoint;
 pub mod h1;
+mod health;
 mod pipeline;
+mod retry;
 pub(crate) mod router;
 pub(crate) mod stream;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+pub use endpoint::Answer;
+pub(crate) use endpoint::{until, Endpoint, Outcome};
 
-use axum::http::{HeaderValue, StatusCode, Uri};
-use bytes::Bytes;
-use tokio::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use crate::config::{Dialect, Upstream};
+use axum::http::StatusCode;
+use metrics::Counter;
+
+use crate::config::{Balance, Dialect, Sticky, Upstream};
 use crate::model::error::GatewayError;
+use caller::Who;
+use health::Condition;
 
-/// Idle connections kept per upstream.
-const MAX_IDLE: usize = 256;
-/// An idle connection older than this is closed rather than reused.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// One idle upstream connection.
-struct Pooled {
-    conn: h1::Conn,
-    /// When it is too old to reuse ([`IDLE_TIMEOUT`] after the call that used it last began:
-    /// that call's clock reading serves, so a call reads the clock once for its timer and
-    /// not again for the pool).
-    idle_until: Instant,
-    /// The timer of the calls made on it (see [`UpstreamClient::post`]), kept with it.
-    timer: Option<Timer>,
-}
-
-/// A call's timer, reused by the calls of one pooled connection: a `tokio::time::timeout` per
-/// call registered, polled and dropped a timer entry each time (README, Performance).
-pub(crate) type Timer = std::pin::Pin<Box<tokio::time::Sleep>>;
-
-/// Waits until `due` on `timer`, which may be set earlier (for a call before) and is then
-/// moved on; it is moved only when it must fire sooner, so most calls leave the timer wheel
-/// alone.
-pub(crate) async fn until(timer: &mut Timer, due: tokio::time::Instant) {
-    if timer.deadline() > due {
-        timer.as_mut().reset(due);
-    }
-    loop {
-        timer.as_mut().await;
-        if tokio::time::Instant::now() >= due {
-            return;
-        }
-        timer.as_mut().reset(due);
-    }
-}
-
-impl Pooled {
-    /// Still usable at `now`: not idle for too long, and not closed by the upstream meanwhile.
-    fn is_reusable(&self, now: Instant) -> bool {
-        now < self.idle_until && self.conn.is_open()
-    }
-}
-
-/// A pooled HTTP/1.1 client for one upstream.
+/// An upstream: its endpoints and how calls are spread over them. Cheap to clone (shared).
 #[derive(Clone)]
 pub struct UpstreamClient {
-    /// The upstream's configuration.
-    pub config: Upstream,
-    /// `host:port` to connect to.
-    addr: String,
-    /// The `Host` header.
-    host: String,
-    /// The request target (origin form).
-    path: String,
-    idle: Arc<Mutex<Vec<Pooled>>>,
+    fleet: Arc<Fleet>,
+}
+
+struct Fleet {
+    config: Upstream,
+    /// Its position in `[[upstreams]]`, for the key paths of its errors.
+    index: usize,
+    endpoints: Vec<Arc<Endpoint>>,
+    /// Each endpoint's salt for rendezvous hashing (its URL's hash).
+    salts: Vec<u64>,
+    /// With `balance = "hash"`: the caller's key.
+    hash_rule: Option<Sticky>,
+    /// The next turn of `round_robin`.
+    turn: AtomicUsize,
+    /// Calls in flight over all endpoints (counted when `max_concurrent` is set).
+    in_flight: AtomicUsize,
+    budget: retry::Budget,
+    retries: [Counter; 3],
+    overflow: Counter,
     max_body: usize,
-    /// The pipelined connections, when the upstream allows pipelining (`pipeline > 0`).
-    pipe: Option<Arc<pipeline::Pipeline>>,
-    /// For an `https://` upstream: its TLS client and the name its certificate must show.
-    tls: Option<(
-        tokio_rustls::TlsConnector,
-        rustls::pki_types::ServerName<'static>,
-    )>,
 }
 
 impl std::fmt::Debug for UpstreamClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamClient")
-            .field("name", &self.config.name)
-            .field("addr", &self.addr)
+            .field("name", &self.fleet.config.name)
+            .field("endpoints", &self.fleet.endpoints)
             .finish_non_exhaustive()
     }
 }
 
-/// What an upstream answered.
-#[derive(Debug)]
-pub struct Answer {
-    /// Its HTTP status.
-    pub status: StatusCode,
-    /// Its body, read whole (bounded).
-    pub body: Bytes,
+/// What a call tells the balancer and the retries about itself.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Hint<'a> {
+    /// The JSON-RPC method (retried after sending only when it matches `retry.methods`).
+    pub(crate) method: &'a str,
+    /// Who calls, for `balance = "hash"`.
+    pub(crate) who: Option<&'a Who<'a>>,
+}
+
+/// An endpoint chosen for one try.
+pub(crate) struct Picked {
+    pub(crate) endpoint: Arc<Endpoint>,
+    /// Every endpoint was out: this one is the least recently failed (panic mode).
+    pub(crate) panic: bool,
+}
+
+/// One endpoint as `/readyz` and the console show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EndpointReport {
+    /// Its `host:port`.
+    pub endpoint: String,
+    /// `healthy`, `unhealthy` (failed active checks), `ejected` (failed calls) or
+    /// `unreachable` (no active checks, and no TCP connection could be opened just now).
+    pub state: &'static str,
+    /// Calls in flight on it.
+    pub in_flight: usize,
+    /// Failed tries, ever.
+    pub errors: u64,
 }
 
 impl UpstreamClient {
-    /// A client for a validated upstream.
+    /// A client for a validated upstream on its own (a push webhook, a replica's address).
     pub fn new(config: Upstream, max_body: usize) -> Self {
-        let uri: Uri = config
-            .url
-            .parse()
-            .expect("upstream URLs are validated at start");
-        let authority = uri.authority().expect("upstream URLs have a host").clone();
-        let https = uri.scheme_str() == Some("https");
-        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let host = authority.host().trim_matches(['[', ']']);
-        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-        let tls = crate::config::tls::client_config(&config)
-            .expect("upstream TLS settings are validated at start")
-            .map(|cfg| {
-                let name = rustls::pki_types::ServerName::try_from(host.to_owned())
-                    .expect("a URI host is a server name");
-                (tokio_rustls::TlsConnector::from(cfg), name)
-            });
-        let addr = format!("{host}:{port}");
-        let pipe = (config.pipeline > 0 && tls.is_none()).then(|| {
-            Arc::new(pipeline::Pipeline::new(
-                addr.clone(),
-                config.pipeline,
-                max_body,
-            ))
-        });
-        UpstreamClient {
-            tls,
-            pipe,
-            addr,
-            host: authority.as_str().to_owned(),
-            path,
-            idle: Arc::new(Mutex::new(Vec::new())),
-            config,
-            max_body,
+        Self::build(config, 0, max_body, None)
+    }
+
+    /// The client of `[[upstreams]]`'s entry `index`; with `previous` (the same upstream before
+    /// a reload), the endpoints it keeps keep their pools, health and ejections. Starts the
+    /// active checks when `health.path` is set and a runtime runs.
+    pub fn build(
+        config: Upstream,
+        index: usize,
+        max_body: usize,
+        previous: Option<&UpstreamClient>,
+    ) -> Self {
+        let endpoints: Vec<Arc<Endpoint>> = config
+            .endpoint_urls()
+            .map(|url| {
+                let old = previous.and_then(|p| p.fleet.endpoints.iter().find(|e| e.url == url));
+                match old {
+                    Some(e) if e.fits(&config, max_body) => e.clone(),
+                    Some(e) => Arc::new(Endpoint::new(&config, url, max_body, e.state.clone())),
+                    None => {
+                        let state = health::State::new(crate::telemetry::fleet::endpoint(
+                            &config.name,
+                            endpoint::authority(url),
+                        ));
+                        Arc::new(Endpoint::new(&config, url, max_body, Arc::new(state)))
+                    }
+                }
+            })
+            .collect();
+        if config.health.enabled() {
+            health::spawn_checks(&config.name, &endpoints, &config.health);
+        } else {
+            endpoints.iter().for_each(|e| e.state.unchecked());
         }
+        Self::of(config, index, max_body, endpoints)
+    }
+
+    fn of(config: Upstream, index: usize, max_body: usize, endpoints: Vec<Arc<Endpoint>>) -> Self {
+        let salts = endpoints
+            .iter()
+            .map(|e| caller::hash(e.url.as_bytes()))
+            .collect();
+        let hash_rule = (config.balance == Balance::Hash)
+            .then(|| Sticky::parse(&config.hash_key).unwrap_or(Sticky::Auth));
+        let name = config.name.clone();
+        UpstreamClient {
+            fleet: Arc::new(Fleet {
+                budget: retry::Budget::new(config.retry.budget_percent),
+                retries: crate::telemetry::fleet::retries(&name),
+                overflow: crate::telemetry::fleet::overflow(&name),
+                config,
+                index,
+                endpoints,
+                salts,
+                hash_rule,
+                turn: AtomicUsize::new(0),
+                in_flight: AtomicUsize::new(0),
+                max_body,
+            }),
+        }
+    }
+
+    /// The same upstream with pools of its own (the shadow's thread: a connection registered
+    /// with one runtime's reactor is never used on another's); health and ejections shared.
+    pub(crate) fn with_own_pools(&self) -> Self {
+        let f = &self.fleet;
+        let endpoints = f
+            .endpoints
+            .iter()
+            .map(|e| {
+                Arc::new(Endpoint::new(
+                    &f.config,
+                    &e.url,
+                    f.max_body,
+                    e.state.clone(),
+                ))
+            })
+            .collect();
+        Self::of(f.config.clone(), f.index, f.max_body, endpoints)
+    }
+
+    /// The upstream's configuration.
+    pub fn config(&self) -> &Upstream {
+        &self.fleet.config
     }
 
     /// The upstream's name.
     pub fn name(&self) -> &str {
-        &self.config.name
+        &self.fleet.config.name
     }
 
     /// The upstream's dialect.
     pub fn dialect(&self) -> Dialect {
-        self.config.dialect
+        self.fleet.config.dialect
     }
 
-    /// POSTs a JSON body, within the upstream's timeout, and reads the whole answer. An
-    /// `authorization` that is not a valid header value is not sent. The body is copied into
-    /// the request's buffer, so it is borrowed (a `Bytes` of a fresh `Vec` cost an allocation
-    /// of its own).
-    pub async fn post(
+    /// POSTs a JSON body to one of the upstream's endpoints and reads the whole answer; a try
+    /// that failed is tried again on another endpoint when [`retry`] says it is safe, within
+    /// `retry.attempts` and the budget. The answer never names an endpoint.
+    pub(crate) async fn post(
         &self,
         body: &[u8],
         authorization: Option<&str>,
+        hint: Hint<'_>,
     ) -> Result<Answer, GatewayError> {
-        let (traceparent, tracestate) = match crate::http::scope::upstream_trace() {
-            Some((t, state)) => (Some(t.traceparent_bytes()), state),
-            None => (None, None),
-        };
-        let head = h1::Head {
-            path: &self.path,
-            host: &self.host,
-            authorization: authorization.filter(|a| h1::is_header_value(a)),
-            traceparent: traceparent.as_ref(),
-            tracestate: tracestate.as_ref().map(HeaderValue::as_bytes),
-        };
-        let now = tokio::time::Instant::now();
-        let due = now + self.config.timeout();
-        let timed_out = || GatewayError::UpstreamTimeout {
-            upstream: self.config.name.clone(),
-            timeout_ms: self.config.timeout_ms,
-        };
-        if let Some(pipe) = &self.pipe {
-            let mut request = Vec::new();
-            h1::lay_out(&mut request, &head, body);
-            if let Some(reply) = pipe.submit(request, due) {
-                return match tokio::time::timeout_at(due, reply).await {
-                    Ok(Ok(outcome)) => self.answered(outcome),
-                    Ok(Err(_)) => Err(self.unreachable("the pipelined connection's task ended")),
-                    Err(_) => Err(timed_out()),
-                };
-            }
-            // Every lane full: the pooled path, below.
-        }
-        // A pooled connection may turn out dead only when used; the request then could not be
-        // written, and goes once more on a fresh connection. The call is timed by the pooled
-        // connection's timer when there is one.
-        let mut timer = None;
-        let now = now.into_std();
-        if let Some((conn, kept)) = self.checkout_timed(now) {
-            let mut t = kept.unwrap_or_else(|| Box::pin(tokio::time::sleep_until(due)));
-            let done = tokio::select! {
-                biased;
-                done = self.attempt(conn, &head, body) => done,
-                () = until(&mut t, due) => return Err(timed_out()),
+        let f = &*self.fleet;
+        let _slot = self.admit()?;
+        f.budget.call();
+        let key = self.key(hint.who);
+        let mut tried = 0u64;
+        let mut attempt = 1;
+        loop {
+            let picked = self.pick_excluding(key, tried);
+            let e = &picked.endpoint;
+            let result = {
+                let _in_flight = e.in_flight();
+                e.post(&f.config, body, authorization).await
             };
-            timer = Some(t);
-            match done {
-                (Err(h1::Error::NotSent(_)), _) => {}
-                (answer, conn) => {
-                    if let Some(conn) = conn {
-                        self.checkin_timed(conn, timer, now);
-                    }
-                    return self.answered(answer);
+            let outcome = match &result {
+                Ok(a) if a.status.is_server_error() => Outcome::Status5xx,
+                Ok(_) => Outcome::Ok,
+                Err(failure) => failure.outcome,
+            };
+            self.record(e, outcome);
+            crate::http::scope::note_try(e.label());
+            let idempotent = || self.idempotent(hint.method);
+            let again = match &result {
+                Ok(a) => retry::status_reason(a.status.as_u16(), idempotent()),
+                Err(failure) => retry::reason(failure, failure.sent && idempotent()),
+            };
+            let more = attempt < f.config.retry.attempts
+                && again.is_some()
+                && f.budget.take(health::now_ms());
+            match (result, again) {
+                (_, Some(reason)) if more => {
+                    f.retries[reason as usize].increment(1);
+                    tracing::debug!(upstream = %f.config.name, endpoint = e.label(), attempt, reason = ?reason, "trying the call again");
+                    tried |= 1 << self.index_of(e);
+                    attempt += 1;
+                }
+                (Ok(answer), _) => return Ok(answer),
+                (Err(failure), _) => {
+                    tracing::debug!(upstream = %f.config.name, endpoint = e.label(), error = %failure.error, "upstream try failed");
+                    return Err(self.panicked(failure.error, picked.panic));
                 }
             }
         }
-        // Boxed: the connect (a TLS handshake for `https://`) is the rare step, and held inline
-        // it would make every exchange's future, and every one around it, larger.
-        let fresh = async {
-            let fresh = Box::pin(self.connect()).await?;
-            Ok(self.attempt(fresh, &head, body).await)
-        };
-        let (answer, conn) = match tokio::time::timeout_at(due, fresh).await {
-            Ok(Ok(done)) => done,
-            Ok(Err(e)) => (Err(e), None),
-            Err(_) => return Err(timed_out()),
-        };
-        if let Some(conn) = conn {
-            self.checkin_timed(conn, timer, now);
-        }
-        self.answered(answer)
     }
 
-    /// An exchange's outcome as the caller's.
-    fn answered(&self, answer: Result<h1::Answer, h1::Error>) -> Result<Answer, GatewayError> {
-        let answer = answer.map_err(|e| match e {
-            h1::Error::TooLarge { status, limit } => {
-                self.bad_envelope(status, format!("answer exceeds {limit} bytes"))
+    /// A failure in panic mode says so.
+    fn panicked(&self, e: GatewayError, panic: bool) -> GatewayError {
+        match (e, panic) {
+            (GatewayError::UpstreamUnreachable { upstream, detail }, true) => {
+                GatewayError::UpstreamUnreachable {
+                    upstream,
+                    detail: format!(
+                        "every endpoint is out (unhealthy or ejected); tried the least recently \
+                         failed: {detail}"
+                    ),
+                }
             }
-            e => self.unreachable(e),
-        })?;
-        Ok(Answer {
-            status: answer.status,
-            body: answer.body,
-        })
-    }
-
-    /// One exchange on one connection, and the connection when it may go back to the pool.
-    async fn attempt(
-        &self,
-        mut conn: h1::Conn,
-        head: &h1::Head<'_>,
-        body: &[u8],
-    ) -> (Result<h1::Answer, h1::Error>, Option<h1::Conn>) {
-        match conn.exchange(head, body, self.max_body).await {
-            Ok(answer) if answer.reusable => (Ok(answer), Some(conn)),
-            other => (other, None),
+            (e, _) => e,
         }
     }
 
-    /// An idle connection still usable, the most recently used first.
-    pub(crate) fn checkout(&self) -> Option<h1::Conn> {
-        self.checkout_timed(Instant::now()).map(|(conn, _)| conn)
-    }
-
-    /// [`checkout`](Self::checkout) at `now` (the call's own reading of the clock), with the
-    /// connection's timer.
-    pub(crate) fn checkout_timed(&self, now: Instant) -> Option<(h1::Conn, Option<Timer>)> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(p) = idle.pop() {
-            if p.is_reusable(now) {
-                return Some((p.conn, p.timer));
-            }
+    /// A slot of `max_concurrent`, held while the call runs; the error when none is free.
+    fn admit(&self) -> Result<Option<Slot<'_>>, GatewayError> {
+        let f = &*self.fleet;
+        let limit = f.config.max_concurrent;
+        if limit == 0 {
+            return Ok(None);
         }
-        None
-    }
-
-    /// Keeps a connection whose last answer is complete for the next call.
-    pub(crate) fn checkin(&self, conn: h1::Conn) {
-        self.checkin_timed(conn, None, Instant::now());
-    }
-
-    /// [`checkin`](Self::checkin), with the timer of the calls made on it; `began` is when
-    /// the call that used it began (the clock read for its timer), from which its idle time
-    /// is counted.
-    pub(crate) fn checkin_timed(&self, conn: h1::Conn, timer: Option<Timer>, began: Instant) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < MAX_IDLE {
-            idle.push(Pooled {
-                conn,
-                idle_until: began + IDLE_TIMEOUT,
-                timer,
+        if f.in_flight.fetch_add(1, Ordering::Relaxed) >= limit {
+            f.in_flight.fetch_sub(1, Ordering::Relaxed);
+            f.overflow.increment(1);
+            return Err(GatewayError::UpstreamOverloaded {
+                upstream: f.config.name.clone(),
+                limit,
+                key: format!("upstreams[{}].max_concurrent", f.index),
             });
         }
+        Ok(Some(Slot(&f.in_flight)))
     }
 
-    /// A new connection: TCP, then the TLS handshake for an `https://` upstream (SNI and the
-    /// verified name are the URL's host).
-    pub(crate) async fn connect(&self) -> Result<h1::Conn, h1::Error> {
-        let connect_error = |source| h1::Error::Connect {
-            addr: self.addr.clone(),
-            source,
-        };
-        let tcp = TcpStream::connect(&self.addr)
-            .await
-            .map_err(connect_error)?;
-        let Some((connector, name)) = &self.tls else {
-            return Ok(h1::Conn::new(tcp));
-        };
-        let _ = tcp.set_nodelay(true);
-        let tls = connector
-            .connect(name.clone(), tcp)
-            .await
-            .map_err(connect_error)?;
-        Ok(h1::Conn::over(stream::Stream::Tls(Box::new(tls))))
+    fn idempotent(&self, method: &str) -> bool {
+        self.fleet
+            .config
+            .retry
+            .methods
+            .iter()
+            .any(|g| router::glob_match(g, method))
     }
 
-    /// Whether a TCP connection to the upstream can be opened now.
-    pub async fn reachable(&self) -> bool {
-        matches!(
-            tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&self.addr)).await,
-            Ok(Ok(_))
-        )
+    /// The caller's key when the upstream balances by hash.
+    fn key(&self, who: Option<&Who<'_>>) -> Option<u64> {
+        let rule = self.fleet.hash_rule.as_ref()?;
+        caller::key_hash(rule, who?)
     }
 
-    fn unreachable(&self, e: impl std::fmt::Display) -> GatewayError {
-        let detail = e.to_string();
-        GatewayError::UpstreamUnreachable {
-            upstream: self.config.name.clone(),
-            detail: detail.chars().take(300).collect(),
+    fn index_of(&self, e: &Arc<Endpoint>) -> usize {
+        self.fleet
+            .endpoints
+            .iter()
+            .position(|x| Arc::ptr_eq(x, e))
+            .unwrap_or(0)
+    }
+
+    /// The endpoint for a request of `who` (the pass-through's), as a call's first try.
+    pub(crate) fn pick(&self, who: Option<&Who<'_>>) -> Picked {
+        self.pick_excluding(self.key(who), 0)
+    }
+
+    /// The endpoint for a try: among the healthy ones not yet `tried` (a set of indices), by
+    /// `balance`; the healthy ones again when every healthy one was tried; and, when none is
+    /// healthy, the least recently failed (panic mode).
+    fn pick_excluding(&self, key: Option<u64>, tried: u64) -> Picked {
+        let f = &*self.fleet;
+        let n = f.endpoints.len();
+        if n == 1 {
+            let e = &f.endpoints[0];
+            return Picked {
+                endpoint: e.clone(),
+                panic: e.state.condition_now() != Condition::Healthy,
+            };
         }
+        let now = health::now_ms();
+        let mut healthy = 0u64;
+        for (i, e) in f.endpoints.iter().enumerate() {
+            if e.state.condition(now) == Condition::Healthy {
+                healthy |= 1 << i;
+            }
+        }
+        let set = match healthy & !tried {
+            0 => healthy,
+            untried => untried,
+        };
+        if set == 0 {
+            // Panic mode: the least recently failed endpoint not yet tried, else any.
+            let pool = match !tried & (u64::MAX >> (64 - n)) {
+                0 => u64::MAX >> (64 - n),
+                p => p,
+            };
+            let i = (0..n)
+                .filter(|i| pool & (1 << i) != 0)
+                .min_by_key(|i| f.endpoints[*i].state.last_failure())
+                .unwrap_or(0);
+            return Picked {
+                endpoint: f.endpoints[i].clone(),
+                panic: true,
+            };
+        }
+        let i = match (f.config.balance, key) {
+            (Balance::Hash, Some(key)) => balance::rendezvous(set, &f.salts, key),
+            (Balance::RoundRobin, _) => {
+                balance::round_robin(set, n, f.turn.fetch_add(1, Ordering::Relaxed))
+            }
+            _ => balance::least_request(
+                set,
+                |i| f.endpoints[i].state.in_flight.load(Ordering::Relaxed),
+                fastrand::u64(..),
+                fastrand::u64(..),
+            ),
+        };
+        Picked {
+            endpoint: f.endpoints[i].clone(),
+            panic: false,
+        }
+    }
+
+    /// Counts one try's outcome on `e`: its metrics, and its ejection when it keeps failing
+    /// (never more than `outlier.max_ejected_percent` of the endpoints at once).
+    pub(crate) fn record(&self, e: &Endpoint, outcome: Outcome) {
+        let f = &*self.fleet;
+        let may_eject = || {
+            let now = health::now_ms();
+            let out = f
+                .endpoints
+                .iter()
+                .filter(|x| x.state.is_ejected(now))
+                .count();
+            (out + 1) * 100 <= f.endpoints.len() * f.config.outlier.max_ejected_percent as usize
+        };
+        if e.state.record(outcome, &f.config.outlier, may_eject) {
+            tracing::warn!(upstream = %f.config.name, endpoint = e.label(), "endpoint ejected after failed calls");
+        }
+    }
+
+    /// Each endpoint's state. Without active checks, an endpoint that is not ejected is probed
+    /// with a TCP connect (within 1 s) to tell `healthy` from `unreachable`.
+    pub async fn report(&self) -> Vec<EndpointReport> {
+        let f = &*self.fleet;
+        let probes = f.endpoints.iter().map(|e| async move {
+            let condition = e.state.condition(health::now_ms());
+            let state = match condition {
+                Condition::Healthy if !f.config.health.enabled() && !e.reachable().await => {
+                    "unreachable"
+                }
+                c => c.as_str(),
+            };
+            EndpointReport {
+                endpoint: e.label().to_owned(),
+                state,
+                in_flight: e.state.in_flight.load(Ordering::Relaxed),
+                errors: e.state.errors.load(Ordering::Relaxed),
+            }
+        });
+        futures_util::future::join_all(probes).await
     }
 
     /// The error for an answer that is not a valid envelope of this upstream's dialect.
     pub fn bad_envelope(&self, status: StatusCode, detail: impl Into<String>) -> GatewayError {
-        GatewayError::UpstreamBadEnvelope {
-            upstream: self.config.name.clone(),
-            dialect: self.config.dialect.as_str(),
-            status: status.as_u16(),
-            detail: detail.into(),
-        }
+        endpoint::bad_envelope(&self.fleet.config, status, detail)
+    }
+}
+
+/// A slot of `max_concurrent`, given back when the call ends.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

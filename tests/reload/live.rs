@@ -18,7 +18,7 @@ async fn running_gateway_reads_the_reloaded_upstreams() {
         r.gateway()
             .upstreams()
             .iter()
-            .map(|u| (u.name().to_owned(), u.config.url.clone()))
+            .map(|u| (u.name().to_owned(), u.config().url.clone()))
             .collect()
     };
     assert_eq!(urls(running), vec![("up".to_owned(), a.url())]);

@@ -451,9 +451,12 @@ async fn health_and_readiness() {
     assert_eq!(ok.get("/healthz").await.status, 200);
     let r = ok.get("/readyz").await;
     assert_eq!(r.status, 200);
+    assert_eq!(r.json()["ready"], true);
+    assert_eq!(r.json()["upstreams"], json!({"old": "reachable"}));
+    let endpoint = format!("127.0.0.1:{}", up.addr.port());
     assert_eq!(
-        r.json(),
-        json!({"ready": true, "upstreams": {"old": "reachable"}})
+        r.json()["endpoints"]["old"],
+        json!([{"endpoint": endpoint, "state": "healthy", "in_flight": 0, "errors": 0}])
     );
     let dead = support::dead_url().await;
     let down = gateway()
@@ -463,6 +466,7 @@ async fn health_and_readiness() {
     let r = down.get("/readyz").await;
     assert_eq!(r.status, 503);
     assert_eq!(r.json()["upstreams"]["gone"], "unreachable");
+    assert_eq!(r.json()["endpoints"]["gone"][0]["state"], "unreachable");
 }
 
 #[tokio::test]

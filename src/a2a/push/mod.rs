@@ -599,7 +599,10 @@ async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) 
                 outcome = "refused";
                 break;
             }
-            match client.post(&body, authorization.as_deref()).await {
+            match client
+                .post(&body, authorization.as_deref(), Default::default())
+                .await
+            {
                 Ok(a) if a.status.is_success() => {
                     outcome = "delivered";
                     break;

@@ -30,6 +30,18 @@ async function refreshOverview() {
     dialect.className = 'muted';
     dialect.textContent = `(${u.dialect})`;
     item.append(dialect);
+    const eps = document.createElement('ul');
+    eps.className = 'endpoints';
+    for (const e of u.endpoints || []) {
+      const row = li('', e.state === 'healthy' ? 'up' : 'down');
+      row.dataset.endpoint = e.endpoint;
+      const state = document.createElement('span');
+      state.className = 'badge ' + (e.state === 'healthy' ? 'ok' : 'bad');
+      state.textContent = e.state;
+      row.append(state, ` ${e.endpoint} · ${e.in_flight} in flight · ${e.errors} errors`);
+      eps.append(row);
+    }
+    item.append(eps);
     return item;
   });
   $('upstreams').replaceChildren(...(items.length ? items : [li('no upstreams configured', 'muted')]));

@@ -1,0 +1,357 @@
+//! What the gateway knows of one endpoint's health: its calls in flight, the outcome of its
+//! active checks (`[upstreams.health]`) and its ejection by the outlier detection
+//! (`[upstreams.outlier]`), kept in atomics so a call reads and updates it without a lock.
+//!
+//! The state outlives the endpoint's pool: a reload that keeps an endpoint keeps its state, and
+//! the shadow's copy of an upstream (its own pools, on its own thread) shares it.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use super::endpoint::{Endpoint, Outcome};
+use crate::config::{Health, Outlier};
+use crate::telemetry::fleet::EndpointMetrics;
+
+/// Milliseconds since the first reading in this process, from 1 (0 stands for "never").
+pub(crate) fn now_ms() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    epoch.elapsed().as_millis() as u64 + 1
+}
+
+/// One endpoint's health.
+pub(crate) struct State {
+    /// Calls in flight on it.
+    pub(crate) in_flight: AtomicUsize,
+    /// False once `unhealthy_after` active checks in a row failed, until `healthy_after` pass.
+    checked_up: AtomicBool,
+    /// Active checks passed / failed in a row.
+    checks_good: AtomicU32,
+    checks_bad: AtomicU32,
+    /// Failed calls in a row.
+    failures: AtomicU32,
+    /// When its ejection ends ([`now_ms`]), 0 when it is not ejected.
+    ejected_until: AtomicU64,
+    /// How many times it has been ejected (the n-th ejection lasts n × base).
+    ejections: AtomicU32,
+    /// When a call to it last failed ([`now_ms`]), 0 never.
+    last_failure: AtomicU64,
+    /// Failed tries, ever.
+    pub(crate) errors: AtomicU64,
+    /// Which checker runs its active checks; an older one stops when it sees a newer number.
+    checker: AtomicU64,
+    pub(crate) metrics: EndpointMetrics,
+}
+
+/// What an endpoint is, as `/readyz` and the console say it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Condition {
+    /// Takes calls.
+    Healthy,
+    /// Out after failed active checks.
+    Unhealthy,
+    /// Out after failed calls, until its ejection ends.
+    Ejected,
+}
+
+impl Condition {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Condition::Healthy => "healthy",
+            Condition::Unhealthy => "unhealthy",
+            Condition::Ejected => "ejected",
+        }
+    }
+}
+
+impl State {
+    pub(crate) fn new(metrics: EndpointMetrics) -> Self {
+        metrics.up.set(1.0);
+        State {
+            in_flight: AtomicUsize::new(0),
+            checked_up: AtomicBool::new(true),
+            checks_good: AtomicU32::new(0),
+            checks_bad: AtomicU32::new(0),
+            failures: AtomicU32::new(0),
+            ejected_until: AtomicU64::new(0),
+            ejections: AtomicU32::new(0),
+            last_failure: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            checker: AtomicU64::new(0),
+            metrics,
+        }
+    }
+
+    /// Its condition at `now` ([`now_ms`]). An ejection that has ended is cleared here, so the
+    /// endpoint comes back at the first call that looks at it.
+    pub(crate) fn condition(&self, now: u64) -> Condition {
+        let until = self.ejected_until.load(Ordering::Relaxed);
+        if until != 0 {
+            if now < until {
+                return Condition::Ejected;
+            }
+            if self
+                .ejected_until
+                .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+                && self.checked_up.load(Ordering::Relaxed)
+            {
+                self.metrics.up.set(1.0);
+            }
+        }
+        match self.checked_up.load(Ordering::Relaxed) {
+            true => Condition::Healthy,
+            false => Condition::Unhealthy,
+        }
+    }
+
+    /// Its condition now; the clock is read only when it has been ejected.
+    #[inline]
+    pub(crate) fn condition_now(&self) -> Condition {
+        if self.ejected_until.load(Ordering::Relaxed) != 0 {
+            return self.condition(now_ms());
+        }
+        match self.checked_up.load(Ordering::Relaxed) {
+            true => Condition::Healthy,
+            false => Condition::Unhealthy,
+        }
+    }
+
+    /// Whether it is ejected now, without clearing an ejection that has ended.
+    pub(crate) fn is_ejected(&self, now: u64) -> bool {
+        now < self.ejected_until.load(Ordering::Relaxed)
+    }
+
+    /// When a call to it last failed (0: never): panic mode sends to the least recent.
+    pub(crate) fn last_failure(&self) -> u64 {
+        self.last_failure.load(Ordering::Relaxed)
+    }
+
+    /// Counts one try's outcome; a failure that makes `outlier.consecutive_failures` in a row
+    /// ejects the endpoint when `may_eject` says the upstream can spare it. True when it did.
+    pub(crate) fn record(
+        &self,
+        outcome: Outcome,
+        outlier: &Outlier,
+        may_eject: impl FnOnce() -> bool,
+    ) -> bool {
+        self.metrics.tries[outcome as usize].increment(1);
+        if !outcome.is_failure() {
+            // Read first: a healthy endpoint's calls leave the shared line alone.
+            if self.failures.load(Ordering::Relaxed) != 0 {
+                self.failures.store(0, Ordering::Relaxed);
+            }
+            return false;
+        }
+        let now = now_ms();
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        self.last_failure.store(now, Ordering::Relaxed);
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if outlier.consecutive_failures == 0
+            || n < outlier.consecutive_failures
+            || self.is_ejected(now)
+            || !may_eject()
+        {
+            return false;
+        }
+        let k = self.ejections.fetch_add(1, Ordering::Relaxed) + 1;
+        let until = now + u64::from(k) * outlier.base_ejection_ms;
+        self.ejected_until.store(until, Ordering::Relaxed);
+        self.failures.store(0, Ordering::Relaxed);
+        self.metrics.ejections.increment(1);
+        self.metrics.up.set(0.0);
+        true
+    }
+
+    /// Counts one active check; true when it changed the endpoint's checked state.
+    fn checked(&self, good: bool, health: &Health) -> bool {
+        let up = self.checked_up.load(Ordering::Relaxed);
+        if good {
+            self.checks_bad.store(0, Ordering::Relaxed);
+            let n = self.checks_good.fetch_add(1, Ordering::Relaxed) + 1;
+            if !up && n >= health.healthy_after {
+                self.checked_up.store(true, Ordering::Relaxed);
+                if !self.is_ejected(now_ms()) {
+                    self.metrics.up.set(1.0);
+                }
+                return true;
+            }
+        } else {
+            self.checks_good.store(0, Ordering::Relaxed);
+            let n = self.checks_bad.fetch_add(1, Ordering::Relaxed) + 1;
+            if up && n >= health.unhealthy_after {
+                self.checked_up.store(false, Ordering::Relaxed);
+                self.metrics.up.set(0.0);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Without active checks (after a reload turned them off), nothing keeps it out.
+    pub(crate) fn unchecked(&self) {
+        self.checks_good.store(0, Ordering::Relaxed);
+        self.checks_bad.store(0, Ordering::Relaxed);
+        if !self.checked_up.swap(true, Ordering::Relaxed) && !self.is_ejected(now_ms()) {
+            self.metrics.up.set(1.0);
+        }
+    }
+}
+
+/// A call in flight on an endpoint, counted while it lives.
+pub(crate) struct InFlight<'a>(&'a State);
+
+impl<'a> InFlight<'a> {
+    #[inline]
+    pub(crate) fn begin(state: &'a State) -> Self {
+        state.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(state)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Starts the active checks of `endpoints` (of upstream `name`) as `health` says, on the
+/// current runtime. The task stops when none of the endpoints is left, or when a newer checker
+/// takes them over (a reload).
+pub(crate) fn spawn_checks(name: &str, endpoints: &[Arc<Endpoint>], health: &Health) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let generation = next_generation();
+    for e in endpoints {
+        e.state.checker.store(generation, Ordering::Relaxed);
+    }
+    let watched: Vec<Weak<Endpoint>> = endpoints.iter().map(Arc::downgrade).collect();
+    let health = health.clone();
+    let name = name.to_owned();
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(health.interval_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let live: Vec<Arc<Endpoint>> = watched
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|e| e.state.checker.load(Ordering::Relaxed) == generation)
+                .collect();
+            if live.is_empty() {
+                return;
+            }
+            let checks = live.iter().map(|e| check(e, &health));
+            let results = futures_util::future::join_all(checks).await;
+            for (e, result) in live.iter().zip(results) {
+                let good = result.is_ok();
+                if e.state.checked(good, &health) {
+                    match result {
+                        Ok(()) => tracing::info!(upstream = %name, endpoint = e.label(), "endpoint passes its health checks again"),
+                        Err(why) => tracing::warn!(upstream = %name, endpoint = e.label(), reason = %why, "endpoint fails its health checks: taken out"),
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn next_generation() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One active check: `GET path` on a fresh connection, passed by a 2xx within the timeout.
+async fn check(e: &Endpoint, health: &Health) -> Result<(), String> {
+    let run = async {
+        let mut conn = e.connect().await.map_err(|e| e.to_string())?;
+        let request = format!(
+            "GET {} HTTP/1.1\r\nhost: {}\r\nuser-agent: wiregate-health\r\nconnection: close\r\n\r\n",
+            health.path,
+            e.label()
+        );
+        conn.send(request.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let head = conn
+            .read_head(false, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        match head.status.is_success() {
+            true => Ok(()),
+            false => Err(format!("answered {}", head.status.as_u16())),
+        }
+    };
+    match tokio::time::timeout(Duration::from_millis(health.timeout_ms), run).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no answer within {} ms", health.timeout_ms)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        State::new(crate::telemetry::fleet::endpoint("t", "127.0.0.1:1"))
+    }
+
+    #[test]
+    fn consecutive_failures_eject_and_the_ejection_ends() {
+        let s = state();
+        let outlier = Outlier {
+            consecutive_failures: 3,
+            base_ejection_ms: 50,
+            max_ejected_percent: 100,
+        };
+        assert!(!s.record(Outcome::Refused, &outlier, || true));
+        assert!(
+            !s.record(Outcome::Ok, &outlier, || true),
+            "a success resets the run"
+        );
+        assert!(!s.record(Outcome::Failed, &outlier, || true));
+        assert!(!s.record(Outcome::TimedOut, &outlier, || true));
+        assert!(s.record(Outcome::Status5xx, &outlier, || true));
+        let now = now_ms();
+        assert_eq!(s.condition(now), Condition::Ejected);
+        assert_eq!(s.condition(now + 51), Condition::Healthy);
+        // The second ejection lasts twice the base.
+        for _ in 0..3 {
+            s.record(Outcome::Refused, &outlier, || true);
+        }
+        let now = now_ms();
+        assert_eq!(s.condition(now + 60), Condition::Ejected);
+        assert_eq!(s.condition(now + 101), Condition::Healthy);
+    }
+
+    #[test]
+    fn an_ejection_the_upstream_cannot_spare_is_not_made() {
+        let s = state();
+        let outlier = Outlier {
+            consecutive_failures: 1,
+            ..Outlier::default()
+        };
+        assert!(!s.record(Outcome::Refused, &outlier, || false));
+        assert_eq!(s.condition(now_ms()), Condition::Healthy);
+    }
+
+    #[test]
+    fn checks_take_out_and_bring_back_after_their_counts() {
+        let s = state();
+        let health = Health {
+            unhealthy_after: 2,
+            healthy_after: 3,
+            ..Health::default()
+        };
+        assert!(!s.checked(false, &health));
+        assert!(s.checked(false, &health));
+        assert_eq!(s.condition(now_ms()), Condition::Unhealthy);
+        assert!(!s.checked(true, &health));
+        assert!(!s.checked(true, &health));
+        assert!(s.checked(true, &health));
+        assert_eq!(s.condition(now_ms()), Condition::Healthy);
+    }
+}
