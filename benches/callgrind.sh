@@ -7,6 +7,8 @@
 #   benches/callgrind.sh proxy        # the proxied call only (about 1 minute)
 #   benches/callgrind.sh passthrough  # a passed-through call only (about 1 minute)
 #   benches/callgrind.sh pipelined    # a proxied call, upstream pipelined (about 1 minute)
+#   benches/callgrind.sh fleet        # a proxied call, the upstream three endpoints balanced by
+#                                     # least request (about 1 minute)
 #   benches/callgrind.sh nginx        # nginx's proxy_pass on the same upstream, the peer of
 #                                     # the proxy part (about 1 minute; `all` runs it too)
 #   REV=712ed07 benches/callgrind.sh proxy   # the same, for a past commit (built in a worktree)
@@ -27,6 +29,9 @@
 # pipelined: the proxy part with `pipeline = 256` on the upstream (`src/upstream/pipeline/`),
 #        driven by 32 connections unless CONNS says otherwise: pipelining only batches calls
 #        when several are ready in the same tick.
+# fleet: the proxy part with the upstream as `endpoints` = three examples/legacy_upstream
+#        processes (on UP_PORT, FLEET_PORT_2 and FLEET_PORT_3), `balance = "least_request"`:
+#        what choosing among endpoints adds to a call.
 # shadow: whether, at shadow_sample = 1.0, the primary path drops by at most the shadow
 #        exchange's own cost, in instructions, one run: the proxy part's plain gateway, then the
 #        same route with `shadow` to a second examples/legacy_upstream at shadow_sample = 1.0
@@ -66,6 +71,8 @@ PART=${1:-all}
 UP_PORT=${UP_PORT:-19210}
 GW_PORT=${GW_PORT:-19211}
 SHADOW_PORT=${SHADOW_PORT:-19212}
+FLEET_PORT_2=${FLEET_PORT_2:-19213}
+FLEET_PORT_3=${FLEET_PORT_3:-19214}
 SHORT_S=${SHORT_S:-3}
 LONG_S=${LONG_S:-9}
 
@@ -138,6 +145,12 @@ build() {
   done
   "$target/release/examples/legacy_upstream" "127.0.0.1:$UP_PORT" >/dev/null &
   pids+=($!)
+  if [ "${MODE:-}" = fleet ]; then
+    for port in "$FLEET_PORT_2" "$FLEET_PORT_3"; do
+      "$target/release/examples/legacy_upstream" "127.0.0.1:$port" >/dev/null &
+      pids+=($!)
+    done
+  fi
   rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
   path=/rpc expect='"result":{' counter=wiregate_requests_total
   if [ "${MODE:-}" = passthrough ]; then
@@ -216,9 +229,14 @@ run() {
 # pipelined) or passthrough (POST /a2a passed through)
 proxy() {
   MODE=$1
-  build "$UP_PORT" "$GW_PORT"
+  if [ "$MODE" = fleet ]; then build "$UP_PORT" "$GW_PORT" "$FLEET_PORT_2" "$FLEET_PORT_3"; else build "$UP_PORT" "$GW_PORT"; fi
   config plain
   local what="proxied JSON-RPC -> legacy call"
+  if [ "$MODE" = fleet ]; then
+    # The legacy upstream's `url` line (the first), not the shadow's.
+    sed -i "0,/^url = \"http:\/\/127.0.0.1:$UP_PORT\/a2a\"\$/s//endpoints = [\"http:\/\/127.0.0.1:$UP_PORT\/a2a\", \"http:\/\/127.0.0.1:$FLEET_PORT_2\/a2a\", \"http:\/\/127.0.0.1:$FLEET_PORT_3\/a2a\"]\nbalance = \"least_request\"/" "$work/plain.toml"
+    what="proxied JSON-RPC -> legacy call, three endpoints, least_request"
+  fi
   if [ "$MODE" = pipelined ]; then
     # The legacy upstream's `dialect` line (the first), not the shadow's.
     sed -i '0,/^dialect = "legacy"$/s//dialect = "legacy"\npipeline = 256/' "$work/plain.toml"
@@ -487,10 +505,10 @@ NGINX
 
 case $PART in
   pure) pure ;;
-  proxy | passthrough) CONNS=${CONNS:-4} proxy "$PART" ;;
+  proxy | passthrough | fleet) CONNS=${CONNS:-4} proxy "$PART" ;;
   pipelined) CONNS=${CONNS:-32} proxy "$PART" ;;
   nginx) CONNS=${CONNS:-4} nginx_part ;;
   shadow) CONNS=${CONNS:-4} shadow ;;
   all) pure; echo; CONNS=${CONNS:-4} proxy proxy; echo; CONNS=${CONNS:-4} nginx_part ;;
-  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|nginx|shadow|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|fleet|nginx|shadow|all]" >&2; exit 2 ;;
 esac

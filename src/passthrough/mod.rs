@@ -174,7 +174,7 @@ impl Passthrough {
     ) -> Option<Ready> {
         let t = self.target(path)?.clone();
         let trusted = origin.peer.is_some_and(|p| self.trusted.contains(p.ip()));
-        let endpoint = t.client.pick(origin.who().as_ref()).endpoint;
+        let endpoint = t.client.pick(origin.who().as_ref()).endpoint.clone();
         let mut request = Vec::new();
         upstream_request(&mut request, req, body, endpoint.label(), origin, trusted);
         Some(Ready {
@@ -289,7 +289,7 @@ impl Target {
             )
         });
         crate::http::scope::note_call("http", &self.name);
-        let endpoint = self.client.pick(origin.who().as_ref()).endpoint;
+        let endpoint = self.client.pick(origin.who().as_ref()).endpoint.clone();
         crate::http::scope::note_try(endpoint.label());
         let (parts, body) = req.into_parts();
         let (head, sending, no_body) = self.head(

@@ -52,6 +52,18 @@ pub fn endpoint(upstream: &str, endpoint: &str) -> EndpointMetrics {
     }
 }
 
+impl EndpointMetrics {
+    /// Handles that record nothing: for a client that is no configured upstream (a push
+    /// webhook, a replica), whose names would grow the label sets without bound.
+    pub fn none() -> Self {
+        EndpointMetrics {
+            up: Gauge::noop(),
+            tries: std::array::from_fn(|_| Counter::noop()),
+            ejections: Counter::noop(),
+        }
+    }
+}
+
 /// [`RETRIES`] of `upstream`, one per [`RETRY_REASONS`] label.
 pub fn retries(upstream: &str) -> [Counter; 3] {
     super::install();

@@ -30,6 +30,7 @@ use metrics::Counter;
 
 use crate::config::{Balance, Dialect, Sticky, Upstream};
 use crate::model::error::GatewayError;
+use crate::telemetry::fleet;
 use caller::Who;
 use health::Condition;
 
@@ -55,6 +56,8 @@ struct Fleet {
     budget: retry::Budget,
     retries: [Counter; 3],
     overflow: Counter,
+    /// Whether it has metrics (a configured upstream).
+    measured: bool,
     max_body: usize,
 }
 
@@ -77,8 +80,8 @@ pub(crate) struct Hint<'a> {
 }
 
 /// An endpoint chosen for one try.
-pub(crate) struct Picked {
-    pub(crate) endpoint: Arc<Endpoint>,
+pub(crate) struct Picked<'a> {
+    pub(crate) endpoint: &'a Arc<Endpoint>,
     /// Every endpoint was out: this one is the least recently failed (panic mode).
     pub(crate) panic: bool,
 }
@@ -98,9 +101,10 @@ pub struct EndpointReport {
 }
 
 impl UpstreamClient {
-    /// A client for a validated upstream on its own (a push webhook, a replica's address).
+    /// A client for a validated upstream on its own (a push webhook, a replica's address):
+    /// no metrics of its own, since its name is no configured upstream's.
     pub fn new(config: Upstream, max_body: usize) -> Self {
-        Self::build(config, 0, max_body, None)
+        Self::make(config, 0, max_body, None, false)
     }
 
     /// The client of `[[upstreams]]`'s entry `index`; with `previous` (the same upstream before
@@ -112,6 +116,16 @@ impl UpstreamClient {
         max_body: usize,
         previous: Option<&UpstreamClient>,
     ) -> Self {
+        Self::make(config, index, max_body, previous, true)
+    }
+
+    fn make(
+        config: Upstream,
+        index: usize,
+        max_body: usize,
+        previous: Option<&UpstreamClient>,
+        measured: bool,
+    ) -> Self {
         let endpoints: Vec<Arc<Endpoint>> = config
             .endpoint_urls()
             .map(|url| {
@@ -120,10 +134,11 @@ impl UpstreamClient {
                     Some(e) if e.fits(&config, max_body) => e.clone(),
                     Some(e) => Arc::new(Endpoint::new(&config, url, max_body, e.state.clone())),
                     None => {
-                        let state = health::State::new(crate::telemetry::fleet::endpoint(
-                            &config.name,
-                            endpoint::authority(url),
-                        ));
+                        let metrics = match measured {
+                            true => fleet::endpoint(&config.name, endpoint::authority(url)),
+                            false => fleet::EndpointMetrics::none(),
+                        };
+                        let state = health::State::new(metrics);
                         Arc::new(Endpoint::new(&config, url, max_body, Arc::new(state)))
                     }
                 }
@@ -134,10 +149,16 @@ impl UpstreamClient {
         } else {
             endpoints.iter().for_each(|e| e.state.unchecked());
         }
-        Self::of(config, index, max_body, endpoints)
+        Self::of(config, index, max_body, endpoints, measured)
     }
 
-    fn of(config: Upstream, index: usize, max_body: usize, endpoints: Vec<Arc<Endpoint>>) -> Self {
+    fn of(
+        config: Upstream,
+        index: usize,
+        max_body: usize,
+        endpoints: Vec<Arc<Endpoint>>,
+        measured: bool,
+    ) -> Self {
         let salts = endpoints
             .iter()
             .map(|e| caller::hash(e.url.as_bytes()))
@@ -148,8 +169,15 @@ impl UpstreamClient {
         UpstreamClient {
             fleet: Arc::new(Fleet {
                 budget: retry::Budget::new(config.retry.budget_percent),
-                retries: crate::telemetry::fleet::retries(&name),
-                overflow: crate::telemetry::fleet::overflow(&name),
+                retries: match measured {
+                    true => fleet::retries(&name),
+                    false => std::array::from_fn(|_| Counter::noop()),
+                },
+                overflow: match measured {
+                    true => fleet::overflow(&name),
+                    false => Counter::noop(),
+                },
+                measured,
                 config,
                 index,
                 endpoints,
@@ -178,7 +206,7 @@ impl UpstreamClient {
                 ))
             })
             .collect();
-        Self::of(f.config.clone(), f.index, f.max_body, endpoints)
+        Self::of(f.config.clone(), f.index, f.max_body, endpoints, f.measured)
     }
 
     /// The upstream's configuration.
@@ -213,7 +241,7 @@ impl UpstreamClient {
         let mut attempt = 1;
         loop {
             let picked = self.pick_excluding(key, tried);
-            let e = &picked.endpoint;
+            let e = picked.endpoint;
             let result = {
                 let _in_flight = e.in_flight();
                 e.post(&f.config, body, authorization).await
@@ -308,20 +336,20 @@ impl UpstreamClient {
     }
 
     /// The endpoint for a request of `who` (the pass-through's), as a call's first try.
-    pub(crate) fn pick(&self, who: Option<&Who<'_>>) -> Picked {
+    pub(crate) fn pick(&self, who: Option<&Who<'_>>) -> Picked<'_> {
         self.pick_excluding(self.key(who), 0)
     }
 
     /// The endpoint for a try: among the healthy ones not yet `tried` (a set of indices), by
     /// `balance`; the healthy ones again when every healthy one was tried; and, when none is
     /// healthy, the least recently failed (panic mode).
-    fn pick_excluding(&self, key: Option<u64>, tried: u64) -> Picked {
+    fn pick_excluding(&self, key: Option<u64>, tried: u64) -> Picked<'_> {
         let f = &*self.fleet;
         let n = f.endpoints.len();
         if n == 1 {
             let e = &f.endpoints[0];
             return Picked {
-                endpoint: e.clone(),
+                endpoint: e,
                 panic: e.state.condition_now() != Condition::Healthy,
             };
         }
@@ -347,7 +375,7 @@ impl UpstreamClient {
                 .min_by_key(|i| f.endpoints[*i].state.last_failure())
                 .unwrap_or(0);
             return Picked {
-                endpoint: f.endpoints[i].clone(),
+                endpoint: &f.endpoints[i],
                 panic: true,
             };
         }
@@ -364,7 +392,7 @@ impl UpstreamClient {
             ),
         };
         Picked {
-            endpoint: f.endpoints[i].clone(),
+            endpoint: &f.endpoints[i],
             panic: false,
         }
     }
