@@ -19,6 +19,7 @@
 #                                                    # the tls rows, a TLS row; with the
 #                                                    # pipelined row, a pipelined row) for an
 #                                                    # older build, for before/after in one run
+#                                                    # (no fleet row: `endpoints` is newer)
 #   NO_BUILD=1 benches/load.sh                       # the release binaries already built
 #   WG_BIN=/path/to/wiregate benches/load.sh         # that build in the wiregate rows (default:
 #                                                    # target/release/wiregate), e.g. to swap
@@ -27,8 +28,19 @@
 #                                                    # direct nginx nginx_forwarding haproxy
 #                                                    # wiregate pipelined passthrough tls
 #                                                    # (nginx's and wiregate's
-#                                                    # TLS rows); a ratio is printed when both
-#                                                    # its rows ran
+#                                                    # TLS rows) fleet (the three rows over
+#                                                    # three upstreams); a ratio is printed
+#                                                    # when both its rows ran
+#
+# "fleet" runs three upstream processes (ports FLEET_UP1_PORT, FLEET_UP2_PORT, FLEET_UP3_PORT) and
+# measures balancing over them, each proxy least-loaded first: nginx's `upstream` block with the
+# three servers, `least_conn` and `keepalive 256` (the proxy settings of the nginx row); haproxy's
+# backend with the three servers and `balance leastconn`; and the translating gateway (the
+# settings of the wiregate row) with `endpoints = [the three URLs]` instead of `url`,
+# `balance = "least_request"` and `[upstreams.retry]` with `attempts = 2` and `methods` the method
+# the JSON-RPC body calls. A wiregate that does not start or answer is reported with its log's
+# last lines, and its row is left out. benches/fleet_kill.sh runs the same gateway while one of
+# the three upstreams is killed.
 #
 # "pipelined" is the translating gateway again with `pipeline = PIPELINE` (256 unless set) on its
 # upstream: calls ready together written to the upstream in one write (HTTP/1.1 pipelining,
@@ -71,11 +83,17 @@ BASE_TLS_PORT=${BASE_TLS_PORT:-19007}
 PIPE_PORT=${PIPE_PORT:-19008}
 BASE_PIPE_PORT=${BASE_PIPE_PORT:-19009}
 NGINX_FWD_PORT=${NGINX_FWD_PORT:-19010}
+FLEET_UP1_PORT=${FLEET_UP1_PORT:-19011}
+FLEET_UP2_PORT=${FLEET_UP2_PORT:-19012}
+FLEET_UP3_PORT=${FLEET_UP3_PORT:-19013}
+NGINX_FLEET_PORT=${NGINX_FLEET_PORT:-19014}
+HAPROXY_FLEET_PORT=${HAPROXY_FLEET_PORT:-19015}
+GW_FLEET_PORT=${GW_FLEET_PORT:-19016}
 PIPELINE=${PIPELINE:-256}
 WG_BIN=${WG_BIN:-./target/release/wiregate}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
 nginx_forwards='proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$http_host\""; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $http_host; proxy_set_header Via "1.1 nginx"; proxy_set_header traceparent "00-$request_id-b7ad6b7169203331-01";'
-ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls"}
+ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls fleet"}
 # wants ROW -> exit 0 when ROW was asked for.
 wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -100,6 +118,19 @@ trap cleanup EXIT
 ./target/release/examples/legacy_upstream "127.0.0.1:$UP_PORT" >/dev/null &
 up_pid=$!
 pids+=($!)
+# The fleet's three upstreams.
+if wants fleet; then
+  for port in "$FLEET_UP1_PORT" "$FLEET_UP2_PORT" "$FLEET_UP3_PORT"; do
+    ./target/release/examples/legacy_upstream "127.0.0.1:$port" >/dev/null &
+    pids+=($!)
+  done
+fi
+
+legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
+rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
+# The method the JSON-RPC body calls (the fleet gateway retries it).
+rpc_method=${rpc_body#*\"method\":\"}
+rpc_method=${rpc_method%%\"*}
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
@@ -114,6 +145,13 @@ events { worker_connections 4096; }
 http {
   access_log off;
   upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
+  upstream fleet {
+    least_conn;
+    server 127.0.0.1:$FLEET_UP1_PORT;
+    server 127.0.0.1:$FLEET_UP2_PORT;
+    server 127.0.0.1:$FLEET_UP3_PORT;
+    keepalive 256;
+  }
   server {
     listen 127.0.0.1:$NGINX_PORT;
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
@@ -121,6 +159,10 @@ http {
   server {
     listen 127.0.0.1:$NGINX_FWD_PORT;
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; $nginx_forwards }
+  }
+  server {
+    listen 127.0.0.1:$NGINX_FLEET_PORT;
+    location / { proxy_pass http://fleet; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
   server {
     listen 127.0.0.1:$NGINX_TLS_PORT ssl;
@@ -150,6 +192,14 @@ frontend f
   default_backend b
 backend b
   server up 127.0.0.1:$UP_PORT
+frontend fleet
+  bind 127.0.0.1:$HAPROXY_FLEET_PORT
+  default_backend fleet
+backend fleet
+  balance leastconn
+  server up1 127.0.0.1:$FLEET_UP1_PORT
+  server up2 127.0.0.1:$FLEET_UP2_PORT
+  server up3 127.0.0.1:$FLEET_UP3_PORT
 HAPROXY
 haproxy -f "$work/haproxy.cfg" -db >/dev/null 2>&1 &
 haproxy_pid=$!
@@ -201,10 +251,32 @@ if [ -n "${BASE_BIN:-}" ]; then
   base_pipe_pid=$!
   pids+=($!)
 fi
+# The fleet's gateway: the translating one with three endpoints, least_request, and the posted
+# method retried; its log kept, to show why if it does not start.
+fleet_gw_pid=
+if wants fleet; then
+  cat >"$work/fleet.toml" <<TOML
+[server]
+listen = "127.0.0.1:$GW_FLEET_PORT"
+worker_threads = ${WG_THREADS:-1}
+[[upstreams]]
+name = "legacy"
+endpoints = ["http://127.0.0.1:$FLEET_UP1_PORT/a2a", "http://127.0.0.1:$FLEET_UP2_PORT/a2a", "http://127.0.0.1:$FLEET_UP3_PORT/a2a"]
+balance = "least_request"
+dialect = "legacy"
+[upstreams.retry]
+attempts = 2
+methods = ["$rpc_method"]
+[[routes]]
+methods = ["*"]
+upstream = "legacy"
+TOML
+  RUST_LOG=warn NO_COLOR=1 "$WG_BIN" --config "$work/fleet.toml" >"$work/fleet_gw.log" 2>&1 &
+  fleet_gw_pid=$!
+  pids+=($!)
+fi
 sleep 1
 
-legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
-rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
 # The wrk script of a row: its body, and a done() that writes wrk's latency histogram (each distinct
 # latency in µs and its count) to $WRK_HIST, so that the rounds of a row (ROUNDS) merge into one
 # distribution, percentiles computed as wrk computes them.
@@ -245,6 +317,26 @@ answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$PIPE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$BASE_TLS_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PIPE_PORT/rpc"
+fleet_gw_ok=
+if wants fleet; then
+  for port in "$FLEET_UP1_PORT" "$FLEET_UP2_PORT" "$FLEET_UP3_PORT" "$NGINX_FLEET_PORT" "$HAPROXY_FLEET_PORT"; do
+    answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$port/a2a"
+  done
+  # The fleet's gateway: asked for 5 s more to answer; one that exits or does not answer is
+  # reported with its log's last lines, and its row is left out.
+  deadline=$((SECONDS + 5))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_FLEET_PORT/rpc"; then fleet_gw_ok=1; break; fi
+    kill -0 "$fleet_gw_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$fleet_gw_ok" ]; then
+    if kill -0 "$fleet_gw_pid" 2>/dev/null; then state="running, not answering on 127.0.0.1:$GW_FLEET_PORT/rpc"; else state="exited"; fi
+    echo "wiregate x3 (fleet, $WG_BIN --config fleet.toml) did not start: $state; its log's last lines:" >&2
+    tail -n 20 "$work/fleet_gw.log" | sed 's/^/  /' >&2
+    echo "  (the fleet's wiregate row is left out)" >&2
+  fi
+fi
 
 # sample GOOD BODY URL OUT: while $work/sampling exists, checks one answer every 0.2 s (beside
 # wrk's load, so answers under load are seen, not just before it); writes "checked wrong".
@@ -311,9 +403,9 @@ total() {
 # row LABEL CONNS RPS P50 P99 USER SYS ERRORS: a run with errors shows no throughput or latency.
 row() {
   if [ "$8" = none ]; then
-    printf '%-28s %6s %12s %10s %10s %12s %12s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7"
+    printf '%-36s %6s %12s %10s %10s %12s %12s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7"
   else
-    printf '%-28s %6s %12s %10s %10s %12s %12s\n' "$1" "$2" "errors" "-" "-" "$6" "$7"
+    printf '%-36s %6s %12s %10s %10s %12s %12s\n' "$1" "$2" "errors" "-" "-" "$6" "$7"
     echo "  ^ not a throughput figure: ${8//;/, }"
   fi
 }
@@ -331,7 +423,10 @@ def pipelined pipelined "wiregate transl. pipelined" "http://127.0.0.1:$PIPE_POR
 def passthrough passthrough "wiregate pass-through" "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$gw_pid" "$legacy_ok" "$legacy_body"
 def nginx_tls tls "nginx TLS proxy_pass" "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def wiregate_tls tls "wiregate TLS (translating)" "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$gw_tls_pid" "$rpc_ok" "$rpc_body"
-order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls)
+def nginx_fleet fleet "nginx upstream x3 least_conn" "http://127.0.0.1:$NGINX_FLEET_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
+def haproxy_fleet fleet "haproxy x3 leastconn" "http://127.0.0.1:$HAPROXY_FLEET_PORT/a2a" "$work/legacy.lua" "$haproxy_pid" "$legacy_ok" "$legacy_body"
+def wiregate_fleet fleet "wiregate x3 least_request (transl.)" "http://127.0.0.1:$GW_FLEET_PORT/rpc" "$work/rpc.lua" "$fleet_gw_pid" "$rpc_ok" "$rpc_body"
+order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet)
 if [ -n "${BASE_BIN:-}" ]; then
   def base wiregate "wiregate BASE_BIN (transl.)" "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$base_pid" "$rpc_ok" "$rpc_body"
   def base_tls tls "wiregate BASE_BIN TLS" "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$base_tls_pid" "$rpc_ok" "$rpc_body"
@@ -339,9 +434,12 @@ if [ -n "${BASE_BIN:-}" ]; then
   order+=(base base_tls base_pipe)
 fi
 asked=()
-for id in "${order[@]}"; do if wants "${group[$id]}"; then asked+=("$id"); fi; done
+for id in "${order[@]}"; do
+  if [ "$id" = wiregate_fleet ] && [ -z "$fleet_gw_ok" ]; then continue; fi
+  if wants "${group[$id]}"; then asked+=("$id"); fi
+done
 
-printf '%-28s %6s %12s %10s %10s %12s %12s\n' target conns req/s p50_ms p99_ms user_us/req sys_us/req
+printf '%-36s %6s %12s %10s %10s %12s %12s\n' target conns req/s p50_ms p99_ms user_us/req sys_us/req
 [ "$ROUNDS" = 1 ] || echo "(each row: $ROUNDS rounds of $DURATION, the rows in turn, the order rotated each round)"
 for c in $CONNS; do
   for id in "${asked[@]}"; do : >"$work/$id.acc"; : >"$work/$id.hist"; done
@@ -351,8 +449,8 @@ for c in $CONNS; do
     done
   done
   # Each row's totals into its variables (d_ direct, n_ nginx, nf_ nginx forwarding, h_ haproxy,
-  # w_ wiregate, q_ pipelined, p_ pass-through, nt_/wt_ TLS, b_/bt_/bq_ BASE_BIN's), "-" for a
-  # row not asked for.
+  # w_ wiregate, q_ pipelined, p_ pass-through, nt_/wt_ TLS, fn_/fh_/fw_ the fleet's nginx,
+  # haproxy and wiregate, b_/bt_/bq_ BASE_BIN's), "-" for a row not asked for.
   declare -A res=()
   for id in "${asked[@]}"; do res[$id]=$(total "$id"); done
   fields() { echo "${res[$1]:-- - - - - none}"; }
@@ -365,6 +463,9 @@ for c in $CONNS; do
   read -r p_rps p_p50 p_p99 p_u p_s p_err <<<"$(fields passthrough)"
   read -r nt_rps nt_p50 nt_p99 nt_u nt_s nt_err <<<"$(fields nginx_tls)"
   read -r wt_rps wt_p50 wt_p99 wt_u wt_s wt_err <<<"$(fields wiregate_tls)"
+  read -r fn_rps fn_p50 fn_p99 fn_u fn_s fn_err <<<"$(fields nginx_fleet)"
+  read -r fh_rps fh_p50 fh_p99 fh_u fh_s fh_err <<<"$(fields haproxy_fleet)"
+  read -r fw_rps fw_p50 fw_p99 fw_u fw_s fw_err <<<"$(fields wiregate_fleet)"
   read -r b_rps b_p50 b_p99 b_u b_s b_err <<<"$(fields base)"
   read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err <<<"$(fields base_tls)"
   read -r bq_rps bq_p50 bq_p99 bq_u bq_s bq_err <<<"$(fields base_pipe)"
@@ -372,9 +473,12 @@ for c in $CONNS; do
     if [ -n "${res[$id]:-}" ]; then
       # shellcheck disable=SC2086
       row "${label[$id]}" "$c" ${res[$id]}
+    elif [ "$id" = wiregate_fleet ] && wants fleet; then
+      printf '%-36s %6s %12s\n' "${label[$id]}" "$c" "not started"
+      echo "  ^ did not start or answer; its log's last lines are printed above"
     fi
   done
-  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
@@ -402,6 +506,12 @@ for c in $CONNS; do
   if wants tls; then
     awk -v wt="$wt_rps" -v nt="$nt_rps" -v wtp="$wt_p99" -v ntp="$nt_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: wiregate TLS/nginx TLS %.2f  p99 %.2f\n", c, wt/nt, wtp/ntp }'
+  fi
+  if wants fleet && [ -n "$fleet_gw_ok" ]; then
+    awk -v w="$fw_rps" -v n="$fn_rps" -v h="$fh_rps" -v wp="$fw_p99" -v np="$fn_p99" -v hp="$fh_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: fleet wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n", c, w/n, w/h, wp/np, wp/hp }'
+  elif wants fleet; then
+    echo "ratios @$c conns: fleet not computed (its wiregate did not start)"
   fi
   if [ -n "${BASE_BIN:-}" ] && wants wiregate && wants nginx; then
     awk -v w="$w_rps" -v b="$b_rps" -v n="$n_rps" -v wp="$w_p99" -v bp="$b_p99" -v c="$c" 'BEGIN {

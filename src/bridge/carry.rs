@@ -117,7 +117,7 @@ impl Bridge {
         let answer = tokio::time::timeout(
             forward,
             exchange::exchange(
-                &client.pick(None).endpoint,
+                client.pick(None).endpoint,
                 head,
                 Body::from(Bytes::copy_from_slice(body)),
                 Sending::Length,

@@ -102,11 +102,7 @@ impl Config {
             ConfigError(
                 e.into_iter()
                     .map(|e| ConfigIssue {
-                        key: if e.path.is_empty() {
-                            "(root)".into()
-                        } else {
-                            e.path.join(".")
-                        },
+                        key: key_path(&e.path),
                         message: e.kind.to_string(),
                     })
                     .collect(),
@@ -161,6 +157,28 @@ impl Config {
         }
         toml::to_string_pretty(&c).unwrap_or_else(|e| format!("# cannot render: {e}"))
     }
+}
+
+/// A parse error's path as validation writes key paths: `upstreams[1].balance`, not
+/// `upstreams.1.balance`.
+fn key_path(path: &[String]) -> String {
+    if path.is_empty() {
+        return "(root)".into();
+    }
+    let mut out = String::new();
+    for part in path {
+        if part.bytes().all(|b| b.is_ascii_digit()) && !out.is_empty() {
+            out.push('[');
+            out.push_str(part);
+            out.push(']');
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(part);
+        }
+    }
+    out
 }
 
 /// The problems found so far, collected by each section's `validate`.

@@ -56,6 +56,9 @@ pub(super) async fn migration(
 }
 
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+    for u in state.gateway.upstreams() {
+        u.refresh();
+    }
     (
         [(
             header::CONTENT_TYPE,

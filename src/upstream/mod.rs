@@ -258,8 +258,12 @@ impl UpstreamClient {
                 Ok(a) => retry::status_reason(a.status.as_u16(), idempotent()),
                 Err(failure) => retry::reason(failure, failure.sent && idempotent()),
             };
+            // What was not sent goes to another endpoint; with one, there is none (a pooled
+            // connection found closed was already replaced by a fresh one on this endpoint).
+            let elsewhere = f.endpoints.len() > 1 || again != Some(retry::Reason::NotSent);
             let more = attempt < f.config.retry.attempts
                 && again.is_some()
+                && elsewhere
                 && f.budget.take(health::now_ms());
             match (result, again) {
                 (_, Some(reason)) if more => {
@@ -412,6 +416,16 @@ impl UpstreamClient {
         };
         if e.state.record(outcome, &f.config.outlier, may_eject) {
             tracing::warn!(upstream = %f.config.name, endpoint = e.label(), "endpoint ejected after failed calls");
+        }
+    }
+
+    /// Brings each endpoint's `wiregate_upstream_endpoint_up` up to date (an ejection that has
+    /// ended is noticed when a call or a report looks at the endpoint, or here, before the
+    /// metrics are rendered).
+    pub fn refresh(&self) {
+        let now = health::now_ms();
+        for e in &self.fleet.endpoints {
+            e.state.condition(now);
         }
     }
 

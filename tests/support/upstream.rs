@@ -1,8 +1,10 @@
 //! Programmable HTTP upstreams: a JSON-RPC or legacy server on `/rpc` that records what it
 //! was sent (over TLS too), and the two that never answer (nothing listening, a black hole).
+//! With [`UpstreamBuilder::health`] it also answers `GET /health` with a status the test can
+//! switch while it runs.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,7 +12,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::Value;
 
 use super::pki;
@@ -42,6 +44,8 @@ pub struct Listening {
     pub connections: Arc<AtomicUsize>,
     /// The SNI name of each TLS handshake (TLS upstreams only).
     pub sni: pki::Sni,
+    /// `GET /health` requests answered (with [`UpstreamBuilder::health`] only).
+    pub health_checks: Arc<AtomicUsize>,
 }
 
 impl Listening {
@@ -59,6 +63,16 @@ impl Listening {
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
+
+    /// How many requests it received so far.
+    pub fn calls(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    /// `GET /health` requests answered so far.
+    pub fn health_checks(&self) -> usize {
+        self.health_checks.load(Ordering::SeqCst)
+    }
 }
 
 #[derive(Clone)]
@@ -74,6 +88,7 @@ struct UpstreamState {
 pub struct UpstreamBuilder {
     handler: Handler,
     delay: Duration,
+    health: Option<Arc<AtomicU16>>,
 }
 
 /// An upstream answering through `handler` (status, raw body).
@@ -83,6 +98,7 @@ pub fn upstream(
     UpstreamBuilder {
         handler: Arc::new(handler),
         delay: Duration::ZERO,
+        health: None,
     }
 }
 
@@ -131,6 +147,13 @@ impl UpstreamBuilder {
         self
     }
 
+    /// Also answers `GET /health` with the status `status` holds when the request comes (so a
+    /// test switches it while the upstream runs), without delay.
+    pub fn health(mut self, status: Arc<AtomicU16>) -> Self {
+        self.health = Some(status);
+        self
+    }
+
     /// Starts it on 127.0.0.1:0.
     pub async fn run(self) -> Listening {
         self.start(None).await
@@ -151,9 +174,23 @@ impl UpstreamBuilder {
             in_flight: Arc::new(AtomicUsize::new(0)),
             max_in_flight: max_in_flight.clone(),
         };
-        let app = axum::Router::new()
+        let health_checks = Arc::new(AtomicUsize::new(0));
+        let mut app = axum::Router::new()
             .route("/rpc", post(answer))
             .with_state(state);
+        if let Some(status) = self.health {
+            let checks = health_checks.clone();
+            app = app.route(
+                "/health",
+                get(move || {
+                    let code = status.load(Ordering::SeqCst);
+                    checks.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+                    }
+                }),
+            );
+        }
         let (addr, origin, connections, sni) = match tls {
             Some(cfg) => {
                 let s = pki::serve_tls(app, cfg).await;
@@ -179,6 +216,7 @@ impl UpstreamBuilder {
             addr,
             seen,
             max_in_flight,
+            health_checks,
         }
     }
 }
