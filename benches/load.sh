@@ -262,7 +262,7 @@ worker_threads = ${WG_THREADS:-1}
 [[upstreams]]
 name = "legacy"
 endpoints = ["http://127.0.0.1:$FLEET_UP1_PORT/a2a", "http://127.0.0.1:$FLEET_UP2_PORT/a2a", "http://127.0.0.1:$FLEET_UP3_PORT/a2a"]
-balance = "least_request"
+balance = "${FLEET_BALANCE:-least_request}"
 dialect = "legacy"
 [upstreams.retry]
 attempts = 2
@@ -425,7 +425,7 @@ def nginx_tls tls "nginx TLS proxy_pass" "https://127.0.0.1:$NGINX_TLS_PORT/a2a"
 def wiregate_tls tls "wiregate TLS (translating)" "https://127.0.0.1:$GW_TLS_PORT/rpc" "$work/rpc.lua" "$gw_tls_pid" "$rpc_ok" "$rpc_body"
 def nginx_fleet fleet "nginx upstream x3 least_conn" "http://127.0.0.1:$NGINX_FLEET_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def haproxy_fleet fleet "haproxy x3 leastconn" "http://127.0.0.1:$HAPROXY_FLEET_PORT/a2a" "$work/legacy.lua" "$haproxy_pid" "$legacy_ok" "$legacy_body"
-def wiregate_fleet fleet "wiregate x3 least_request (transl.)" "http://127.0.0.1:$GW_FLEET_PORT/rpc" "$work/rpc.lua" "$fleet_gw_pid" "$rpc_ok" "$rpc_body"
+def wiregate_fleet fleet "wiregate x3 ${FLEET_BALANCE:-least_request} (transl.)" "http://127.0.0.1:$GW_FLEET_PORT/rpc" "$work/rpc.lua" "$fleet_gw_pid" "$rpc_ok" "$rpc_body"
 order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet)
 if [ -n "${BASE_BIN:-}" ]; then
   def base wiregate "wiregate BASE_BIN (transl.)" "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$base_pid" "$rpc_ok" "$rpc_body"

@@ -24,7 +24,8 @@ pub(crate) fn round_robin(set: u64, n: usize, turn: usize) -> usize {
 }
 
 /// `least_request`: of two endpoints of `set` drawn with `r1` and `r2`, the one with fewer
-/// calls in flight (power of two choices); the first on a tie.
+/// calls in flight (power of two choices); on a tie the one listed first, so a lightly loaded
+/// upstream's calls gather on few endpoints and few connections, which answer them in batches.
 pub(crate) fn least_request(set: u64, load: impl Fn(usize) -> usize, r1: u64, r2: u64) -> usize {
     let count = set.count_ones();
     debug_assert!(count > 0);
@@ -35,10 +36,10 @@ pub(crate) fn least_request(set: u64, load: impl Fn(usize) -> usize, r1: u64, r2
     // A second index other than the first.
     let b = (a + 1 + (r2 % u64::from(count - 1)) as u32) % count;
     let (a, b) = (nth_set(set, a), nth_set(set, b));
-    if load(b) < load(a) {
-        b
-    } else {
-        a
+    match load(a).cmp(&load(b)) {
+        std::cmp::Ordering::Less => a,
+        std::cmp::Ordering::Greater => b,
+        std::cmp::Ordering::Equal => a.min(b),
     }
 }
 
