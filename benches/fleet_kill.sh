@@ -57,57 +57,17 @@ for port in "${ports[@]}"; do
   pids+=($!)
 done
 
-rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
-legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
-# The method the JSON-RPC body calls (retried by the gateway).
-rpc_method=${rpc_body#*\"method\":\"}
-rpc_method=${rpc_method%%\"*}
+# shellcheck source=benches/common.sh
+. benches/common.sh
 
-cat >"$work/fleet.toml" <<TOML
-[server]
-listen = "127.0.0.1:$GW_FLEET_PORT"
-worker_threads = ${WG_THREADS:-1}
-[[upstreams]]
-name = "legacy"
-endpoints = ["http://127.0.0.1:$FLEET_UP1_PORT/a2a", "http://127.0.0.1:$FLEET_UP2_PORT/a2a", "http://127.0.0.1:$FLEET_UP3_PORT/a2a"]
-balance = "least_request"
-dialect = "legacy"
-[upstreams.retry]
-attempts = 2
-methods = ["$rpc_method"]
-[[routes]]
-methods = ["*"]
-upstream = "legacy"
-TOML
+fleet_toml "$work/fleet.toml"
 RUST_LOG=warn NO_COLOR=1 "$WG_BIN" --config "$work/fleet.toml" >"$work/gateway.log" 2>&1 &
 gw_pid=$!
 pids+=($!)
 sleep 1
 
-# The wrk script: the body, and a done() that writes wrk's latency histogram (each distinct latency
-# in µs and its count) to $WRK_HIST.
-lua() {
-  printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$1" >"$2"
-  cat >>"$2" <<'LUA'
-done = function(summary, latency, requests)
-  local f = assert(io.open(os.getenv("WRK_HIST"), "w"))
-  for i = 1, #latency do local v, n = latency(i); f:write(string.format("%d %d\n", v, n)) end
-  f:close()
-end
-LUA
-}
 lua "$rpc_body" "$work/rpc.lua"
 
-# What a right answer looks like: the legacy envelope's success, and a JSON-RPC result carrying
-# the echoed params (a JSON-RPC error, even with HTTP 200, is wrong).
-legacy_ok='"status":"success"'
-rpc_ok='"result":{'
-# answers GOOD BODY URL -> exit 0 when the answer has GOOD and no "error" member
-answers() {
-  local got
-  got=$(curl -s -m 5 -H 'content-type: application/json' -d "$2" "$3" 2>/dev/null) || return 1
-  [[ $got == *"$1"* && $got == *'"plan_id":"P1"'* && $got != *'"error"'* ]]
-}
 
 # Each upstream answers directly; the gateway is asked for 5 s more to answer, and one that exits or
 # does not answer is reported with its log's last lines.

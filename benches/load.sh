@@ -126,11 +126,9 @@ if wants fleet; then
   done
 fi
 
-legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
-rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
-# The method the JSON-RPC body calls (the fleet gateway retries it).
-rpc_method=${rpc_body#*\"method\":\"}
-rpc_method=${rpc_method%%\"*}
+# The bodies, the right answers, the wrk script and the fleet's configuration.
+# shellcheck source=benches/common.sh
+. benches/common.sh
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
@@ -255,54 +253,16 @@ fi
 # method retried; its log kept, to show why if it does not start.
 fleet_gw_pid=
 if wants fleet; then
-  cat >"$work/fleet.toml" <<TOML
-[server]
-listen = "127.0.0.1:$GW_FLEET_PORT"
-worker_threads = ${WG_THREADS:-1}
-[[upstreams]]
-name = "legacy"
-endpoints = ["http://127.0.0.1:$FLEET_UP1_PORT/a2a", "http://127.0.0.1:$FLEET_UP2_PORT/a2a", "http://127.0.0.1:$FLEET_UP3_PORT/a2a"]
-balance = "${FLEET_BALANCE:-least_request}"
-dialect = "legacy"
-[upstreams.retry]
-attempts = 2
-methods = ["$rpc_method"]
-[[routes]]
-methods = ["*"]
-upstream = "legacy"
-TOML
+  fleet_toml "$work/fleet.toml"
   RUST_LOG=warn NO_COLOR=1 "$WG_BIN" --config "$work/fleet.toml" >"$work/fleet_gw.log" 2>&1 &
   fleet_gw_pid=$!
   pids+=($!)
 fi
 sleep 1
 
-# The wrk script of a row: its body, and a done() that writes wrk's latency histogram (each distinct
-# latency in µs and its count) to $WRK_HIST, so that the rounds of a row (ROUNDS) merge into one
-# distribution, percentiles computed as wrk computes them.
-lua() {
-  printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$1" >"$2"
-  cat >>"$2" <<'LUA'
-done = function(summary, latency, requests)
-  local f = assert(io.open(os.getenv("WRK_HIST"), "w"))
-  for i = 1, #latency do local v, n = latency(i); f:write(string.format("%d %d\n", v, n)) end
-  f:close()
-end
-LUA
-}
 lua "$legacy_body" "$work/legacy.lua"
 lua "$rpc_body" "$work/rpc.lua"
 
-# What a right answer looks like, per dialect: the legacy envelope's success, and a JSON-RPC
-# result carrying the echoed params (a JSON-RPC error, even with HTTP 200, is wrong).
-legacy_ok='"status":"success"'
-rpc_ok='"result":{'
-# answers URL BODY GOOD -> exit 0 when the answer has GOOD and no "error" member
-answers() {
-  local got
-  got=$(curl -s -m 5 --cacert "$work/cert.pem" -H 'content-type: application/json' -d "$2" "$3" 2>/dev/null) || return 1
-  [[ $got == *"$1"* && $got == *'"plan_id":"P1"'* && $got != *'"error"'* ]]
-}
 
 # Checks that each target answers correctly before measuring it.
 answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$UP_PORT/a2a"

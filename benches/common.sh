@@ -1,0 +1,57 @@
+# Shared by benches/load.sh and benches/fleet_kill.sh (sourced, not run): the bodies wrk posts,
+# what a right answer looks like, the wrk script, and the three-endpoint gateway's configuration.
+
+legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
+rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'
+# The method the JSON-RPC body calls (the fleet gateway retries it).
+rpc_method=${rpc_body#*\"method\":\"}
+rpc_method=${rpc_method%%\"*}
+
+# What a right answer looks like, per dialect: the legacy envelope's success, and a JSON-RPC
+# result carrying the echoed params (a JSON-RPC error, even with HTTP 200, is wrong).
+legacy_ok='"status":"success"'
+rpc_ok='"result":{'
+# answers GOOD BODY URL -> exit 0 when the answer has GOOD and no "error" member ($work/cert.pem,
+# when there is one, verifies an https:// URL).
+answers() {
+  local got cacert=()
+  [ -f "$work/cert.pem" ] && cacert=(--cacert "$work/cert.pem")
+  got=$(curl -s -m 5 "${cacert[@]}" -H 'content-type: application/json' -d "$2" "$3" 2>/dev/null) || return 1
+  [[ $got == *"$1"* && $got == *'"plan_id":"P1"'* && $got != *'"error"'* ]]
+}
+
+# lua BODY FILE -> the wrk script posting BODY, with a done() that writes wrk's latency histogram
+# (each distinct latency in µs and its count) to $WRK_HIST, so that runs merge into one
+# distribution, percentiles computed as wrk computes them.
+lua() {
+  printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$1" >"$2"
+  cat >>"$2" <<'LUA'
+done = function(summary, latency, requests)
+  local f = assert(io.open(os.getenv("WRK_HIST"), "w"))
+  for i = 1, #latency do local v, n = latency(i); f:write(string.format("%d %d\n", v, n)) end
+  f:close()
+end
+LUA
+}
+
+# fleet_toml FILE -> the translating gateway on $GW_FLEET_PORT (worker_threads = $WG_THREADS, 1
+# unset) with the upstream as three endpoints ($FLEET_UP1_PORT..3), balanced by $FLEET_BALANCE
+# (least_request unset), the posted method in retry.methods.
+fleet_toml() {
+  cat >"$1" <<TOML
+[server]
+listen = "127.0.0.1:$GW_FLEET_PORT"
+worker_threads = ${WG_THREADS:-1}
+[[upstreams]]
+name = "legacy"
+endpoints = ["http://127.0.0.1:$FLEET_UP1_PORT/a2a", "http://127.0.0.1:$FLEET_UP2_PORT/a2a", "http://127.0.0.1:$FLEET_UP3_PORT/a2a"]
+balance = "${FLEET_BALANCE:-least_request}"
+dialect = "legacy"
+[upstreams.retry]
+attempts = 2
+methods = ["$rpc_method"]
+[[routes]]
+methods = ["*"]
+upstream = "legacy"
+TOML
+}
