@@ -60,18 +60,7 @@ async fn with_every_endpoint_unhealthy_calls_still_reach_one_and_readyz_is_503()
 async fn a_failure_in_panic_mode_says_every_endpoint_is_out() {
     const UP: &str = "panic-failure";
     let urls = vec![dead_url().await, dead_url().await];
-    let gw = fleet(UP, &urls, Dialect::Jsonrpc, |u| {
-        u.health = quick_checks(1, 1);
-        u.outlier.consecutive_failures = 0;
-    })
-    .start()
-    .await;
-    for u in &urls {
-        until("both endpoints taken out", WAIT, || async {
-            (gw.state(UP, &authority(u)).await == "unhealthy").then_some(())
-        })
-        .await;
-    }
+    let gw = every_endpoint_unhealthy(UP, &urls).await;
     let a = gw.rpc(&call(json!(5), "m", json!({}))).await;
     assert_eq!(a.status, 502, "{}", a.text);
     let v = a.json();
@@ -93,18 +82,7 @@ async fn panic_mode_sends_to_the_least_recently_failed_endpoint() {
     let dead = dead_url().await;
     // Both out by their checks: the dead one's are refused, the live one's answer 503.
     let urls = vec![dead.clone(), alive.url()];
-    let gw = fleet(UP, &urls, Dialect::Jsonrpc, |u| {
-        u.health = quick_checks(1, 1);
-        u.outlier.consecutive_failures = 0;
-    })
-    .start()
-    .await;
-    for u in &urls {
-        until("both endpoints taken out", WAIT, || async {
-            (gw.state(UP, &authority(u)).await == "unhealthy").then_some(())
-        })
-        .await;
-    }
+    let gw = every_endpoint_unhealthy(UP, &urls).await;
     let refused = [
         ("upstream", UP),
         ("endpoint", &authority(&dead)),
@@ -123,4 +101,22 @@ async fn panic_mode_sends_to_the_least_recently_failed_endpoint() {
             .await,
         1.0
     );
+}
+
+/// A gateway whose upstream `up` has `urls`, checked every few milliseconds and never ejected,
+/// once every endpoint is out by its checks.
+async fn every_endpoint_unhealthy(up: &str, urls: &[String]) -> crate::support::TestGateway {
+    let gw = fleet(up, urls, Dialect::Jsonrpc, |u| {
+        u.health = quick_checks(1, 1);
+        u.outlier.consecutive_failures = 0;
+    })
+    .start()
+    .await;
+    for u in urls {
+        until("every endpoint taken out", WAIT, || async {
+            (gw.state(up, &authority(u)).await == "unhealthy").then_some(())
+        })
+        .await;
+    }
+    gw
 }

@@ -131,12 +131,7 @@ async fn an_ejected_endpoint_stays_ejected_across_a_reload_that_keeps_it() {
     assert_eq!(tries_before, 2.0);
 
     // A reload that changes the upstream (its retries) and keeps the endpoint.
-    let applied = gw
-        .running
-        .as_ref()
-        .unwrap()
-        .reload(&config(3).into_config());
-    assert!(applied.reloaded, "{applied:?}");
+    reload(&gw, config(3));
     assert_eq!(
         gw.running.as_ref().unwrap().gateway().upstreams()[0]
             .config()
@@ -186,12 +181,7 @@ async fn a_reload_keeps_an_endpoints_health_and_runs_one_checker() {
         (gw.state(UP, &sick).await == "unhealthy").then_some(())
     })
     .await;
-    let applied = gw
-        .running
-        .as_ref()
-        .unwrap()
-        .reload(&config(3).into_config());
-    assert!(applied.reloaded, "{applied:?}");
+    reload(&gw, config(3));
     assert_eq!(
         gw.state(UP, &sick).await,
         "unhealthy",
@@ -274,4 +264,10 @@ async fn an_endpoint_removed_by_reload_finishes_its_call_and_gets_no_more() {
         "only the staying endpoint is listed: {listed}"
     );
     assert_eq!(listed[0]["endpoint"], authority(&staying.url()));
+}
+
+/// Reloads `gw` with `next`, which must apply.
+fn reload(gw: &crate::support::TestGateway, next: crate::support::GatewayBuilder) {
+    let applied = gw.running.as_ref().unwrap().reload(&next.into_config());
+    assert!(applied.reloaded, "{applied:?}");
 }
