@@ -189,8 +189,10 @@ impl State {
         false
     }
 
-    /// Without active checks (after a reload turned them off), nothing keeps it out.
+    /// Without active checks (after a reload turned them off), nothing keeps it out, and the
+    /// checker that ran them stops at its next tick.
     pub(crate) fn unchecked(&self) {
+        self.checker.store(next_generation(), Ordering::Relaxed);
         self.checks_good.store(0, Ordering::Relaxed);
         self.checks_bad.store(0, Ordering::Relaxed);
         if !self.checked_up.swap(true, Ordering::Relaxed) && !self.is_ejected(now_ms()) {

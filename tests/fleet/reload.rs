@@ -221,6 +221,42 @@ async fn a_reload_keeps_an_endpoints_health_and_runs_one_checker() {
 }
 
 #[tokio::test]
+async fn a_reload_that_turns_the_checks_off_stops_them_and_brings_the_endpoint_back() {
+    const UP: &str = "reload-checks-off";
+    let (ups, switches) = crate::health::checked_three().await;
+    let urls: Vec<String> = ups.iter().map(Listening::url).collect();
+    let config = |checked: bool| -> GatewayBuilder {
+        fleet(UP, &urls, Dialect::Jsonrpc, move |u| {
+            if checked {
+                u.health = crate::health::quick_checks(2, 2);
+            }
+        })
+    };
+    let gw = config(true).start().await;
+    let sick = authority(&urls[0]);
+    switches[0].store(503, Ordering::SeqCst);
+    until("the endpoint taken out", WAIT, || async {
+        (gw.state(UP, &sick).await == "unhealthy").then_some(())
+    })
+    .await;
+    reload(&gw, config(false));
+    assert_eq!(
+        gw.state(UP, &sick).await,
+        "healthy",
+        "right after the reload"
+    );
+    // The old checker stops: no check reaches any endpoint any more.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let counts: Vec<usize> = ups.iter().map(Listening::health_checks).collect();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let later: Vec<usize> = ups.iter().map(Listening::health_checks).collect();
+    assert_eq!(
+        counts, later,
+        "checks went on after the reload turned them off"
+    );
+}
+
+#[tokio::test]
 async fn an_endpoint_removed_by_reload_finishes_its_call_and_gets_no_more() {
     const UP: &str = "reload-remove";
     let leaving = jsonrpc_echo().delay(Duration::from_millis(400)).run().await;
