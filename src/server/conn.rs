@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use arc_swap::ArcSwap;
+use axum::body::Body;
+use axum::response::Response;
+use tokio::sync::watch;
 
 use super::streams::stream_route;
 use super::Front;
@@ -121,51 +122,12 @@ async fn serve_conn(
                 sse_conn::Head::Gone => return,
                 sse_conn::Head::Other(read) => read,
                 sse_conn::Head::Get(get, read) => {
-                    // Only what the stream needs is kept across it (an idle subscriber's task
-                    // is all this future holds): not the configuration, and the rare CORS
-                    // step's state boxed apart.
-                    let (resp, access) = {
-                        let live = front.live.load_full();
-                        match stream_route(&live.state, &get.uri, &get.headers) {
-                            None => (None, false),
-                            Some(resp) => match &live.cors {
-                                Some(cors) => {
-                                    let with = super::cors::stream_headers(
-                                        cors,
-                                        &get.uri,
-                                        &get.headers,
-                                        resp,
-                                    );
-                                    (Some(Box::pin(with).await), live.access)
-                                }
-                                None => (Some(resp), live.access),
-                            },
-                        }
-                    };
-                    match resp {
-                        Some(resp) => {
-                            let line = access.then(|| {
-                                Box::new(crate::server::access::Line {
-                                    method: axum::http::Method::GET,
-                                    path: get.uri.path().to_owned(),
-                                    status: resp.status(),
-                                    started: std::time::Instant::now(),
-                                    trace_id: crate::http::trace::TraceContext::for_call(
-                                        &get.headers,
-                                    )
-                                    .trace_id_hex(),
-                                    note: crate::http::scope::Note::default(),
-                                })
-                            });
-                            let (io, _permit) = conn.into_stream();
-                            let bytes = sse_conn::write(io, &get, resp).await;
-                            if let Some(line) = line {
-                                line.emit(bytes);
-                            }
-                            return;
-                        }
-                        None => read,
+                    if let Some((resp, access)) = stream_response(&front, &get).await {
+                        let (io, _permit) = conn.into_stream();
+                        serve_stream(io, &get, resp, access).await;
+                        return;
                     }
+                    read
                 }
             };
             *conn.parts_mut().0 = read;
@@ -183,6 +145,51 @@ async fn serve_conn(
         stopped,
     ))
     .await;
+}
+
+/// The answer to an event-stream GET served off hyper, with its CORS headers, and whether the
+/// access log is on; `None`: not a stream route, hyper serves it. Only what the stream needs is kept across it (an idle
+/// subscriber's task is all this future holds): not the configuration, and the rare CORS step's
+/// state boxed apart.
+async fn stream_response(front: &Front, get: &sse_conn::Get) -> Option<(Response<Body>, bool)> {
+    let live = front.live.load_full();
+    let resp = stream_route(&live.state, &get.uri, &get.headers)?;
+    let resp = match &live.cors {
+        Some(cors) => {
+            Box::pin(super::cors::stream_headers(
+                cors,
+                &get.uri,
+                &get.headers,
+                resp,
+            ))
+            .await
+        }
+        None => resp,
+    };
+    Some((resp, live.access))
+}
+
+/// Writes an event stream to its end, and its access line after when the log is on.
+async fn serve_stream(
+    io: tokio::net::TcpStream,
+    get: &sse_conn::Get,
+    resp: Response<Body>,
+    access: bool,
+) {
+    let line = access.then(|| {
+        Box::new(crate::server::access::Line {
+            method: axum::http::Method::GET,
+            path: get.uri.path().to_owned(),
+            status: resp.status(),
+            started: std::time::Instant::now(),
+            trace_id: crate::http::trace::TraceContext::for_call(&get.headers).trace_id_hex(),
+            note: crate::http::scope::Note::default(),
+        })
+    });
+    let bytes = sse_conn::write(io, get, resp).await;
+    if let Some(line) = line {
+        line.emit(bytes);
+    }
 }
 
 /// Serves HTTP on a connection until it ends, it idles (HTTP/2, no call in flight for

@@ -57,25 +57,51 @@ pub(super) fn may_be_post(first: &[u8]) -> bool {
     b"POST /".starts_with(&first[..first.len().min(6)])
 }
 
-/// One wait for more of the client's bytes, in [`serve`]: read into `$buf`, or the timer for
-/// `$due` fires (then `$on_timeout`), or the gateway stops (noted in `$stopping`, the wait goes
-/// on). A macro rather than an async fn: one async fn for the head's and the body's waits
-/// (`read_more`) cost 0.2 k instructions per proxied call (its future and result enum),
+/// One wait for more of the client's bytes: read into `$buf`, or the timer of `$w` fires (then
+/// `$on_timeout`), or the gateway stops (noted in `$w.stopping`, the wait goes on); the client
+/// gone, `$on_gone` (one `$on_end` for both). A macro rather than an async fn: one async fn for the head's and the body's
+/// waits (`read_more`) cost 0.2 k instructions per proxied call (its future and result enum),
 /// measured with `benches/callgrind.sh proxy`.
 macro_rules! read_more {
-    ($io:ident, $buf:ident, $deadline:ident, $due:ident, $stop:ident, $stopping:ident, $on_timeout:expr) => {
+    ($io:expr, $buf:expr, $w:ident, $on_timeout:expr, $on_gone:expr) => {
         tokio::select! {
             biased;
-            n = $io.read_buf(&mut $buf) => match n {
+            n = $io.read_buf($buf) => match n {
                 Ok(n) if n > 0 => {}
-                _ => return Served::Closed,
+                _ => $on_gone,
             },
-            _ = &mut $deadline => if fired($deadline.as_mut(), $due) {
+            _ = &mut $w.deadline => if fired($w.deadline.as_mut(), $w.due) {
                 $on_timeout
             },
-            _ = &mut $stop, if !$stopping => $stopping = true,
+            _ = &mut $w.stop, if !$w.stopping => $w.stopping = true,
         }
     };
+    ($io:expr, $buf:expr, $w:ident, $on_end:expr) => {
+        read_more!($io, $buf, $w, $on_end, $on_end)
+    };
+}
+
+/// A connection's waits on its client. One timer for the connection's life: each wait sets
+/// `due`; the timer is moved only when it must fire sooner than it is set to (a wait shorter
+/// than the one before), and when it fires early (it was set for an earlier wait) it is moved
+/// on to `due`: most requests then leave the timer wheel alone. The stop (`stop`) is awaited
+/// only while the loop waits for a request; while a call runs it is read from `flag` once the
+/// call is done (polling the wait beside every call cost 0.13 k instructions per proxied call,
+/// its waiter list locked each time). `stopping`: the stop was seen.
+struct Waits<'a, F> {
+    deadline: Pin<&'a mut tokio::time::Sleep>,
+    due: Instant,
+    stop: Pin<&'a mut F>,
+    stopping: bool,
+    flag: watch::Receiver<bool>,
+}
+
+impl<F> Waits<'_, F> {
+    /// The next wait ends `after` from now.
+    fn until(&mut self, after: Duration) {
+        self.due = Instant::now() + after;
+        arm(self.deadline.as_mut(), self.due);
+    }
 }
 
 /// Serves the HTTP/1 requests of `io` this loop takes, from the bytes in `prefix` on, until the
@@ -96,46 +122,22 @@ where
     let mut buf = BytesMut::with_capacity(4096);
     buf.extend_from_slice(prefix);
     let mut out = Vec::with_capacity(1024);
-    // One timer for the connection's life. Each wait sets `due`; the timer is moved only when
-    // it must fire sooner than it is set to (a wait shorter than the one before), and when it
-    // fires early (it was set for an earlier wait) it is moved on to `due`: most requests
-    // then leave the timer wheel alone.
-    let mut deadline = std::pin::pin!(tokio::time::sleep(timeout));
-    let mut due;
-    // The stop is awaited only while the loop waits for a request; while a call runs it is
-    // read from `flag` once the call is done (polling the wait beside every call cost 0.13 k
-    // instructions per proxied call, its waiter list locked each time).
     let flag = stopped.clone();
-    let mut stop = std::pin::pin!(stopped.wait_for(|s| *s));
-    let mut stopping = false;
+    let mut w = Waits {
+        deadline: std::pin::pin!(tokio::time::sleep(timeout)),
+        due: Instant::now(),
+        stop: std::pin::pin!(stopped.wait_for(|s| *s)),
+        stopping: false,
+        flag,
+    };
     loop {
-        // The head.
-        due = Instant::now() + timeout;
-        arm(deadline.as_mut(), due);
+        w.until(timeout);
         let head = loop {
-            if !buf.is_empty() {
-                match parse(&buf) {
-                    Parsed::Head(h) => break h,
-                    Parsed::Other => {
-                        *prefix = buf.freeze();
-                        return Served::HandOver;
-                    }
-                    Parsed::Partial => {}
-                }
+            match next_head(&mut buf, prefix, w.stopping) {
+                Next::Head(h) => break h,
+                Next::End(served) => return served,
+                Next::More => read_more!(io, &mut buf, w, return Served::Closed),
             }
-            if stopping && buf.is_empty() {
-                return Served::Closed;
-            }
-            buf.reserve(4096);
-            read_more!(
-                io,
-                buf,
-                deadline,
-                due,
-                stop,
-                stopping,
-                return Served::Closed
-            );
         };
         let live = front.live.load_full();
         let Some(lane) = lane_served(&live, &buf, &head) else {
@@ -146,92 +148,138 @@ where
             && !live.access
             && crate::passthrough::raw::plain_target(&buf[head.path.clone()])
         {
-            let origin = crate::passthrough::Origin {
-                peer: front.peer.map(|p| p.0),
-                tls: front.tls,
-            };
-            let served = pass_through(
-                io,
-                &mut out,
-                &mut buf,
-                head,
-                &live,
-                origin,
-                &flag,
-                &mut stopping,
-            );
-            if !served.await || stopping {
+            let served = pass_through(io, &mut out, &mut buf, head, front, &live, &mut w);
+            if !served.await || w.stopping {
                 return Served::Closed;
             }
             continue;
         }
         let bytes = buf.split_to(head.len).freeze();
         let fast = lane == Lane::Rpc && !live.access;
-        let (uri, raw, map) = match split_head(bytes, head.path.clone(), head.headers, fast) {
+        let parts = match split_head(bytes, head.path.clone(), head.headers, fast) {
             Ok(parts) => parts,
             Err(bytes) => {
                 *prefix = rejoin(&bytes, &buf);
                 return Served::HandOver;
             }
         };
-        // The body.
-        let mut complete = true;
-        let read = if lane == Lane::Rpc {
-            if buf.len() < head.body {
-                due = Instant::now() + live.state.body_timeout;
-                arm(deadline.as_mut(), due);
-                buf.reserve(head.body - buf.len());
+        // The body: the RPC lane's is read here, the pass-through's has arrived.
+        let read = match lane {
+            Lane::Rpc if buf.len() >= head.body => Some(Ok(buf.split_to(head.body).freeze())),
+            Lane::Rpc => {
+                match read_body(io, &mut buf, head.body, live.state.body_timeout, &mut w).await {
+                    Some(read) => Some(read),
+                    None => return Served::Closed,
+                }
             }
-            let mut timed_out = false;
-            while buf.len() < head.body {
-                read_more!(io, buf, deadline, due, stop, stopping, {
-                    timed_out = true;
-                    break;
-                });
-            }
-            Some(if timed_out {
-                complete = false;
-                Err(GatewayError::BodyTimeout {
-                    timeout_ms: live.state.body_timeout.as_millis() as u64,
-                })
-            } else {
-                Ok(buf.split_to(head.body).freeze())
-            })
-        } else {
-            None
+            _ => None,
         };
+        let complete = !matches!(read, Some(Err(_)));
         // Without the access log, a call to an RPC path is answered from its reply, its head
         // written here; otherwise (and for the pass-through) through a response, as hyper's
         // connections answer.
-        let fast = match (read, map) {
-            (Some(read), None) => Ok(front.rpc_reply(live, raw, read)),
-            (read, map) => Err((live, map.unwrap_or_default(), read)),
-        };
         let wait = Watch {
-            flag: &flag,
-            stopping: &mut stopping,
+            flag: &w.flag,
+            stopping: &mut w.stopping,
             complete,
         };
-        let written = match fast {
-            Ok(call) => answer_reply(io, &mut out, &mut buf, wait, call).await,
-            Err((live, headers, read)) => {
-                let body = match read {
-                    Some(_) => Body::empty(),
-                    None => Body::from(buf.split_to(head.body).freeze()),
-                };
-                // The URI was parsed above: only the fast path leaves it out.
-                let req = post_request(body, uri.unwrap_or_default(), headers);
-                let call = front.respond(live, req, lane, read);
-                answer_response(io, &mut out, &mut buf, wait, call).await
-            }
+        let call = start(front, live, lane, parts, read, &mut buf, head.body);
+        let written = match call {
+            Call::Reply(call) => answer_reply(io, &mut out, &mut buf, wait, call).await,
+            Call::Response(call) => answer_response(io, &mut out, &mut buf, wait, call).await,
         };
-        let Some(written) = written else {
-            return Served::Closed;
-        };
-        if written.0.is_err() || written.1 {
-            return Served::Closed;
+        match written {
+            Some((Ok(()), false)) => {}
+            _ => return Served::Closed,
         }
     }
+}
+
+/// What [`next_head`] makes of the bytes so far.
+enum Next {
+    Head(Head),
+    /// The connection is served no further here (`HandOver`: its bytes are in `prefix`).
+    End(Served),
+    /// More bytes are needed (room for them is reserved).
+    More,
+}
+
+/// The next request's head in `buf`, if it is whole; one hyper serves hands the connection
+/// over, with `buf` moved to `prefix`; the gateway stopping between requests ends it.
+#[inline(always)]
+fn next_head(buf: &mut BytesMut, prefix: &mut Bytes, stopping: bool) -> Next {
+    if !buf.is_empty() {
+        match parse(buf) {
+            Parsed::Head(h) => return Next::Head(h),
+            Parsed::Other => {
+                *prefix = std::mem::take(buf).freeze();
+                return Next::End(Served::HandOver);
+            }
+            Parsed::Partial => {}
+        }
+    }
+    if stopping && buf.is_empty() {
+        return Next::End(Served::Closed);
+    }
+    buf.reserve(4096);
+    Next::More
+}
+
+/// A call [`serve`] started: answered from its reply, or through a response.
+enum Call {
+    Reply((TraceContext, Option<HeaderValue>, super::ReplyFuture)),
+    Response(super::FrontFuture),
+}
+
+/// Starts the call of a request whose head is split and whose body (`read`, for the RPC lane)
+/// is read: from its reply without the access log, else through a response (the pass-through's
+/// body, `len` bytes, taken from `buf`).
+#[inline(always)]
+fn start(
+    front: &Front,
+    live: std::sync::Arc<super::Live>,
+    lane: Lane,
+    (uri, raw, map): (Option<Uri>, RawHead, Option<axum::http::HeaderMap>),
+    read: Option<Result<Bytes, GatewayError>>,
+    buf: &mut BytesMut,
+    len: usize,
+) -> Call {
+    match (read, map) {
+        (Some(read), None) => Call::Reply(front.rpc_reply(live, raw, read)),
+        (read, map) => {
+            let body = match read {
+                Some(_) => Body::empty(),
+                None => Body::from(buf.split_to(len).freeze()),
+            };
+            // The URI was parsed: only the fast path leaves it out.
+            let req = post_request(body, uri.unwrap_or_default(), map.unwrap_or_default());
+            Call::Response(front.respond(live, req, lane, read))
+        }
+    }
+}
+
+/// The body of `len` bytes, read within `timeout`: the body's wait of [`serve`], apart because
+/// most bodies arrive with their head and never wait. `None`: the client left.
+async fn read_body<S, F>(
+    io: &mut S,
+    buf: &mut BytesMut,
+    len: usize,
+    timeout: Duration,
+    w: &mut Waits<'_, F>,
+) -> Option<Result<Bytes, GatewayError>>
+where
+    S: AsyncRead + Unpin,
+    F: std::future::Future,
+{
+    w.until(timeout);
+    let timed_out = Err(GatewayError::BodyTimeout {
+        timeout_ms: timeout.as_millis() as u64,
+    });
+    buf.reserve(len - buf.len());
+    while buf.len() < len {
+        read_more!(io, &mut *buf, w, return Some(timed_out), return None);
+    }
+    Some(Ok(buf.split_to(len).freeze()))
 }
 
 /// Answers a call from its reply, its head written here (the RPC lane without the access log),
@@ -417,19 +465,22 @@ fn rejoin(head: &Bytes, rest: &BytesMut) -> Bytes {
 /// response objects, no router (see [`crate::passthrough::raw`]). The client is watched while
 /// the upstream answers, as in [`serve`]. `false` when the connection is done.
 #[allow(clippy::too_many_arguments)]
-async fn pass_through<S>(
+async fn pass_through<S, F>(
     io: &mut S,
     out: &mut Vec<u8>,
     buf: &mut BytesMut,
     head: Head,
+    front: &Front,
     live: &super::Live,
-    origin: crate::passthrough::Origin,
-    stopped: &watch::Receiver<bool>,
-    stopping: &mut bool,
+    w: &mut Waits<'_, F>,
 ) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let origin = crate::passthrough::Origin {
+        peer: front.peer.map(|p| p.0),
+        tls: front.tls,
+    };
     let ready = {
         let bytes = &buf[..head.len];
         let req = crate::passthrough::raw::Request {
@@ -448,14 +499,14 @@ where
     let answer = match ready {
         Some(ready) => {
             let call = std::pin::pin!(ready.relay(out));
-            match watch_client(call, io, buf, stopped, stopping, true).await {
+            match watch_client(call, io, buf, &w.flag, &mut w.stopping, true).await {
                 Some(r) => r,
                 None => return false,
             }
         }
         None => Err(StatusCode::NOT_FOUND.into_response()),
     };
-    let close = *stopping;
+    let close = w.stopping;
     let relayed = match answer {
         Ok(r) => r,
         Err(resp) => return write(io, out, buf, resp, close).await.is_ok(),
