@@ -1,5 +1,28 @@
-# Shared by benches/load.sh and benches/fleet_kill.sh (sourced, not run): the bodies wrk posts,
-# what a right answer looks like, the wrk script, and the three-endpoint gateway's configuration.
+# Shared by benches/load.sh and benches/fleet_kill.sh (sourced, not run): installing what is
+# missing, the build, the scratch directory and the processes stopped on exit, the bodies wrk
+# posts, what a right answer looks like, the wrk script, and the three-endpoint gateway's
+# configuration.
+
+# need COMMAND PACKAGE -> installs PACKAGE with apt-get when COMMAND is missing.
+need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
+
+# begin_run -> builds the release binaries (unless NO_BUILD is set), makes the scratch directory
+# $work and the empty list $pids of the processes the script starts, and runs cleanup on exit.
+begin_run() {
+  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream
+  work=$(mktemp -d)
+  pids=()
+  trap cleanup EXIT
+}
+
+# Stops every process in $pids and waits until each has exited, so that a run that follows at
+# once finds its ports free (without the wait, the next run's upstream or gateway could fail to
+# bind: "Address already in use"); removes $work.
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
 
 legacy_body='{"a2a_version":"1.0","request_id":"r-1","operation":"echo","params":{"plan_id":"P1","n":1},"auth":null}'
 rpc_body='{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}'

@@ -34,20 +34,13 @@ FLEET_UP3_PORT=${FLEET_UP3_PORT:-19022}
 GW_FLEET_PORT=${GW_FLEET_PORT:-19023}
 WG_BIN=${WG_BIN:-./target/release/wiregate}
 
-need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
-need wrk wrk
+# need, begin_run (the build, $work, $pids, cleanup on exit), the bodies, the right answers, the
+# wrk script and the fleet's configuration.
+# shellcheck source=benches/common.sh
+. benches/common.sh
 
-[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream
-work=$(mktemp -d)
-pids=()
-# Stops every process started here and waits until each has exited, so that a run that follows at
-# once finds its ports free.
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+need wrk wrk
+begin_run
 
 ports=("$FLEET_UP1_PORT" "$FLEET_UP2_PORT" "$FLEET_UP3_PORT")
 up_pids=()
@@ -56,9 +49,6 @@ for port in "${ports[@]}"; do
   up_pids+=($!)
   pids+=($!)
 done
-
-# shellcheck source=benches/common.sh
-. benches/common.sh
 
 fleet_toml "$work/fleet.toml"
 RUST_LOG=warn NO_COLOR=1 "$WG_BIN" --config "$work/fleet.toml" >"$work/gateway.log" 2>&1 &

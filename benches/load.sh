@@ -97,23 +97,15 @@ ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrou
 # wants ROW -> exit 0 when ROW was asked for.
 wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
-need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
+# need, begin_run (the build, $work, $pids, cleanup on exit), the bodies, the right answers, the
+# wrk script and the fleet's configuration.
+# shellcheck source=benches/common.sh
+. benches/common.sh
+
 need wrk wrk
 need nginx nginx-light
 need haproxy haproxy
-
-[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream
-work=$(mktemp -d)
-pids=()
-# Stops every process started here and waits until each has exited, so that a run that follows at
-# once finds its ports free (without the wait, the next run's upstream or gateway could fail to
-# bind: "Address already in use").
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+begin_run
 
 ./target/release/examples/legacy_upstream "127.0.0.1:$UP_PORT" >/dev/null &
 up_pid=$!
@@ -125,10 +117,6 @@ if wants fleet; then
     pids+=($!)
   done
 fi
-
-# The bodies, the right answers, the wrk script and the fleet's configuration.
-# shellcheck source=benches/common.sh
-. benches/common.sh
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \

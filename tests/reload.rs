@@ -13,25 +13,18 @@ mod support;
 #[path = "reload/tls_listener.rs"]
 mod tls_listener;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_wiregate");
+use support::{until_true, GatewayProcess, BIN};
 
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// How long any one condition may take to come true.
+const WAIT: Duration = Duration::from_secs(15);
 
 /// A JSON-RPC upstream that answers `{"via": name}`.
 async fn named(name: &'static str) -> support::Listening {
@@ -68,18 +61,9 @@ async fn via(http: &reqwest::Client, url: &str) -> String {
     v["result"]["via"].as_str().unwrap_or("?").to_owned()
 }
 
-async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The binary serving `--config path` on an ephemeral port, its JSON log gathered line by line.
 struct Running {
-    guard: Guard,
-    log: Arc<Mutex<Vec<String>>>,
+    process: GatewayProcess,
     /// The address it listens on.
     addr: String,
     url: String,
@@ -87,30 +71,12 @@ struct Running {
 
 impl Running {
     async fn start(path: &std::path::Path) -> Running {
-        let mut child = Command::new(BIN)
-            .arg("--config")
-            .arg(path)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let guard = Guard(child);
-        let log = Arc::new(Mutex::new(Vec::<String>::new()));
-        let lines = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        });
         let mut running = Running {
-            guard,
-            log,
+            process: GatewayProcess::spawn(|c| c.arg("--config").arg(path)),
             addr: String::new(),
             url: String::new(),
         };
-        until("the listening line", async || {
+        until_true("the listening line", WAIT, async || {
             running.log_has("wiregate listening")
         })
         .await;
@@ -121,12 +87,18 @@ impl Running {
     }
 
     fn log_has(&self, needle: &str) -> bool {
-        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
+        self.process
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(needle))
     }
 
     /// The JSON log lines whose message is `message`.
     fn lines_with(&self, message: &str) -> Vec<Value> {
-        self.log
+        self.process
+            .log
             .lock()
             .unwrap()
             .iter()
@@ -148,9 +120,9 @@ impl Running {
     }
 }
 
-fn hangup(child: &Child) {
+fn hangup(process: &GatewayProcess) {
     let ok = Command::new("kill")
-        .args(["-HUP", &child.id().to_string()])
+        .args(["-HUP", &process.id().to_string()])
         .status()
         .unwrap();
     assert!(ok.success());
@@ -163,7 +135,7 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, config("a", &a.url(), &b.url())).unwrap();
     let running = Running::start(&path).await;
-    let (guard, url) = (&running.guard, running.url.clone());
+    let (process, url) = (&running.process, running.url.clone());
     let log_has = |needle: &str| running.log_has(needle);
     let http = reqwest::Client::new();
     assert_eq!(via(&http, &url).await, "A");
@@ -201,8 +173,11 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
 
     // SIGHUP with the route moved to b.
     std::fs::write(&path, config("b", &a.url(), &b.url())).unwrap();
-    hangup(&guard.0);
-    until("calls routed to B", async || via(&http, &url).await == "B").await;
+    hangup(process);
+    until_true("calls routed to B", WAIT, async || {
+        via(&http, &url).await == "B"
+    })
+    .await;
     assert!(log_has("configuration reloaded"));
 
     // The subscriber is still there: a second turn in the same context reaches it.
@@ -223,9 +198,12 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
 
     // A broken file: refused, every error logged with its key path, the running one kept.
     std::fs::write(&path, config("nope", &a.url(), "ftp://b")).unwrap();
-    hangup(&guard.0);
-    until("the refusal in the log", async || log_has("reload refused")).await;
-    until("each key path", async || {
+    hangup(process);
+    until_true("the refusal in the log", WAIT, async || {
+        log_has("reload refused")
+    })
+    .await;
+    until_true("each key path", WAIT, async || {
         log_has("routes[0].upstream") && log_has("upstreams[1].url")
     })
     .await;
@@ -268,11 +246,11 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
     // The access lines: JSON, one per request, the fields named, no credential. (A stream's
     // line is written when it ends.)
     drop(events);
-    until("the stream's access line", async || {
+    until_true("the stream's access line", WAIT, async || {
         log_has(&format!("/contexts/{ctx}/events"))
     })
     .await;
-    let lines = running.log.lock().unwrap().clone();
+    let lines = running.process.log.lock().unwrap().clone();
     for l in &lines {
         serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"));
         assert!(!l.contains("SECRET-RELOAD-TOKEN"), "{l}");
@@ -441,7 +419,7 @@ async fn settings_only_a_restart_applies_are_logged_as_such_and_the_old_listener
             "restart_needed": ["server.listen", "server.shutdown_grace_ms", "cluster"]})
     );
     const RESTART: &str = "changed in the configuration; takes effect after a restart";
-    until("the warnings", async || {
+    until_true("the warnings", WAIT, async || {
         running.lines_with(RESTART).len() == 3
     })
     .await;
@@ -467,7 +445,7 @@ async fn settings_only_a_restart_applies_are_logged_as_such_and_the_old_listener
     let (ok, said) = running.reload().await;
     assert!(ok, "{said}");
     assert_eq!(said["restart_needed"][0], "server.listen");
-    until("the warnings logged again", async || {
+    until_true("the warnings logged again", WAIT, async || {
         running.lines_with(RESTART).len() == 6
     })
     .await;

@@ -50,11 +50,13 @@ pub struct Upstream {
     #[serde(default)]
     pub balance: Balance,
     /// With `balance = "hash"`: what keeps a caller on one endpoint, `"auth"`, `"header:NAME"`
-    /// or `"ip"` (the keys of a split's `sticky`).
+    /// or `"ip"` (the keys of a split's `sticky`; for the pass-through, `"auth"` is the
+    /// `Authorization` header).
     #[serde(default = "fleet::default_hash_key")]
     pub hash_key: String,
-    /// Calls in flight to this upstream over all its endpoints; beyond, a call fails at once
-    /// (-32050, HTTP 503). 0: unbounded.
+    /// Calls and pass-through requests in flight to this upstream over all its endpoints;
+    /// beyond, a call fails at once (-32050, HTTP 503), a pass-through request gets a short
+    /// 503. 0: unbounded.
     #[serde(default)]
     pub max_concurrent: usize,
     /// Active health checks.

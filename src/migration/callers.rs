@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::config::Sticky;
 
-use super::split::{hash, Who};
+use crate::upstream::caller::{hash, key_hash, Who};
 
 /// Methods named per caller; more are counted in `more_methods`.
 pub(crate) const MAX_METHODS_PER_CALLER: usize = 16;
@@ -34,7 +34,7 @@ pub(crate) fn write_caller_id(rule: &Sticky, who: &Who<'_>, out: &mut String) {
     use std::fmt::Write;
     // Writing to a `String` cannot fail.
     let _ = match rule {
-        Sticky::Auth => match super::split::key_hash(rule, who) {
+        Sticky::Auth => match key_hash(rule, who) {
             Some(h) => write!(out, "auth:{:012x}", h >> 16),
             None => out.write_str("(no auth)"),
         },

@@ -35,9 +35,9 @@ use crate::upstream::UpstreamClient;
 use crate::wire::jsonrpc::{code, Outcome};
 use crate::wire::translate::ErrorTable;
 
+use crate::upstream::caller::Who;
 use callers::Callers;
 use shadow::{Job, Queue, ShadowStats, Target};
-pub use split::Who;
 use window::{Trip, Window};
 
 /// Which side of its route serves a call.
@@ -249,7 +249,7 @@ impl Migration {
         });
         RouteState {
             rollbacks: crate::telemetry::rollback_counter(&name),
-            salt: split::hash(name.as_bytes()),
+            salt: crate::upstream::caller::hash(name.as_bytes()),
             name,
             methods: r.methods.clone(),
             split: r.split.clone(),
@@ -292,7 +292,7 @@ impl Migration {
                     .collect();
                 // A caller without the sticky key cannot be kept on one side: each of its
                 // calls is drawn by weight.
-                let point = split::key_hash(&r.sticky, who).map_or_else(
+                let point = crate::upstream::caller::key_hash(&r.sticky, who).map_or_else(
                     || uuid::Uuid::new_v4().as_u64_pair().0,
                     |h| split::point(r.salt, h),
                 );

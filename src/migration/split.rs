@@ -5,8 +5,7 @@
 //! caller on the same side). Sides are laid out primary first, so when a canary's weight
 //! grows from 10 to 20 the callers it already had stay on it.
 
-pub use crate::upstream::caller::Who;
-pub(crate) use crate::upstream::caller::{hash, key_hash, mix};
+use crate::upstream::caller::mix;
 
 /// The side at `point` (any u64: a caller's hash salted by the route, or a random number for a
 /// caller without a key) given `weights`. `None` when every weight is 0.
@@ -36,6 +35,7 @@ pub(crate) fn point(route_salt: u64, caller: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::caller::hash;
 
     #[test]
     fn weights_are_honoured_over_many_callers() {

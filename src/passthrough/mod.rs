@@ -20,8 +20,6 @@ use tokio::io::AsyncWriteExt;
 use crate::config::{Config, Upstream};
 use crate::http::forwarded::{self, Hop, Trusted};
 use crate::http::trace::{self, TraceContext};
-use crate::upstream::caller::Who;
-use crate::upstream::h1;
 use crate::upstream::{stream::Stream, Endpoint, Outcome, UpstreamClient};
 
 pub(crate) mod exchange;
@@ -62,28 +60,8 @@ impl std::fmt::Debug for Passthrough {
 }
 
 impl Origin {
-    /// Who the client is for an upstream that balances by hash: its address.
-    fn who(&self) -> Option<Who<'static>> {
-        Some(Who {
-            ip: Some(self.peer?.ip()),
-            ..Who::default()
-        })
-    }
-}
-
-/// How a try ended, for the endpoint's health and metrics.
-fn outcome(status: Option<StatusCode>, failure: Option<&exchange::Failed>) -> Outcome {
-    match (status, failure) {
-        (Some(s), _) if s.is_server_error() => Outcome::Status5xx,
-        (Some(_), _) => Outcome::Ok,
-        (None, Some(exchange::Failed::TimedOut)) => Outcome::TimedOut,
-        (
-            None,
-            Some(exchange::Failed::Upstream(h1::Error::Connect { .. } | h1::Error::NotSent(_))),
-        ) => Outcome::Refused,
-        (None, Some(exchange::Failed::Upstream(_))) => Outcome::Failed,
-        // The client's fault: the endpoint is not to blame.
-        (None, _) => Outcome::Ok,
+    fn ip(&self) -> Option<std::net::IpAddr> {
+        self.peer.map(|p| p.ip())
     }
 }
 
@@ -174,7 +152,11 @@ impl Passthrough {
     ) -> Option<Ready> {
         let t = self.target(path)?.clone();
         let trusted = origin.peer.is_some_and(|p| self.trusted.contains(p.ip()));
-        let endpoint = t.client.pick(origin.who().as_ref()).endpoint.clone();
+        let get = |name: &str| {
+            let (_, v) = req.headers.iter().find(|(n, _)| n.as_str() == name)?;
+            Some(&req.bytes[v.clone()])
+        };
+        let endpoint = t.client.pick_request(get, origin.ip()).endpoint.clone();
         let mut request = Vec::new();
         upstream_request(&mut request, req, body, endpoint.label(), origin, trusted);
         Some(Ready {
@@ -225,17 +207,17 @@ impl Ready {
     ) -> Result<exchange::Relayed, Response<Body>> {
         let t = &self.target;
         let started = Instant::now();
+        let Some(_slot) = t.admit() else {
+            return Err(t.overloaded(started));
+        };
         let sent = {
             let _in_flight = self.endpoint.in_flight();
             exchange::relay(&self.endpoint, &self.request, out, t.timeout).await
         };
         let tried = match &sent {
-            Ok(answer) => outcome(Some(answer.status), None),
+            Ok(answer) => Outcome::of_status(answer.status),
             Err(exchange::Unanswered::TimedOut) => Outcome::TimedOut,
-            Err(exchange::Unanswered::Failed(
-                h1::Error::Connect { .. } | h1::Error::NotSent(_),
-            )) => Outcome::Refused,
-            Err(exchange::Unanswered::Failed(_)) => Outcome::Failed,
+            Err(exchange::Unanswered::Failed(e)) => Outcome::of_error(e),
         };
         t.client.record(&self.endpoint, tried);
         crate::http::scope::note_try(self.endpoint.label());
@@ -289,7 +271,11 @@ impl Target {
             )
         });
         crate::http::scope::note_call("http", &self.name);
-        let endpoint = self.client.pick(origin.who().as_ref()).endpoint.clone();
+        let Some(_slot) = self.admit() else {
+            return self.overloaded(started);
+        };
+        let get = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
+        let endpoint = self.client.pick_request(get, origin.ip()).endpoint.clone();
         crate::http::scope::note_try(endpoint.label());
         let (parts, body) = req.into_parts();
         let (head, sending, no_body) = self.head(
@@ -320,37 +306,29 @@ impl Target {
             .await
         };
         let tried = match &sent {
-            Ok(answer) => outcome(Some(answer.status), None),
-            Err(e) => outcome(None, Some(e)),
+            Ok(answer) => Some(Outcome::of_status(answer.status)),
+            Err(exchange::Failed::TimedOut) => Some(Outcome::TimedOut),
+            Err(exchange::Failed::Upstream(e)) => Some(Outcome::of_error(e)),
+            // The client's fault: the endpoint is not to blame, nor credited.
+            Err(_) => None,
         };
-        self.client.record(&endpoint, tried);
-        let answer = match sent {
-            Ok(answer) => answer,
-            Err(exchange::Failed::ClientBody(e)) => {
-                tracing::debug!(upstream = %self.name, error = %e, "pass-through request body failed");
-                return self.refuse(
-                    StatusCode::BAD_REQUEST,
-                    started,
-                    "not sent: the request body failed",
-                );
-            }
-            Err(exchange::Failed::ClientBodyTimedOut) => {
-                tracing::debug!(upstream = %self.name, "pass-through request body timed out");
-                return self.refuse(
-                    StatusCode::REQUEST_TIMEOUT,
-                    started,
-                    "not sent: the request body was not in within server.body_read_timeout_ms",
-                );
-            }
-            Err(exchange::Failed::TimedOut) => {
-                tracing::warn!(upstream = %self.name, timeout_ms = self.timeout.as_millis() as u64, "pass-through upstream timed out");
-                return self.refuse(StatusCode::GATEWAY_TIMEOUT, started, "timed out");
-            }
-            Err(e) => {
-                tracing::warn!(upstream = %self.name, error = %e, "pass-through upstream unreachable");
-                return self.refuse(StatusCode::BAD_GATEWAY, started, "unreachable");
-            }
-        };
+        if let Some(tried) = tried {
+            self.client.record(&endpoint, tried);
+        }
+        match sent {
+            Ok(answer) => self.answered(answer, upgrade, started),
+            Err(e) => self.failed(e, started),
+        }
+    }
+
+    /// The upstream's answer as the client gets it: hop-by-hop headers dropped, the hop told,
+    /// and an upgraded connection tunnelled between the two.
+    fn answered(
+        &self,
+        answer: exchange::Answer,
+        upgrade: Option<(Option<HeaderValue>, hyper::upgrade::OnUpgrade)>,
+        started: Instant,
+    ) -> Response<Body> {
         self.record(answer.status, started);
         let mut headers = answer.headers;
         let proto = headers.get(header::UPGRADE).cloned();
@@ -373,6 +351,37 @@ impl Target {
         *resp.status_mut() = answer.status;
         *resp.headers_mut() = headers;
         resp
+    }
+
+    /// The gateway's own answer to an exchange that failed: the client's body (400, 408), or the
+    /// upstream (504, 502).
+    fn failed(&self, e: exchange::Failed, started: Instant) -> Response<Body> {
+        match e {
+            exchange::Failed::ClientBody(e) => {
+                tracing::debug!(upstream = %self.name, error = %e, "pass-through request body failed");
+                self.refuse(
+                    StatusCode::BAD_REQUEST,
+                    started,
+                    "not sent: the request body failed",
+                )
+            }
+            exchange::Failed::ClientBodyTimedOut => {
+                tracing::debug!(upstream = %self.name, "pass-through request body timed out");
+                self.refuse(
+                    StatusCode::REQUEST_TIMEOUT,
+                    started,
+                    "not sent: the request body was not in within server.body_read_timeout_ms",
+                )
+            }
+            exchange::Failed::TimedOut => {
+                tracing::warn!(upstream = %self.name, timeout_ms = self.timeout.as_millis() as u64, "pass-through upstream timed out");
+                self.refuse(StatusCode::GATEWAY_TIMEOUT, started, "timed out")
+            }
+            e => {
+                tracing::warn!(upstream = %self.name, error = %e, "pass-through upstream unreachable");
+                self.refuse(StatusCode::BAD_GATEWAY, started, "unreachable")
+            }
+        }
     }
 
     /// The request's head as the upstream gets it: its method and target, the upstream's
@@ -458,6 +467,21 @@ impl Target {
     }
 
     /// A short plain-text answer of the gateway's own for an upstream that failed.
+    /// A slot of the upstream's `max_concurrent`, held while the exchange runs (to the
+    /// answer's head); `None` when none is free.
+    fn admit(&self) -> Option<Option<crate::upstream::Slot<'_>>> {
+        self.client.admit().ok()
+    }
+
+    /// The answer when `max_concurrent` exchanges are in flight to the upstream.
+    fn overloaded(&self, started: Instant) -> Response<Body> {
+        self.refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            started,
+            "is at its max_concurrent exchanges in flight",
+        )
+    }
+
     fn refuse(&self, status: StatusCode, started: Instant, what: &str) -> Response<Body> {
         self.record(status, started);
         let body = format!("wiregate: pass-through upstream {:?} {what}\n", self.name);

@@ -64,15 +64,32 @@ impl EndpointMetrics {
     }
 }
 
-/// [`RETRIES`] of `upstream`, one per [`RETRY_REASONS`] label.
-pub fn retries(upstream: &str) -> [Counter; 3] {
-    super::install();
-    RETRY_REASONS
-        .map(|r| metrics::counter!(RETRIES, "upstream" => upstream.to_owned(), "reason" => r))
+/// One upstream's handles.
+#[derive(Clone)]
+pub struct FleetMetrics {
+    /// [`RETRIES`], one per [`RETRY_REASONS`] label.
+    pub retries: [Counter; 3],
+    /// [`OVERFLOW`].
+    pub overflow: Counter,
 }
 
-/// [`OVERFLOW`] of `upstream`.
-pub fn overflow(upstream: &str) -> Counter {
-    super::install();
-    metrics::counter!(OVERFLOW, "upstream" => upstream.to_owned())
+impl FleetMetrics {
+    /// The handles of `upstream`.
+    pub fn of(upstream: &str) -> Self {
+        super::install();
+        FleetMetrics {
+            retries: RETRY_REASONS.map(
+                |r| metrics::counter!(RETRIES, "upstream" => upstream.to_owned(), "reason" => r),
+            ),
+            overflow: metrics::counter!(OVERFLOW, "upstream" => upstream.to_owned()),
+        }
+    }
+
+    /// Handles that record nothing (see [`EndpointMetrics::none`]).
+    pub fn none() -> Self {
+        FleetMetrics {
+            retries: std::array::from_fn(|_| Counter::noop()),
+            overflow: Counter::noop(),
+        }
+    }
 }

@@ -11,16 +11,11 @@ fn nth_set(mut set: u64, k: u32) -> usize {
     set.trailing_zeros() as usize
 }
 
-/// `round_robin`: the first endpoint of `set` at or after `turn` (mod `n`), cycling.
-pub(crate) fn round_robin(set: u64, n: usize, turn: usize) -> usize {
-    debug_assert!(set != 0 && n <= 64);
-    let start = (turn % n) as u32;
-    // The bits from `start` up, then those below it.
-    let upper = set & (u64::MAX << start);
-    match upper {
-        0 => set.trailing_zeros() as usize,
-        u => u.trailing_zeros() as usize,
-    }
+/// `round_robin`: the endpoints of `set` in turn, so each of them gets an equal share when some
+/// are out (the next one after an endpoint that is out does not take its turns too).
+pub(crate) fn round_robin(set: u64, turn: usize) -> usize {
+    debug_assert!(set != 0);
+    nth_set(set, (turn % set.count_ones() as usize) as u32)
 }
 
 /// `least_request`: of two endpoints of `set` drawn with `r1` and `r2`, the one with fewer
@@ -66,10 +61,14 @@ mod tests {
 
     #[test]
     fn round_robin_cycles_over_the_set_only() {
-        let picks: Vec<usize> = (0..6).map(|t| round_robin(0b111, 3, t)).collect();
+        let picks: Vec<usize> = (0..6).map(|t| round_robin(0b111, t)).collect();
         assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
-        let picks: Vec<usize> = (0..4).map(|t| round_robin(0b101, 3, t)).collect();
-        assert_eq!(picks, [0, 2, 2, 0]);
+        let picks: Vec<usize> = (0..4).map(|t| round_robin(0b101, t)).collect();
+        assert_eq!(
+            picks,
+            [0, 2, 0, 2],
+            "an endpoint out: the others share its turns"
+        );
     }
 
     #[test]

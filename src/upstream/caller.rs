@@ -40,6 +40,20 @@ pub(crate) fn key_hash(rule: &Sticky, who: &Who<'_>) -> Option<u64> {
     }
 }
 
+/// The key under `rule` of a request passed through as it came (no envelope): `auth` is its
+/// `Authorization` header; `get` reads a header by (lowercase) name.
+pub(crate) fn request_key<'a>(
+    rule: &Sticky,
+    get: impl Fn(&str) -> Option<&'a [u8]>,
+    ip: Option<IpAddr>,
+) -> Option<u64> {
+    match rule {
+        Sticky::Auth => get("authorization").map(hash),
+        Sticky::Header(name) => get(name.as_str()).map(hash),
+        Sticky::Ip => Some(hash(ip?.to_string().as_bytes())),
+    }
+}
+
 /// FNV-1a over `bytes`, then a finaliser that spreads every input bit over the whole word.
 pub(crate) fn hash(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

@@ -75,8 +75,8 @@ pub(crate) struct Endpoint {
     path: String,
     idle: Arc<Mutex<Vec<Pooled>>>,
     max_body: usize,
-    /// What its connections are made with.
-    connection: Connection,
+    /// `pipeline` of its upstream.
+    pipeline: usize,
     /// The pipelined connections, when the upstream allows pipelining (`pipeline > 0`).
     pipe: Option<Arc<pipeline::Pipeline>>,
     /// For an `https://` upstream: its TLS client and the name its certificate must show.
@@ -132,6 +132,22 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// An answer's.
+    pub(crate) fn of_status(status: StatusCode) -> Self {
+        match status.is_server_error() {
+            true => Outcome::Status5xx,
+            false => Outcome::Ok,
+        }
+    }
+
+    /// An exchange's that failed: refused when nothing reached the endpoint.
+    pub(crate) fn of_error(e: &h1::Error) -> Self {
+        match e {
+            h1::Error::Connect { .. } | h1::Error::NotSent(_) => Outcome::Refused,
+            _ => Outcome::Failed,
+        }
+    }
+
     /// Whether the outlier detection counts it as a failure.
     pub(crate) fn is_failure(self) -> bool {
         self != Outcome::Ok
@@ -139,12 +155,14 @@ impl Outcome {
 }
 
 impl Endpoint {
-    /// The endpoint at `url` (validated) of `config`.
+    /// The endpoint at `url` (validated) of `config`, with the upstream's TLS client (one for
+    /// all its `https://` endpoints, read from its files once).
     pub(crate) fn new(
         config: &Upstream,
         url: &str,
         max_body: usize,
         state: Arc<health::State>,
+        tls: Option<&Arc<rustls::ClientConfig>>,
     ) -> Self {
         let uri: Uri = url.parse().expect("upstream URLs are validated at start");
         let authority = uri.authority().expect("upstream URLs have a host").clone();
@@ -152,17 +170,11 @@ impl Endpoint {
         let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         let host = authority.host().trim_matches(['[', ']']);
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-        let tls = https
-            .then(|| {
-                crate::config::tls::client_config(config)
-                    .expect("upstream TLS settings are validated at start")
-            })
-            .flatten()
-            .map(|cfg| {
-                let name = rustls::pki_types::ServerName::try_from(host.to_owned())
-                    .expect("a URI host is a server name");
-                (tokio_rustls::TlsConnector::from(cfg), name)
-            });
+        let tls = tls.filter(|_| https).map(|cfg| {
+            let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+                .expect("a URI host is a server name");
+            (tokio_rustls::TlsConnector::from(cfg.clone()), name)
+        });
         let addr = format!("{host}:{port}");
         let pipe = (config.pipeline > 0 && tls.is_none()).then(|| {
             Arc::new(pipeline::Pipeline::new(
@@ -177,10 +189,10 @@ impl Endpoint {
             tls,
             pipe,
             addr,
-            host: authority.as_str().to_owned(),
+            host: self::authority(url).to_owned(),
             path,
             idle: Arc::new(Mutex::new(Vec::new())),
-            connection: Connection::of(config, max_body),
+            pipeline: config.pipeline,
             max_body,
         }
     }
@@ -415,41 +427,20 @@ impl Endpoint {
     }
 
     /// Whether its pool can serve `config` (an upstream reloaded): the settings a connection
-    /// is made with are the same.
+    /// is made with are the same. An `https://` endpoint never does: a reload reads the TLS
+    /// files again (a rotated certificate applies).
     pub(crate) fn fits(&self, config: &Upstream, max_body: usize) -> bool {
-        self.connection == Connection::of(config, max_body)
+        self.tls.is_none() && self.pipeline == config.pipeline && self.max_body == max_body
     }
 }
 
-/// The authority (`host:port`) of a validated endpoint URL.
+/// The authority (`host:port`, as the URL gives it, without credentials) of a validated
+/// endpoint URL: its `Host` header and its name in logs, metrics and `/readyz`.
 pub(crate) fn authority(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let authority = &rest[..end];
-    // Credentials in the URL are not part of the name.
     authority.rsplit_once('@').map_or(authority, |(_, a)| a)
-}
-
-/// The settings an endpoint's connections are made with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Connection {
-    pipeline: usize,
-    max_body: usize,
-    tls: [String; 3],
-}
-
-impl Connection {
-    fn of(config: &Upstream, max_body: usize) -> Self {
-        Connection {
-            pipeline: config.pipeline,
-            max_body,
-            tls: [
-                config.ca_file.clone(),
-                config.client_cert.clone(),
-                config.client_key.clone(),
-            ],
-        }
-    }
 }
 
 /// The error for an answer that is not a valid envelope of the upstream's dialect.

@@ -67,7 +67,6 @@ impl Condition {
 
 impl State {
     pub(crate) fn new(metrics: EndpointMetrics) -> Self {
-        metrics.up.set(1.0);
         State {
             in_flight: AtomicUsize::new(0),
             checked_up: AtomicBool::new(true),
@@ -91,14 +90,10 @@ impl State {
             if now < until {
                 return Condition::Ejected;
             }
-            if self
-                .ejected_until
-                .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-                && self.checked_up.load(Ordering::Relaxed)
-            {
-                self.metrics.up.set(1.0);
-            }
+            // Cleared once, by whichever look comes first.
+            let _ =
+                self.ejected_until
+                    .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
         match self.checked_up.load(Ordering::Relaxed) {
             true => Condition::Healthy,
@@ -123,18 +118,25 @@ impl State {
         now < self.ejected_until.load(Ordering::Relaxed)
     }
 
+    /// How many times it has been ejected.
+    #[cfg(test)]
+    pub(crate) fn ejections(&self) -> u32 {
+        self.ejections.load(Ordering::Relaxed)
+    }
+
     /// When a call to it last failed (0: never): panic mode sends to the least recent.
     pub(crate) fn last_failure(&self) -> u64 {
         self.last_failure.load(Ordering::Relaxed)
     }
 
-    /// Counts one try's outcome; a failure that makes `outlier.consecutive_failures` in a row
-    /// ejects the endpoint when `may_eject` says the upstream can spare it. True when it did.
+    /// Counts one try's outcome; at a failure that makes `outlier.consecutive_failures` in a
+    /// row, while it is not ejected, `eject` decides (and ejects, with [`State::eject`]). True
+    /// when it did.
     pub(crate) fn record(
         &self,
         outcome: Outcome,
         outlier: &Outlier,
-        may_eject: impl FnOnce() -> bool,
+        eject: impl FnOnce() -> bool,
     ) -> bool {
         self.metrics.tries[outcome as usize].increment(1);
         if !outcome.is_failure() {
@@ -151,8 +153,17 @@ impl State {
         if outlier.consecutive_failures == 0
             || n < outlier.consecutive_failures
             || self.is_ejected(now)
-            || !may_eject()
         {
+            return false;
+        }
+        eject()
+    }
+
+    /// Ejects it from `now` for n × `outlier.base_ejection_ms` (its n-th ejection), unless it
+    /// is ejected already. Called under its upstream's ejection lock, so failures that land
+    /// together eject it once.
+    pub(crate) fn eject(&self, now: u64, outlier: &Outlier) -> bool {
+        if self.is_ejected(now) {
             return false;
         }
         let k = self.ejections.fetch_add(1, Ordering::Relaxed) + 1;
@@ -160,7 +171,6 @@ impl State {
         self.ejected_until.store(until, Ordering::Relaxed);
         self.failures.store(0, Ordering::Relaxed);
         self.metrics.ejections.increment(1);
-        self.metrics.up.set(0.0);
         true
     }
 
@@ -172,9 +182,6 @@ impl State {
             let n = self.checks_good.fetch_add(1, Ordering::Relaxed) + 1;
             if !up && n >= health.healthy_after {
                 self.checked_up.store(true, Ordering::Relaxed);
-                if !self.is_ejected(now_ms()) {
-                    self.metrics.up.set(1.0);
-                }
                 return true;
             }
         } else {
@@ -182,7 +189,6 @@ impl State {
             let n = self.checks_bad.fetch_add(1, Ordering::Relaxed) + 1;
             if up && n >= health.unhealthy_after {
                 self.checked_up.store(false, Ordering::Relaxed);
-                self.metrics.up.set(0.0);
                 return true;
             }
         }
@@ -195,9 +201,7 @@ impl State {
         self.checker.store(next_generation(), Ordering::Relaxed);
         self.checks_good.store(0, Ordering::Relaxed);
         self.checks_bad.store(0, Ordering::Relaxed);
-        if !self.checked_up.swap(true, Ordering::Relaxed) && !self.is_ejected(now_ms()) {
-            self.metrics.up.set(1.0);
-        }
+        self.checked_up.store(true, Ordering::Relaxed);
     }
 }
 
@@ -309,20 +313,20 @@ mod tests {
             base_ejection_ms: 50,
             max_ejected_percent: 100,
         };
-        assert!(!s.record(Outcome::Refused, &outlier, || true));
+        assert!(!s.record(Outcome::Refused, &outlier, || s.eject(now_ms(), &outlier)));
         assert!(
-            !s.record(Outcome::Ok, &outlier, || true),
+            !s.record(Outcome::Ok, &outlier, || s.eject(now_ms(), &outlier)),
             "a success resets the run"
         );
-        assert!(!s.record(Outcome::Failed, &outlier, || true));
-        assert!(!s.record(Outcome::TimedOut, &outlier, || true));
-        assert!(s.record(Outcome::Status5xx, &outlier, || true));
+        assert!(!s.record(Outcome::Failed, &outlier, || s.eject(now_ms(), &outlier)));
+        assert!(!s.record(Outcome::TimedOut, &outlier, || s.eject(now_ms(), &outlier)));
+        assert!(s.record(Outcome::Status5xx, &outlier, || s.eject(now_ms(), &outlier)));
         let now = now_ms();
         assert_eq!(s.condition(now), Condition::Ejected);
         assert_eq!(s.condition(now + 51), Condition::Healthy);
         // The second ejection lasts twice the base.
         for _ in 0..3 {
-            s.record(Outcome::Refused, &outlier, || true);
+            s.record(Outcome::Refused, &outlier, || s.eject(now_ms(), &outlier));
         }
         let now = now_ms();
         assert_eq!(s.condition(now + 60), Condition::Ejected);

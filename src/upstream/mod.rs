@@ -18,6 +18,8 @@ mod pipeline;
 mod retry;
 pub(crate) mod router;
 pub(crate) mod stream;
+#[cfg(test)]
+mod tests;
 
 pub use endpoint::Answer;
 pub(crate) use endpoint::{until, Endpoint, Outcome};
@@ -26,7 +28,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use metrics::Counter;
 
 use crate::config::{Balance, Dialect, Sticky, Upstream};
 use crate::model::error::GatewayError;
@@ -54,10 +55,12 @@ struct Fleet {
     /// Calls in flight over all endpoints (counted when `max_concurrent` is set).
     in_flight: AtomicUsize,
     budget: retry::Budget,
-    retries: [Counter; 3],
-    overflow: Counter,
-    /// Whether it has metrics (a configured upstream).
-    measured: bool,
+    metrics: fleet::FleetMetrics,
+    /// Taken to eject an endpoint, so failures that land together (on one endpoint or on
+    /// several) never eject beyond `outlier.max_ejected_percent`, nor one endpoint twice.
+    ejecting: std::sync::Mutex<()>,
+    /// The TLS client of its `https://` endpoints.
+    tls: Option<Arc<rustls::ClientConfig>>,
     max_body: usize,
 }
 
@@ -82,6 +85,8 @@ pub(crate) struct Hint<'a> {
 /// An endpoint chosen for one try.
 pub(crate) struct Picked<'a> {
     pub(crate) endpoint: &'a Arc<Endpoint>,
+    /// Its index among the upstream's endpoints.
+    index: usize,
     /// Every endpoint was out: this one is the least recently failed (panic mode).
     pub(crate) panic: bool,
 }
@@ -126,22 +131,21 @@ impl UpstreamClient {
         previous: Option<&UpstreamClient>,
         measured: bool,
     ) -> Self {
+        let tls = crate::config::tls::client_config(&config)
+            .expect("upstream TLS settings are validated at start");
         let endpoints: Vec<Arc<Endpoint>> = config
             .endpoint_urls()
             .map(|url| {
                 let old = previous.and_then(|p| p.fleet.endpoints.iter().find(|e| e.url == url));
-                match old {
-                    Some(e) if e.fits(&config, max_body) => e.clone(),
-                    Some(e) => Arc::new(Endpoint::new(&config, url, max_body, e.state.clone())),
-                    None => {
-                        let metrics = match measured {
-                            true => fleet::endpoint(&config.name, endpoint::authority(url)),
-                            false => fleet::EndpointMetrics::none(),
-                        };
-                        let state = health::State::new(metrics);
-                        Arc::new(Endpoint::new(&config, url, max_body, Arc::new(state)))
-                    }
-                }
+                let state = match old {
+                    Some(e) if e.fits(&config, max_body) => return e.clone(),
+                    Some(e) => e.state.clone(),
+                    None => Arc::new(health::State::new(match measured {
+                        true => fleet::endpoint(&config.name, endpoint::authority(url)),
+                        false => fleet::EndpointMetrics::none(),
+                    })),
+                };
+                Arc::new(Endpoint::new(&config, url, max_body, state, tls.as_ref()))
             })
             .collect();
         if config.health.enabled() {
@@ -149,7 +153,11 @@ impl UpstreamClient {
         } else {
             endpoints.iter().for_each(|e| e.state.unchecked());
         }
-        Self::of(config, index, max_body, endpoints, measured)
+        let metrics = match measured {
+            true => fleet::FleetMetrics::of(&config.name),
+            false => fleet::FleetMetrics::none(),
+        };
+        Self::of(config, index, max_body, endpoints, metrics, tls)
     }
 
     fn of(
@@ -157,7 +165,8 @@ impl UpstreamClient {
         index: usize,
         max_body: usize,
         endpoints: Vec<Arc<Endpoint>>,
-        measured: bool,
+        metrics: fleet::FleetMetrics,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Self {
         let salts = endpoints
             .iter()
@@ -165,19 +174,12 @@ impl UpstreamClient {
             .collect();
         let hash_rule = (config.balance == Balance::Hash)
             .then(|| Sticky::parse(&config.hash_key).unwrap_or(Sticky::Auth));
-        let name = config.name.clone();
         UpstreamClient {
             fleet: Arc::new(Fleet {
                 budget: retry::Budget::new(config.retry.budget_percent),
-                retries: match measured {
-                    true => fleet::retries(&name),
-                    false => std::array::from_fn(|_| Counter::noop()),
-                },
-                overflow: match measured {
-                    true => fleet::overflow(&name),
-                    false => Counter::noop(),
-                },
-                measured,
+                metrics,
+                ejecting: std::sync::Mutex::new(()),
+                tls,
                 config,
                 index,
                 endpoints,
@@ -198,15 +200,25 @@ impl UpstreamClient {
             .endpoints
             .iter()
             .map(|e| {
+                let state = e.state.clone();
                 Arc::new(Endpoint::new(
                     &f.config,
                     &e.url,
                     f.max_body,
-                    e.state.clone(),
+                    state,
+                    f.tls.as_ref(),
                 ))
             })
             .collect();
-        Self::of(f.config.clone(), f.index, f.max_body, endpoints, f.measured)
+        let (config, metrics) = (f.config.clone(), f.metrics.clone());
+        Self::of(
+            config,
+            f.index,
+            f.max_body,
+            endpoints,
+            metrics,
+            f.tls.clone(),
+        )
     }
 
     /// The upstream's configuration.
@@ -247,8 +259,7 @@ impl UpstreamClient {
                 e.post(&f.config, body, authorization).await
             };
             let outcome = match &result {
-                Ok(a) if a.status.is_server_error() => Outcome::Status5xx,
-                Ok(_) => Outcome::Ok,
+                Ok(a) => Outcome::of_status(a.status),
                 Err(failure) => failure.outcome,
             };
             self.record(e, outcome);
@@ -267,9 +278,9 @@ impl UpstreamClient {
                 && f.budget.take(health::now_ms());
             match (result, again) {
                 (_, Some(reason)) if more => {
-                    f.retries[reason as usize].increment(1);
+                    f.metrics.retries[reason as usize].increment(1);
                     tracing::debug!(upstream = %f.config.name, endpoint = e.label(), attempt, reason = ?reason, "trying the call again");
-                    tried |= 1 << self.index_of(e);
+                    tried |= 1 << picked.index;
                     attempt += 1;
                 }
                 (Ok(answer), _) => return Ok(answer),
@@ -298,7 +309,7 @@ impl UpstreamClient {
     }
 
     /// A slot of `max_concurrent`, held while the call runs; the error when none is free.
-    fn admit(&self) -> Result<Option<Slot<'_>>, GatewayError> {
+    pub(crate) fn admit(&self) -> Result<Option<Slot<'_>>, GatewayError> {
         let f = &*self.fleet;
         let limit = f.config.max_concurrent;
         if limit == 0 {
@@ -306,7 +317,7 @@ impl UpstreamClient {
         }
         if f.in_flight.fetch_add(1, Ordering::Relaxed) >= limit {
             f.in_flight.fetch_sub(1, Ordering::Relaxed);
-            f.overflow.increment(1);
+            f.metrics.overflow.increment(1);
             return Err(GatewayError::UpstreamOverloaded {
                 upstream: f.config.name.clone(),
                 limit,
@@ -331,17 +342,23 @@ impl UpstreamClient {
         caller::key_hash(rule, who?)
     }
 
-    fn index_of(&self, e: &Arc<Endpoint>) -> usize {
-        self.fleet
-            .endpoints
-            .iter()
-            .position(|x| Arc::ptr_eq(x, e))
-            .unwrap_or(0)
-    }
-
-    /// The endpoint for a request of `who` (the pass-through's), as a call's first try.
+    /// The endpoint for a request of `who`, as a call's first try.
     pub(crate) fn pick(&self, who: Option<&Who<'_>>) -> Picked<'_> {
         self.pick_excluding(self.key(who), 0)
+    }
+
+    /// The endpoint for a request passed through as it came, whose headers `get` reads (see
+    /// [`caller::request_key`]).
+    pub(crate) fn pick_request<'h>(
+        &self,
+        get: impl Fn(&str) -> Option<&'h [u8]>,
+        ip: Option<std::net::IpAddr>,
+    ) -> Picked<'_> {
+        let key = match &self.fleet.hash_rule {
+            Some(rule) => caller::request_key(rule, get, ip),
+            None => None,
+        };
+        self.pick_excluding(key, 0)
     }
 
     /// The endpoint for a try: among the healthy ones not yet `tried` (a set of indices), by
@@ -354,13 +371,13 @@ impl UpstreamClient {
             let e = &f.endpoints[0];
             return Picked {
                 endpoint: e,
+                index: 0,
                 panic: e.state.condition_now() != Condition::Healthy,
             };
         }
-        let now = health::now_ms();
         let mut healthy = 0u64;
         for (i, e) in f.endpoints.iter().enumerate() {
-            if e.state.condition(now) == Condition::Healthy {
+            if e.state.condition_now() == Condition::Healthy {
                 healthy |= 1 << i;
             }
         }
@@ -370,8 +387,9 @@ impl UpstreamClient {
         };
         if set == 0 {
             // Panic mode: the least recently failed endpoint not yet tried, else any.
-            let pool = match !tried & (u64::MAX >> (64 - n)) {
-                0 => u64::MAX >> (64 - n),
+            let all = u64::MAX >> (64 - n);
+            let pool = match !tried & all {
+                0 => all,
                 p => p,
             };
             let i = (0..n)
@@ -380,13 +398,14 @@ impl UpstreamClient {
                 .unwrap_or(0);
             return Picked {
                 endpoint: &f.endpoints[i],
+                index: i,
                 panic: true,
             };
         }
         let i = match (f.config.balance, key) {
             (Balance::Hash, Some(key)) => balance::rendezvous(set, &f.salts, key),
             (Balance::RoundRobin, _) => {
-                balance::round_robin(set, n, f.turn.fetch_add(1, Ordering::Relaxed))
+                balance::round_robin(set, f.turn.fetch_add(1, Ordering::Relaxed))
             }
             _ => balance::least_request(
                 set,
@@ -397,6 +416,7 @@ impl UpstreamClient {
         };
         Picked {
             endpoint: &f.endpoints[i],
+            index: i,
             panic: false,
         }
     }
@@ -405,27 +425,29 @@ impl UpstreamClient {
     /// (never more than `outlier.max_ejected_percent` of the endpoints at once).
     pub(crate) fn record(&self, e: &Endpoint, outcome: Outcome) {
         let f = &*self.fleet;
-        let may_eject = || {
+        let eject = || {
+            let _one = f.ejecting.lock().unwrap_or_else(|p| p.into_inner());
             let now = health::now_ms();
             let out = f
                 .endpoints
                 .iter()
                 .filter(|x| x.state.is_ejected(now))
                 .count();
-            (out + 1) * 100 <= f.endpoints.len() * f.config.outlier.max_ejected_percent as usize
+            let limit = f.endpoints.len() * f.config.outlier.max_ejected_percent as usize;
+            (out + 1) * 100 <= limit && e.state.eject(now, &f.config.outlier)
         };
-        if e.state.record(outcome, &f.config.outlier, may_eject) {
+        if e.state.record(outcome, &f.config.outlier, eject) {
             tracing::warn!(upstream = %f.config.name, endpoint = e.label(), "endpoint ejected after failed calls");
         }
     }
 
-    /// Brings each endpoint's `wiregate_upstream_endpoint_up` up to date (an ejection that has
-    /// ended is noticed when a call or a report looks at the endpoint, or here, before the
-    /// metrics are rendered).
+    /// Brings each endpoint's `wiregate_upstream_endpoint_up` up to date, before the metrics
+    /// are rendered (the one place it is set: an ejection that has ended is noticed here too).
     pub fn refresh(&self) {
         let now = health::now_ms();
         for e in &self.fleet.endpoints {
-            e.state.condition(now);
+            let up = e.state.condition(now) == Condition::Healthy;
+            e.state.metrics.up.set(if up { 1.0 } else { 0.0 });
         }
     }
 
@@ -458,7 +480,7 @@ impl UpstreamClient {
 }
 
 /// A slot of `max_concurrent`, given back when the call ends.
-struct Slot<'a>(&'a AtomicUsize);
+pub(crate) struct Slot<'a>(&'a AtomicUsize);
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::endpoint::{Failure, Outcome};
+use super::endpoint::Failure;
 
 /// The window the budget is counted over.
 const WINDOW_MS: u64 = 10_000;
@@ -31,7 +31,7 @@ pub(crate) enum Reason {
 pub(crate) fn reason(failure: &Failure, idempotent: bool) -> Option<Reason> {
     match (failure.sent, idempotent) {
         (false, _) => Some(Reason::NotSent),
-        (true, true) if failure.outcome != Outcome::Ok => Some(Reason::Failed),
+        (true, true) => Some(Reason::Failed),
         _ => None,
     }
 }
@@ -50,12 +50,10 @@ pub(crate) struct Budget {
 }
 
 /// The retries of the last seconds, counted when a retry asks.
-#[derive(Default)]
 struct Window {
-    /// The calls count when the window's first second began, or before (a mark that left the
-    /// window): the calls since are counted as the window's, so a quiet spell before it errs
-    /// toward allowing.
-    base: u64,
+    /// A known point of the calls count: when (ms) and how many. The budget's start, or the
+    /// first retry of a second that has since left the window.
+    base: (u64, u64),
     /// For each second with a retry: the second, the calls count at its first retry, and its
     /// retries.
     marks: VecDeque<(u64, u64, u64)>,
@@ -63,10 +61,17 @@ struct Window {
 
 impl Budget {
     pub(crate) fn new(percent: u32) -> Self {
+        Self::starting(percent, super::health::now_ms())
+    }
+
+    fn starting(percent: u32, now: u64) -> Self {
         Budget {
             percent: u64::from(percent),
             calls: AtomicU64::new(0),
-            window: Mutex::new(Window::default()),
+            window: Mutex::new(Window {
+                base: (now, 0),
+                marks: VecDeque::new(),
+            }),
         }
     }
 
@@ -78,19 +83,20 @@ impl Budget {
 
     /// Takes one retry from the budget at `now` (ms), or says there is none left.
     pub(crate) fn take(&self, now: u64) -> bool {
-        let calls = self.calls.load(Ordering::Relaxed);
         let second = now / 1000;
         let seconds = WINDOW_MS / 1000;
         let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        // Read under the lock, so no mark holds a later count than this one.
+        let calls = self.calls.load(Ordering::Relaxed);
         while let Some(&(s, c, _)) = w.marks.front() {
             if s + seconds > second {
                 break;
             }
-            w.base = c;
+            w.base = (s * 1000, c);
             w.marks.pop_front();
         }
         let retries: u64 = w.marks.iter().map(|m| m.2).sum();
-        let allowed = ((calls - w.base) * self.percent / 100).max(FLOOR);
+        let allowed = (calls_within(w.base, calls, now) * self.percent / 100).max(FLOOR);
         if retries >= allowed {
             return false;
         }
@@ -102,13 +108,27 @@ impl Budget {
     }
 }
 
+/// The calls of the window ending at `now`, from a known count `base` and the count now: those
+/// since `base` when it is within the window; when it is older (a spell without retries), its
+/// share of them at the average rate since, so calls made long ago never count.
+fn calls_within(base: (u64, u64), calls: u64, now: u64) -> u64 {
+    let (at, count) = base;
+    let since = calls.saturating_sub(count);
+    let elapsed = now.saturating_sub(at);
+    if elapsed <= WINDOW_MS {
+        return since;
+    }
+    (u128::from(since) * u128::from(WINDOW_MS) / u128::from(elapsed)) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::endpoint::Outcome;
 
     #[test]
     fn the_budget_is_a_share_of_the_calls_with_a_floor() {
-        let b = Budget::new(20);
+        let b = Budget::starting(20, 1);
         // Quiet: the floor.
         for _ in 0..FLOOR {
             assert!(b.take(1));
@@ -121,6 +141,21 @@ mod tests {
         let later = 1 + WINDOW_MS;
         let granted = (0..400).filter(|_| b.take(later)).count();
         assert!((190..=200).contains(&granted), "{granted} retries granted");
+    }
+
+    #[test]
+    fn calls_long_before_the_window_do_not_widen_it() {
+        // A million calls spread over 1000 s, none retried; then a storm: 20 % of the last
+        // 10 s's share (10 000 calls), not of every call ever made.
+        let b = Budget::starting(20, 1);
+        for _ in 0..1_000_000 {
+            b.call();
+        }
+        let granted = (0..10_000).filter(|_| b.take(1_000_001)).count();
+        assert!(
+            (1_990..=2_000).contains(&granted),
+            "{granted} retries granted"
+        );
     }
 
     #[test]

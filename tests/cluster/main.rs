@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::redis_server::RedisServer;
-use support::{gateway, text_message, SseEvent};
+use support::{gateway, text_message, until_true, SseEvent};
 
 use live_feed::LiveFeed;
 use replicas::{
-    advertised, advertised_from, context_on, ids, replicas, spec_message, wait_until, with_context,
+    advertised, advertised_from, context_on, ids, replicas, spec_message, with_context,
     ProcessReplica, WAIT,
 };
 
@@ -144,7 +144,7 @@ async fn without_redis_the_proxy_serves_readyz_says_so_sid_calls_fail_clearly_an
         .cluster(&redis.url(), "a")
         .start()
         .await;
-    wait_until("Redis is seen", || async {
+    until_true("Redis is seen", WAIT, || async {
         a.get("/readyz").await.status == 200
     })
     .await;
@@ -152,7 +152,7 @@ async fn without_redis_the_proxy_serves_readyz_says_so_sid_calls_fail_clearly_an
     assert_eq!(ready["cluster"], json!({"redis": "reachable", "node": "a"}));
 
     redis.kill();
-    wait_until("Redis is missed", || async {
+    until_true("Redis is missed", WAIT, || async {
         a.get("/readyz").await.status == 503
     })
     .await;
@@ -176,7 +176,7 @@ async fn without_redis_the_proxy_serves_readyz_says_so_sid_calls_fail_clearly_an
 
     // Redis returns: the replica finds it by itself and sid calls work again.
     redis.restart().await;
-    wait_until("Redis is back", || async {
+    until_true("Redis is back", WAIT, || async {
         a.get("/readyz").await.status == 200
     })
     .await;
@@ -335,7 +335,7 @@ async fn streaming_calls_for_another_replica_s_context_are_carried_to_it_and_str
         advertised(&redis, &tags[2], "c"),
     );
     for g in [&a, &b, &c] {
-        wait_until("the replica sees Redis", || async {
+        until_true("the replica sees Redis", WAIT, || async {
             g.get("/readyz").await.status == 200
         })
         .await;
@@ -433,7 +433,7 @@ async fn redis_restarted_mid_stream_the_replicas_resume_by_themselves_and_no_id_
     };
     let (a, b) = tokio::join!(start("a"), start("b"));
     for g in [&a, &b] {
-        wait_until("the replica sees Redis", || async {
+        until_true("the replica sees Redis", WAIT, || async {
             g.get("/readyz").await.status == 200
         })
         .await;
@@ -455,7 +455,7 @@ async fn redis_restarted_mid_stream_the_replicas_resume_by_themselves_and_no_id_
     // Redis goes away mid-turn.
     redis.kill();
     for g in [&a, &b] {
-        wait_until("Redis is missed", || async {
+        until_true("Redis is missed", WAIT, || async {
             g.get("/readyz").await.status == 503
         })
         .await;
@@ -482,7 +482,7 @@ async fn redis_restarted_mid_stream_the_replicas_resume_by_themselves_and_no_id_
     // Redis returns (empty): every replica finds it by itself.
     redis.restart().await;
     for g in [&a, &b] {
-        wait_until("Redis is back", || async {
+        until_true("Redis is back", WAIT, || async {
             g.get("/readyz").await.status == 200
         })
         .await;
@@ -543,7 +543,10 @@ async fn when_the_feed_reader_dies_another_replica_resumes_the_feed_after_its_la
         "a",
         &format!("[events]\nsource = {:?}\n", feed.url()),
     );
-    wait_until("A reads the feed", || async { feed.requests().len() == 1 }).await;
+    until_true("A reads the feed", WAIT, || async {
+        feed.requests().len() == 1
+    })
+    .await;
     let start = |node: &'static str| {
         let url = feed.url();
         gateway()
@@ -569,7 +572,7 @@ async fn when_the_feed_reader_dies_another_replica_resumes_the_feed_after_its_la
     feed.add_up_to(7);
 
     // Once A's lease lapses, B or C reads the feed again, after the last event A wrote.
-    wait_until("another replica reads the feed", || async {
+    until_true("another replica reads the feed", WAIT, || async {
         feed.requests().len() == 2
     })
     .await;

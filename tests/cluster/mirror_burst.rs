@@ -30,7 +30,7 @@ async fn link(redis: &RedisServer, node: &str) -> Arc<Link> {
         ..Cluster::default()
     })
     .unwrap();
-    crate::wait_until("Redis answers", || async { link.is_up() }).await;
+    crate::until_true("Redis answers", WAIT, || async { link.is_up() }).await;
     link
 }
 

@@ -30,7 +30,7 @@ async fn a_subscriber_of_a_mirror_reading_after_a_burst_larger_than_the_log_gets
         ..Cluster::default()
     })
     .unwrap();
-    crate::wait_until("Redis answers", || async { link.is_up() }).await;
+    crate::until_true("Redis answers", WAIT, || async { link.is_up() }).await;
 
     // The owner's log, exported to Redis; no subscriber of the owner lags.
     let owner = Arc::new(EventQueue::new(REPLAY));

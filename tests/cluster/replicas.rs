@@ -1,12 +1,12 @@
 //! Replicas for the cluster tests: in-process gateways sharing one Redis, and the gateway
 //! binary as a replica of its own.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::support::redis_server::RedisServer;
-use crate::support::{self, gateway, text_message, SseEvent, TestGateway};
+use crate::support::{self, gateway, text_message, until_true, SseEvent, TestGateway};
 
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
@@ -20,23 +20,12 @@ pub(crate) async fn replicas(redis: &RedisServer, tag: &str) -> [TestGateway; 3]
     };
     let (a, b, c) = tokio::join!(start("a"), start("b"), start("c"));
     for g in [&a, &b, &c] {
-        wait_until("the replica sees Redis", || async {
+        until_true("the replica sees Redis", WAIT, || async {
             g.get("/readyz").await.status == 200
         })
         .await;
     }
     [a, b, c]
-}
-
-pub(crate) async fn wait_until<F: std::future::Future<Output = bool>>(
-    what: &str,
-    f: impl Fn() -> F,
-) {
-    let deadline = Instant::now() + WAIT;
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 /// A context started on `g`, and its first turn's events.

@@ -64,26 +64,13 @@ async fn least_request_sends_most_calls_to_the_fast_endpoints_under_load() {
     })
     .start()
     .await;
-    let url = format!("{}/rpc", gw.base());
-    let workers: Vec<_> = (0..12)
-        .map(|w| {
-            let http = gw.http.clone();
-            let url = url.clone();
-            tokio::spawn(async move {
-                for i in 0..25 {
-                    let body = call(json!(format!("{w}-{i}")), "m", json!({}));
-                    let r = http
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .body(body.to_string())
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(r.status(), 200);
-                }
-            })
-        })
-        .collect();
+    let workers = crate::workers(
+        &gw.http,
+        &format!("{}/rpc", gw.base()),
+        12,
+        |w, i| (i < 25).then(|| call(json!(format!("{w}-{i}")), "m", json!({}))),
+        |_, r| async move { assert_eq!(r.status(), 200) },
+    );
     for w in workers {
         w.await.unwrap();
     }

@@ -89,34 +89,29 @@ fn load(
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> (Arc<Mutex<Vec<Done>>>, Vec<tokio::task::JoinHandle<()>>) {
     let done = Arc::new(Mutex::new(Vec::new()));
-    let tasks = (0..workers)
-        .map(|w| {
-            let (http, url, stop, done) = (http.clone(), url.clone(), stop.clone(), done.clone());
-            tokio::spawn(async move {
-                let mut i = 0;
-                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    i += 1;
-                    let body = call(json!(format!("w{w}-{i}")), "slow", json!({"ms": 20}));
-                    let started = Instant::now();
-                    let r = http
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .body(body.to_string())
-                        .send()
-                        .await
-                        .expect("the gateway answers");
-                    let status = r.status().as_u16();
-                    let answer: Value = r.json().await.expect("a JSON answer");
-                    done.lock().unwrap().push(Done {
-                        started,
-                        ended: Instant::now(),
-                        answer,
-                        status,
-                    });
-                }
-            })
-        })
-        .collect();
+    let record = done.clone();
+    let tasks = crate::workers(
+        http,
+        &url,
+        workers,
+        move |w, i| {
+            (!stop.load(std::sync::atomic::Ordering::SeqCst))
+                .then(|| call(json!(format!("w{w}-{}", i + 1)), "slow", json!({"ms": 20})))
+        },
+        move |started, r| {
+            let done = record.clone();
+            async move {
+                let status = r.status().as_u16();
+                let answer: Value = r.json().await.expect("a JSON answer");
+                done.lock().unwrap().push(Done {
+                    started,
+                    ended: Instant::now(),
+                    answer,
+                    status,
+                });
+            }
+        },
+    );
     (done, tasks)
 }
 

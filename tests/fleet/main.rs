@@ -4,7 +4,8 @@
 //! (`panic`), ejection by failed calls (`outlier`), `max_concurrent` (`overload`), reloads that
 //! add, keep or remove endpoints (`reload`), when a failed try is sent again (`retries`) and the
 //! id a retried call keeps (`retry_ids`), what `/readyz`, the console and the access log say of
-//! each endpoint (`observe`), and the bad keys `check-config` refuses (`check_config`).
+//! each endpoint (`observe`), the pass-through over a fleet (`passthrough`), and the bad keys
+//! `check-config` refuses (`check_config`).
 //!
 //! The metrics recorder is the process's: each test names its upstream uniquely and reads the
 //! counters with that name. Every wait polls a condition with a deadline.
@@ -20,17 +21,20 @@ mod observe;
 mod outlier;
 mod overload;
 mod panic;
+mod passthrough;
 mod refused;
 mod reload;
 mod retries;
 mod retry_ids;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use wiregate::config::{Dialect, Upstream};
 
+pub use support::until;
 use support::{GatewayBuilder, TestGateway};
 
 /// How long any one condition may take to come true.
@@ -69,20 +73,41 @@ pub fn authority(url: &str) -> String {
     rest.split('/').next().unwrap().to_owned()
 }
 
-/// Polls `f` every 20 ms until it gives `Some`, or panics naming `what` after `within`.
-pub async fn until<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
+/// Runs `workers` concurrent clients, each POSTing calls to `url` back to back: worker `w`
+/// sends `next(w, i)` for i = 0, 1, .. until that gives `None`, and hands each answer, with the
+/// instant its call was sent, to `answered`.
+pub fn workers<A>(
+    http: &reqwest::Client,
+    url: &str,
+    workers: usize,
+    next: impl Fn(usize, usize) -> Option<Value> + Send + Sync + 'static,
+    answered: impl Fn(Instant, reqwest::Response) -> A + Send + Sync + 'static,
+) -> Vec<tokio::task::JoinHandle<()>>
 where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
+    A: Future<Output = ()> + Send,
 {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (next, answered) = (Arc::new(next), Arc::new(answered));
+    (0..workers)
+        .map(|w| {
+            let (http, url) = (http.clone(), url.to_owned());
+            let (next, answered) = (next.clone(), answered.clone());
+            tokio::spawn(async move {
+                let mut i = 0;
+                while let Some(body) = next(w, i) {
+                    i += 1;
+                    let started = Instant::now();
+                    let r = http
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .body(body.to_string())
+                        .send()
+                        .await
+                        .expect("the gateway answers");
+                    answered(started, r).await;
+                }
+            })
+        })
+        .collect()
 }
 
 /// The sum of the samples of metric `name` whose labels include all of `labels` (0 when none).

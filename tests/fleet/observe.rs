@@ -2,15 +2,12 @@
 //! objects, and the access line's `endpoints` (each try's `host:port`), the latter from the
 //! real binary serving a TOML file.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use wiregate::config::{Balance, Dialect};
 
-use crate::support::{dead_url, jsonrpc_echo, spawn_post};
+use crate::support::{dead_url, jsonrpc_echo, spawn_post, GatewayProcess};
 use crate::{authority, call, fleet, until, TestGatewayExt, WAIT};
 
 #[tokio::test]
@@ -80,16 +77,6 @@ async fn readyz_and_the_console_list_each_endpoint_with_its_state_and_load() {
     );
 }
 
-/// Kills the child when the test ends, however it ends.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn the_access_line_names_each_tries_endpoint_in_order() {
     let live = jsonrpc_echo().run().await;
@@ -116,32 +103,22 @@ access = true
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, &toml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wiregate"))
-        .current_dir(dir.path())
-        .arg("--config")
-        .arg(&path)
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let _guard = Guard(child);
-    let log: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let lines = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                lines.lock().unwrap().push(v);
-            }
-        }
+    let gateway = GatewayProcess::spawn(|c| {
+        c.current_dir(dir.path())
+            .arg("--config")
+            .arg(&path)
+            .args(["--listen", "127.0.0.1:0"])
     });
+    // The first JSON log line `f` accepts, once there is one.
     let find = |what: &'static str, f: fn(&Value) -> bool| {
-        let log = log.clone();
+        let log = gateway.log.clone();
         async move {
             until(what, WAIT, || async {
-                log.lock().unwrap().iter().find(|v| f(v)).cloned()
+                log.lock()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .find(f)
             })
             .await
         }

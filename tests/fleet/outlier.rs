@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde_json::json;
 use wiregate::config::{Balance, Dialect};
 
-use crate::support::{dead_url, jsonrpc_echo, upstream};
+use crate::support::{dead_url, jsonrpc_echo, upstream, TestGateway};
 use crate::{authority, call, fleet, until, TestGatewayExt, WAIT};
 
 #[tokio::test]
@@ -138,8 +138,24 @@ async fn the_only_endpoint_of_an_upstream_is_never_ejected() {
     assert_eq!(gw.state(UP, &authority(&dead)).await, "unreachable");
 }
 
+/// A gateway in front of upstream `up`: two live endpoints and, last, a dead one (round robin),
+/// ejected after two failed calls for n × `base_ejection_ms`; and the dead one's `host:port`.
+async fn two_live_one_dead(up: &str, base_ejection_ms: u64) -> (TestGateway, String) {
+    let (a, b) = (jsonrpc_echo().run().await, jsonrpc_echo().run().await);
+    let dead = dead_url().await;
+    let dead_at = authority(&dead);
+    let gw = fleet(up, &[a.url(), b.url(), dead], Dialect::Jsonrpc, |u| {
+        u.balance = Balance::RoundRobin;
+        u.outlier.consecutive_failures = 2;
+        u.outlier.base_ejection_ms = base_ejection_ms;
+    })
+    .start()
+    .await;
+    (gw, dead_at)
+}
+
 /// Calls until `endpoint` is ejected; the instant the last call returned.
-async fn eject(gw: &crate::support::TestGateway, up: &str, endpoint: &str) -> Instant {
+async fn eject(gw: &TestGateway, up: &str, endpoint: &str) -> Instant {
     let mut i = 0;
     until("an ejection", WAIT, || {
         i += 1;
@@ -157,16 +173,7 @@ async fn eject(gw: &crate::support::TestGateway, up: &str, endpoint: &str) -> In
 async fn the_nth_ejection_lasts_n_times_the_base() {
     const UP: &str = "outlier-duration";
     const BASE: u64 = 300;
-    let (a, b) = (jsonrpc_echo().run().await, jsonrpc_echo().run().await);
-    let dead = dead_url().await;
-    let dead_at = authority(&dead);
-    let gw = fleet(UP, &[a.url(), b.url(), dead], Dialect::Jsonrpc, |u| {
-        u.balance = Balance::RoundRobin;
-        u.outlier.consecutive_failures = 2;
-        u.outlier.base_ejection_ms = BASE;
-    })
-    .start()
-    .await;
+    let (gw, dead_at) = two_live_one_dead(UP, BASE).await;
     let mut lasted = Vec::new();
     for n in 1..=2u64 {
         let began = eject(&gw, UP, &dead_at).await;
@@ -199,16 +206,7 @@ async fn the_nth_ejection_lasts_n_times_the_base() {
 #[tokio::test]
 async fn the_up_gauge_returns_to_1_when_an_ejection_ends() {
     const UP: &str = "outlier-gauge";
-    let (a, b) = (jsonrpc_echo().run().await, jsonrpc_echo().run().await);
-    let dead = dead_url().await;
-    let dead_at = authority(&dead);
-    let gw = fleet(UP, &[a.url(), b.url(), dead], Dialect::Jsonrpc, |u| {
-        u.balance = Balance::RoundRobin;
-        u.outlier.consecutive_failures = 2;
-        u.outlier.base_ejection_ms = 200;
-    })
-    .start()
-    .await;
+    let (gw, dead_at) = two_live_one_dead(UP, 200).await;
     eject(&gw, UP, &dead_at).await;
     let gauge = [("upstream", UP), ("endpoint", dead_at.as_str())];
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::{named, plain, support, until, Running, BIN};
+use crate::{named, plain, support, until_true, Running, BIN, WAIT};
 
 /// `wiregate` run with `args`: whether it exited 0, its stdout as JSON (null when it printed
 /// none), its stderr.
@@ -68,7 +68,7 @@ async fn wiregate_reload_reaches_a_tls_listener_that_requires_client_certificate
         said,
         json!({"reloaded": true, "errors": [], "restart_needed": []})
     );
-    until("the two reloads logged", async || {
+    until_true("the two reloads logged", WAIT, async || {
         running.lines_with("configuration reloaded").len() == 2
     })
     .await;

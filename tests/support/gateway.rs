@@ -1,7 +1,11 @@
 //! A running gateway on 127.0.0.1:0: its configuration builder, and the client calls a test
-//! makes to it (whole answers; the SSE streams are in [`super::sse`]).
+//! makes to it (whole answers; the SSE streams are in [`super::sse`]); and the gateway binary
+//! run as a process of its own, its log gathered.
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use wiregate::config::{Config, Dialect, Legacy, Passthrough, Route, Upstream};
@@ -272,4 +276,52 @@ pub fn spawn_post(
             .await
             .expect("a JSON answer")
     })
+}
+
+/// The gateway binary cargo built for the tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_wiregate");
+
+/// [`BIN`] as a child process, each line it writes to stderr gathered by a thread of its own;
+/// killed (and waited for) when dropped, however the test ends.
+#[derive(Debug)]
+pub struct GatewayProcess {
+    child: Child,
+    /// The lines of its stderr (its log) so far.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl GatewayProcess {
+    /// Runs [`BIN`] with what `edit` adds (arguments, a working directory), `RUST_LOG` unset
+    /// and stdout discarded.
+    pub fn spawn(edit: impl FnOnce(&mut Command) -> &mut Command) -> GatewayProcess {
+        let mut command = Command::new(BIN);
+        edit(&mut command);
+        let mut child = command
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        GatewayProcess { child, log }
+    }
+
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

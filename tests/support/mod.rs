@@ -14,10 +14,12 @@ pub mod schema;
 mod sid;
 mod sse;
 mod upstream;
+mod wait;
 
 pub use feed::{domain_record, feed_server, feed_server_tls, FeedMode, FeedRequests, FeedServer};
 pub use gateway::{
-    fronting, gateway, routing_all_to, spawn_post, Answer, GatewayBuilder, TestGateway,
+    fronting, gateway, routing_all_to, spawn_post, Answer, GatewayBuilder, GatewayProcess,
+    TestGateway, BIN,
 };
 pub use sid::{fake_sid, processes_tagged, text_message};
 pub use sse::{SseEvent, SseReader};
@@ -25,3 +27,4 @@ pub use upstream::{
     black_hole, dead_url, jsonrpc_echo, legacy_echo, upstream, Handler, Listening, Seen,
     UpstreamBuilder,
 };
+pub use wait::{until, until_true};

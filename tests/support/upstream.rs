@@ -175,8 +175,10 @@ impl UpstreamBuilder {
             max_in_flight: max_in_flight.clone(),
         };
         let health_checks = Arc::new(AtomicUsize::new(0));
+        // `/files/…` too: what a pass-through of `/files` sends it.
         let mut app = axum::Router::new()
             .route("/rpc", post(answer))
+            .route("/files/{*rest}", post(answer))
             .with_state(state);
         if let Some(status) = self.health {
             let checks = health_checks.clone();
