@@ -30,7 +30,7 @@
 pub(crate) mod a2a;
 pub mod auth;
 pub(crate) mod bridge;
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod config;
 pub(crate) mod console;
 pub mod demo;

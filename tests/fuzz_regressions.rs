@@ -574,6 +574,7 @@ fn relayed(wire: &[u8]) -> (String, Vec<(String, String)>) {
     let origin = Origin {
         peer: Some("192.0.2.7:5000".parse().unwrap()),
         tls: false,
+        edits: None,
     };
     let mut out = Vec::new();
     upstream_request(&mut out, &req, body, "up:9", origin, false);

@@ -138,6 +138,7 @@ fuzz_target!(|data: &[u8]| {
     let origin = Origin {
         peer,
         tls: flags & 8 != 0,
+        edits: None,
     };
     let trusted = flags & 16 != 0;
     let req = Request {

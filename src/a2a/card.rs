@@ -25,9 +25,59 @@ pub(crate) fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
     (!host.contains('@')).then(|| format!("http://{authority}"))
 }
 
-/// The card for a gateway reachable at `base`, taking calls on `rpc_path`; `bearer` when sid
-/// requires a token.
-pub(crate) fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) -> Value {
+/// How the card says callers prove who they are: the credentials the configuration checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Security {
+    /// A bearer token: `sid.bearer_tokens`, or JWTs of `[[auth.jwt]]` (`jwt`).
+    pub(crate) bearer: bool,
+    pub(crate) jwt: bool,
+    /// The API key header of `[auth.api_keys]`.
+    pub(crate) api_key: Option<String>,
+    /// Client certificates (`[auth.mtls]`).
+    pub(crate) mtls: bool,
+    /// Whether a credential is required (`auth.mode = "required"`, or sid's tokens): the card
+    /// then lists each scheme as one way to meet its requirement.
+    pub(crate) required: bool,
+}
+
+impl Security {
+    /// Its `securitySchemes` and `securityRequirements` (A2A 1.0's shapes), set on `card`
+    /// when there is any.
+    fn apply(&self, card: &mut Value) {
+        let mut schemes = serde_json::Map::new();
+        if self.bearer || self.jwt {
+            let mut http = json!({"scheme": "Bearer"});
+            if self.jwt {
+                http["bearerFormat"] = json!("JWT");
+            }
+            schemes.insert("bearer".into(), json!({"httpAuthSecurityScheme": http}));
+        }
+        if let Some(header) = &self.api_key {
+            schemes.insert(
+                "apiKey".into(),
+                json!({"apiKeySecurityScheme": {"location": "header", "name": header}}),
+            );
+        }
+        if self.mtls {
+            schemes.insert("mtls".into(), json!({"mtlsSecurityScheme": {}}));
+        }
+        if schemes.is_empty() {
+            return;
+        }
+        if self.required {
+            let any: Vec<Value> = schemes
+                .keys()
+                .map(|k| json!({"schemes": {k.clone(): {"list": []}}}))
+                .collect();
+            card["securityRequirements"] = Value::Array(any);
+        }
+        card["securitySchemes"] = Value::Object(schemes);
+    }
+}
+
+/// The card for a gateway reachable at `base`, taking calls on `rpc_path`, its callers proving
+/// who they are as `security` says.
+pub(crate) fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, security: &Security) -> Value {
     let rpc = format!("{base}{rpc_path}");
     let rest = format!("{base}{}", crate::http::routes::A2A_REST);
     let mut card = json!({
@@ -54,11 +104,7 @@ pub(crate) fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, bearer: bool) ->
             "outputModes": ["text/plain"],
         }],
     });
-    if bearer {
-        card["securitySchemes"] =
-            json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}});
-        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
-    }
+    security.apply(&mut card);
     card
 }
 
@@ -113,7 +159,12 @@ mod tests {
 
     #[test]
     fn one_card_names_both_versions_and_keeps_the_0_3_fields() {
-        let c = card(&A2aConfig::default(), "http://h:1", "/rpc", false);
+        let c = card(
+            &A2aConfig::default(),
+            "http://h:1",
+            "/rpc",
+            &Security::default(),
+        );
         let ifaces = c["supportedInterfaces"].as_array().unwrap();
         let versions: Vec<_> = ifaces.iter().map(|i| &i["protocolVersion"]).collect();
         assert_eq!(versions, [&json!("1.0"), &json!("0.3"), &json!("1.0")]);
@@ -131,10 +182,50 @@ mod tests {
         add_0_3_fields(&mut old, "http://h:1", "/rpc");
         assert_eq!(old["url"], "http://h:1/rpc");
         assert_eq!(old["protocolVersion"], "0.3");
-        let secured = card(&A2aConfig::default(), "http://h:1", "/rpc", true);
+        let sid_tokens = Security {
+            bearer: true,
+            required: true,
+            ..Security::default()
+        };
+        let secured = card(&A2aConfig::default(), "http://h:1", "/rpc", &sid_tokens);
         assert_eq!(
             secured["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
             "Bearer"
+        );
+        assert_eq!(
+            secured["securityRequirements"],
+            json!([{"schemes": {"bearer": {"list": []}}}])
+        );
+    }
+
+    #[test]
+    fn the_card_names_every_credential_the_gateway_checks() {
+        let all = Security {
+            jwt: true,
+            api_key: Some("x-api-key".into()),
+            mtls: true,
+            required: true,
+            ..Security::default()
+        };
+        let c = card(&A2aConfig::default(), "http://h:1", "/rpc", &all);
+        let s = &c["securitySchemes"];
+        assert_eq!(s["bearer"]["httpAuthSecurityScheme"]["bearerFormat"], "JWT");
+        assert_eq!(s["apiKey"]["apiKeySecurityScheme"]["name"], "x-api-key");
+        assert_eq!(s["apiKey"]["apiKeySecurityScheme"]["location"], "header");
+        assert!(s["mtls"]["mtlsSecurityScheme"].is_object());
+        assert_eq!(
+            c["securityRequirements"].as_array().unwrap().len(),
+            3,
+            "any one scheme meets the requirement"
+        );
+        let optional = Security {
+            required: false,
+            ..all
+        };
+        let c = card(&A2aConfig::default(), "http://h:1", "/rpc", &optional);
+        assert!(
+            c.get("securityRequirements").is_none(),
+            "optional: no requirement"
         );
     }
 }

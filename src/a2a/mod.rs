@@ -171,18 +171,24 @@ pub struct A2a {
     cfg: A2aConfig,
     /// The JSON-RPC path the card names: `a2a.jsonrpc_path`, else the first of `server.rpc_paths`.
     rpc_path: String,
-    bearer: bool,
+    /// How the card says callers prove who they are.
+    security: card::Security,
 }
 
 impl A2a {
     /// The service over `bridge`.
-    pub fn new(bridge: Arc<Bridge>, cfg: A2aConfig, rpc_path: String, bearer: bool) -> Self {
+    pub(crate) fn new(
+        bridge: Arc<Bridge>,
+        cfg: A2aConfig,
+        rpc_path: String,
+        security: card::Security,
+    ) -> Self {
         A2a {
             push: push::Push::new(cfg.push_allow_private, &bridge),
             bridge,
             cfg,
             rpc_path,
-            bearer,
+            security,
         }
     }
 
@@ -190,7 +196,7 @@ impl A2a {
     /// same card carrying the 0.3 card's own fields too (what a 0.3-only client reads).
     pub fn card(&self, host: Option<&str>, with_0_3: bool) -> Option<Value> {
         card::base_url(&self.cfg, host).map(|base| {
-            let mut c = card::card(&self.cfg, &base, &self.rpc_path, self.bearer);
+            let mut c = card::card(&self.cfg, &base, &self.rpc_path, &self.security);
             if with_0_3 {
                 card::add_0_3_fields(&mut c, &base, &self.rpc_path);
             }

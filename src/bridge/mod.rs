@@ -79,7 +79,7 @@ pub struct Bridge {
 impl Bridge {
     /// Starts the bridge (attaching to `sid.connect` when set) and its idle reaper; with a
     /// cluster link, contexts' events and tasks are shared with the other replicas.
-    pub fn start(cfg: SidConfig, link: Option<Arc<crate::cluster::Link>>) -> Arc<Self> {
+    pub(crate) fn start(cfg: SidConfig, link: Option<Arc<crate::cluster::Link>>) -> Arc<Self> {
         let cluster = link.map(|l| shared::Shared::new(l, &cfg));
         let attached = (!cfg.connect.is_empty()).then(|| {
             let ctx = Context::new(
@@ -141,7 +141,7 @@ impl Bridge {
     }
 
     /// The cluster link, with `[cluster]`.
-    pub fn cluster_link(&self) -> Option<&Arc<crate::cluster::Link>> {
+    pub(crate) fn cluster_link(&self) -> Option<&Arc<crate::cluster::Link>> {
         self.cluster.as_ref().map(|sh| &sh.link)
     }
 

@@ -18,66 +18,66 @@ use crate::wire::raw::DeltaArtifact;
 use crate::wire::scan;
 
 /// Every key starts with this, so a shared Redis can tell the gateway's keys apart.
-pub const PREFIX: &str = "wiregate:";
+pub(crate) const PREFIX: &str = "wiregate:";
 
 /// The stream of one context's task updates.
-pub fn context_log(context_id: &str) -> String {
+pub(crate) fn context_log(context_id: &str) -> String {
     format!("{PREFIX}ctx:{context_id}")
 }
 
 /// The set naming the pace marks of the stream `log` (a key above): one member per replica
 /// holding a copy of it, each member the tail of its mark's key ([`PACE_MARKS`]), so the owner
 /// reads every mark in one `SORT … BY nosort GET` (see `log`).
-pub fn paces(log: &str) -> String {
+pub(crate) fn paces(log: &str) -> String {
     format!("{PREFIX}paces:{log}")
 }
 
 /// The member of [`paces`] naming replica `node`'s copy of `log`.
-pub fn pace_member(log: &str, node: &str) -> String {
+pub(crate) fn pace_member(log: &str, node: &str) -> String {
     format!("{log}|{node}")
 }
 
 /// A pace mark's key: how far a replica's copy has read the log (an SSE id), lapsing when
 /// that replica stops refreshing it.
-pub fn pace_mark(member: &str) -> String {
+pub(crate) fn pace_mark(member: &str) -> String {
     format!("{PREFIX}pace:{member}")
 }
 
 /// The `SORT … GET` pattern of every [`pace_mark`] (Redis puts each member in place of the
 /// `*`; a member's own `*` or `->` are not read as patterns).
-pub const PACE_MARKS: &str = "wiregate:pace:*";
+pub(crate) const PACE_MARKS: &str = "wiregate:pace:*";
 
 /// One task's snapshot and context (a JSON [`StoredTask`]).
-pub fn task(task_id: &str) -> String {
+pub(crate) fn task(task_id: &str) -> String {
     format!("{PREFIX}task:{task_id}")
 }
 
 /// The lease naming the replica that runs a context's sid: `{node_id} {advertise}`.
-pub fn owner(context_id: &str) -> String {
+pub(crate) fn owner(context_id: &str) -> String {
     format!("{PREFIX}owner:{context_id}")
 }
 
 /// The set of contexts some replica runs (or ran): each replica's sweep looks through it for
 /// contexts whose owner's lease lapsed with tasks still open.
-pub const CONTEXTS: &str = "wiregate:contexts";
+pub(crate) const CONTEXTS: &str = "wiregate:contexts";
 
 /// The sid session id of a context, for a replica taking it over (`--resume`).
-pub fn session(context_id: &str) -> String {
+pub(crate) fn session(context_id: &str) -> String {
     format!("{PREFIX}session:{context_id}")
 }
 
 /// The task index: task ids scored by their last change (ms), for ListTasks.
-pub const TASK_INDEX: &str = "wiregate:tasks";
+pub(crate) const TASK_INDEX: &str = "wiregate:tasks";
 
 /// The shared stream of translated domain events (`[events]`), written by the one replica
 /// holding [`FEED_LEASE`].
-pub const FEED_LOG: &str = "wiregate:feed";
+pub(crate) const FEED_LOG: &str = "wiregate:feed";
 
 /// The lease of the replica reading the legacy server's event feed.
-pub const FEED_LEASE: &str = "wiregate:feed:reader";
+pub(crate) const FEED_LEASE: &str = "wiregate:feed:reader";
 
 /// The stream entry field holding the updates.
-pub const FIELD: &str = "e";
+pub(crate) const FIELD: &str = "e";
 
 /// A task update as a stream entry holds it, read back (the id comes from the entry's).
 /// A text delta is held as its text (`x`, `e`, `c`) rather than a map, so neither side builds
@@ -259,7 +259,7 @@ fn decode_delta_line(seq: u64, line: &str) -> Option<A2aEvent> {
 /// the entry id [`entry_id`]`(first seq)`: one JSON line per update, in order. One entry per
 /// written batch rather than per update: Redis parses, stores and sends one entry, and a
 /// reader one reply element, for up to a batch of updates.
-pub fn encode_batch<'a>(events: impl IntoIterator<Item = (u64, &'a A2aEvent)>) -> Vec<u8> {
+pub(crate) fn encode_batch<'a>(events: impl IntoIterator<Item = (u64, &'a A2aEvent)>) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     for (n, (seq, event)) in events.into_iter().enumerate() {
         if n > 0 {
@@ -272,7 +272,7 @@ pub fn encode_batch<'a>(events: impl IntoIterator<Item = (u64, &'a A2aEvent)>) -
 
 /// The updates of an entry whose id carries sequence `first`, each with its SSE sequence
 /// (`first`, `first + 1`, …); `None` for a line that is not one.
-pub fn decode_batch(
+pub(crate) fn decode_batch(
     first: u64,
     value: &[u8],
 ) -> impl Iterator<Item = (u64, Option<A2aEvent>)> + '_ {
@@ -283,12 +283,12 @@ pub fn decode_batch(
 }
 
 /// The sequence of the last update in an entry whose id carries `first`.
-pub fn last_in_batch(first: u64, value: &[u8]) -> u64 {
+pub(crate) fn last_in_batch(first: u64, value: &[u8]) -> u64 {
     first + memchr::memchr_iter(b'\n', value).count() as u64
 }
 
 /// The update one line holds, with its SSE id (`seq`); `None` for a line that is not one.
-pub fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
+pub(crate) fn decode_event(seq: u64, value: &[u8]) -> Option<A2aEvent> {
     // Most lines are text deltas, read without the parser (a third of a replica's CPU went to
     // parsing them).
     std::str::from_utf8(value)
@@ -319,12 +319,12 @@ fn decode_parsed(seq: u64, value: &[u8]) -> Option<A2aEvent> {
 }
 
 /// The stream entry id of the update with SSE id `seq`.
-pub fn entry_id(seq: u64) -> String {
+pub(crate) fn entry_id(seq: u64) -> String {
     format!("{seq}-0")
 }
 
 /// The SSE id an entry id carries (`"42-0"` → 42).
-pub fn seq_of(entry_id: &str) -> Option<u64> {
+pub(crate) fn seq_of(entry_id: &str) -> Option<u64> {
     entry_id
         .split_once('-')
         .map_or(entry_id, |(ms, _)| ms)
@@ -334,11 +334,11 @@ pub fn seq_of(entry_id: &str) -> Option<u64> {
 
 /// A task as the replicas share it.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct StoredTask {
+pub(crate) struct StoredTask {
     /// The context the task belongs to.
-    pub context: String,
+    pub(crate) context: String,
     /// The task model.
-    pub task: crate::model::task::Task,
+    pub(crate) task: crate::model::task::Task,
 }
 
 #[cfg(test)]

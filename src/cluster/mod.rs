@@ -15,9 +15,9 @@
 //! and its TLS goes through the rustls (with ring) the gateway already builds.
 
 pub(crate) mod feed;
-pub mod keys;
+pub(crate) mod keys;
 pub(crate) mod lease;
-pub mod log;
+pub(crate) mod log;
 pub(crate) mod tasks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,13 +37,13 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The replica's connection to Redis. See the module docs.
-pub struct Link {
+pub(crate) struct Link {
     /// This replica's name (leases, logs).
-    pub node_id: String,
+    pub(crate) node_id: String,
     /// `cluster.lease_ms`.
-    pub lease: Duration,
+    pub(crate) lease: Duration,
     /// `cluster.advertise`.
-    pub advertise: String,
+    pub(crate) advertise: String,
     client: redis::Client,
     conn: ConnectionManager,
     up: AtomicBool,
@@ -64,7 +64,7 @@ impl std::fmt::Debug for Link {
 impl Link {
     /// Opens the link (lazily: a Redis that is down at start is reached when it comes up) and
     /// starts its health check. Needs a Tokio runtime.
-    pub fn start(cfg: &ClusterConfig) -> Result<Arc<Link>, String> {
+    pub(crate) fn start(cfg: &ClusterConfig) -> Result<Arc<Link>, String> {
         let client =
             redis::Client::open(cfg.redis.as_str()).map_err(|e| format!("cluster.redis: {e}"))?;
         let manager_cfg = ConnectionManagerConfig::new()
@@ -115,12 +115,12 @@ impl Link {
     }
 
     /// Whether Redis answered the last check.
-    pub fn is_up(&self) -> bool {
+    pub(crate) fn is_up(&self) -> bool {
         self.up.load(Ordering::Acquire)
     }
 
     /// Marks Redis down after a failed command, so calls are refused until the next check.
-    pub fn failed(&self, e: &redis::RedisError) -> GatewayError {
+    pub(crate) fn failed(&self, e: &redis::RedisError) -> GatewayError {
         if self.up.swap(false, Ordering::AcqRel) {
             tracing::warn!(redis = %self.shown, error = %e, "a Redis command failed");
         }
@@ -128,12 +128,12 @@ impl Link {
     }
 
     /// The error a sid call gets while Redis is down.
-    pub fn unavailable(&self) -> GatewayError {
+    pub(crate) fn unavailable(&self) -> GatewayError {
         GatewayError::ClusterUnavailable(format!("Redis at {} does not answer", self.shown))
     }
 
     /// The shared connection, or [`GatewayError::ClusterUnavailable`] while Redis is down.
-    pub fn conn(&self) -> Result<ConnectionManager, GatewayError> {
+    pub(crate) fn conn(&self) -> Result<ConnectionManager, GatewayError> {
         match self.is_up() {
             true => Ok(self.conn.clone()),
             false => Err(self.unavailable()),
@@ -141,13 +141,13 @@ impl Link {
     }
 
     /// The shared connection whatever the last check said (background writers retry on it).
-    pub fn conn_anyway(&self) -> ConnectionManager {
+    pub(crate) fn conn_anyway(&self) -> ConnectionManager {
         self.conn.clone()
     }
 
     /// A connection of its own, for a blocking read (`XREAD BLOCK` would hold up every command
     /// queued behind it on the shared one).
-    pub async fn dedicated(&self) -> redis::RedisResult<MultiplexedConnection> {
+    pub(crate) async fn dedicated(&self) -> redis::RedisResult<MultiplexedConnection> {
         let cfg = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(None);
@@ -157,7 +157,7 @@ impl Link {
     }
 
     /// What `/readyz` says of Redis.
-    pub fn readiness(&self) -> serde_json::Value {
+    pub(crate) fn readiness(&self) -> serde_json::Value {
         serde_json::json!({
             "redis": if self.is_up() { "reachable" } else { "unreachable" },
             "node": self.node_id,

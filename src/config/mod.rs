@@ -4,6 +4,7 @@
 //! reported at once with its key path. Nothing reads the environment after start.
 
 mod a2a;
+mod auth;
 mod cluster;
 mod events;
 mod fleet;
@@ -17,6 +18,10 @@ pub mod tls;
 mod upstream;
 
 pub use a2a::A2a;
+pub use auth::{
+    check_allow, load_api_keys, read_jwks_file, ApiKeyEntry, ApiKeys, Auth, AuthMode, Jwt,
+    LimitKey, Mtls, MtlsIdentity, RateLimit, JWT_ALGORITHMS,
+};
 pub use cluster::Cluster;
 pub use events::{Events, EventsMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 pub use fleet::{Balance, Health, Outlier, Retry, MAX_ENDPOINTS};
@@ -62,6 +67,12 @@ pub struct Config {
     /// Replicas sharing the sid bridge's state and the domain feed through Redis.
     #[serde(default)]
     pub cluster: Cluster,
+    /// Caller identity: JWTs, API keys, client certificates.
+    #[serde(default)]
+    pub auth: Auth,
+    /// Token buckets on calls and pass-through requests, per caller, address, header or all.
+    #[serde(default)]
+    pub rate_limits: Vec<RateLimit>,
 }
 
 /// One problem with the configuration.
@@ -131,6 +142,21 @@ impl Config {
         self.a2a.validate(&mut issues, &self.server.rpc_paths);
         self.events.validate(&mut issues);
         self.cluster.validate(&mut issues);
+        self.auth.validate(&mut issues);
+        if self.auth.mtls.identity != MtlsIdentity::Off && self.server.tls.client_ca.is_empty() {
+            issues.add(
+                "auth.mtls.identity".into(),
+                "needs server.tls.client_ca: only a certificate verified against it names a caller"
+                    .into(),
+            );
+        }
+        auth::validate_limits(&self.rate_limits, self.cluster.enabled(), &mut issues);
+        for (i, r) in self.routes.iter().enumerate() {
+            auth::validate_allow(&r.allow, &format!("routes[{i}]"), &mut issues);
+        }
+        for (i, p) in self.passthrough.iter().enumerate() {
+            auth::validate_allow(&p.allow, &format!("passthrough[{i}]"), &mut issues);
+        }
         match issues.0.is_empty() {
             true => Ok(()),
             false => Err(ConfigError(issues.0)),

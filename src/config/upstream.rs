@@ -105,6 +105,13 @@ pub struct Passthrough {
     pub prefix: String,
     /// The upstream whose scheme and authority requests go to (their own path and query kept).
     pub upstream: String,
+    /// `"off"`, `"optional"` or `"required"`; unset: `auth.mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<super::AuthMode>,
+    /// Who may: `"scope:NAME"`, `"sub:ID"`, `"key:ID"`, any one granting; empty: any caller
+    /// `auth` lets in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -183,6 +190,13 @@ pub struct Route {
     /// Automatic rollback of the split's non-primary sides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<Rollback>,
+    /// `"off"`, `"optional"` or `"required"`; unset: `auth.mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<super::AuthMode>,
+    /// Who may call its methods: `"scope:NAME"`, `"sub:ID"`, `"key:ID"`, any one granting;
+    /// empty: any caller `auth` lets in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 fn default_sticky() -> String {
@@ -206,6 +220,8 @@ impl Default for Route {
             shadow_ignore: Vec::new(),
             shadow_noise: String::new(),
             rollback: None,
+            auth: None,
+            allow: Vec::new(),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! batches in order) hold whatever the upstream.
 
 pub(crate) mod facade;
+mod gate;
 mod legacy;
 mod sid;
 
@@ -52,6 +53,10 @@ pub struct Meta<'a> {
     pub request_id: Option<&'a [u8]>,
     /// Which binding the body arrived on.
     pub binding: Binding,
+    /// Who sent it, when the gate is not open ([`Gateway::handle_gated`]).
+    pub(crate) identity: Option<&'a crate::auth::gate::Identity>,
+    /// Where a refused call leaves its refusal for the answer's headers.
+    pub(crate) refusals: Option<&'a gate::Refusals>,
 }
 
 /// The binding a body arrived on: the gateway's own `POST /rpc`, or A2A's JSON-RPC binding
@@ -87,6 +92,8 @@ pub struct Gateway {
     feed: Option<Arc<Feed>>,
     migration: Migration,
     cluster: Option<Arc<crate::cluster::Link>>,
+    /// `[auth]` and `[[rate_limits]]`.
+    gate: Arc<crate::auth::gate::Gate>,
     /// Where a call carried to another replica goes there: the first of `server.rpc_paths`,
     /// and `a2a.jsonrpc_path` for one that came on A2A's binding.
     carry_paths: (String, Option<String>),
@@ -122,7 +129,7 @@ impl Gateway {
                         .map_or("/rpc", |p| p.trim_end_matches('/'))
                         .to_owned(),
                 },
-                !config.sid.bearer_tokens.is_empty(),
+                card_security(config),
             ))
         });
         let feed = (!config.events.source.is_empty()).then(|| match &cluster {
@@ -130,6 +137,13 @@ impl Gateway {
             None => Feed::start(config.events.clone()),
         });
         Self::with_services(config, bridge, a2a, feed, None, cluster)
+    }
+
+    /// Whether a body goes through the gate ([`Gateway::handle_gated`]) rather than straight
+    /// to [`Gateway::handle`].
+    #[inline]
+    pub fn is_gated(&self) -> bool {
+        !self.gate.is_open()
     }
 
     /// The gateway of a reloaded configuration: routes, upstreams and the legacy rules anew,
@@ -142,7 +156,7 @@ impl Gateway {
             self.bridge.clone(),
             self.a2a.clone(),
             self.feed.clone(),
-            Some((&self.migration, &self.upstreams)),
+            Some((&self.migration, &self.upstreams, &self.gate)),
             self.cluster.clone(),
         )
     }
@@ -152,7 +166,7 @@ impl Gateway {
         bridge: Option<Arc<Bridge>>,
         a2a: Option<Arc<A2a>>,
         feed: Option<Arc<Feed>>,
-        previous: Option<(&Migration, &[UpstreamClient])>,
+        previous: Option<(&Migration, &[UpstreamClient], &crate::auth::gate::Gate)>,
         cluster: Option<Arc<crate::cluster::Link>>,
     ) -> Self {
         // A reloaded upstream keeps the endpoints it still lists: their pools, health and
@@ -162,11 +176,18 @@ impl Gateway {
             .iter()
             .enumerate()
             .map(|(i, u)| {
-                let old = previous.and_then(|(_, ups)| ups.iter().find(|o| o.name() == u.name));
+                let old = previous.and_then(|(_, ups, _)| ups.iter().find(|o| o.name() == u.name));
                 UpstreamClient::build(u.clone(), i, config.server.max_upstream_body_bytes, old)
             })
             .collect();
-        let previous = previous.map(|(m, _)| m);
+        let gate = crate::auth::gate::Gate::new(config, previous.map(|p| p.2), cluster.clone())
+            .unwrap_or_else(|e| {
+                // The files were read when the configuration was checked; one gone since
+                // leaves the gate closed rather than open.
+                tracing::error!(error = %e, "auth: every call is refused until a reload");
+                crate::auth::gate::Gate::closed()
+            });
+        let previous = previous.map(|(m, _, _)| m);
         let table = ErrorTable::with_overrides(&config.legacy.error_codes);
         Gateway {
             facade: Facade::new(),
@@ -185,6 +206,7 @@ impl Gateway {
             feed,
             cluster,
             upstreams,
+            gate: Arc::new(gate),
             carry_paths: (
                 config
                     .server
@@ -198,7 +220,7 @@ impl Gateway {
     }
 
     /// The link to the replicas' shared store, with `[cluster]`.
-    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Link>> {
+    pub(crate) fn cluster(&self) -> Option<&Arc<crate::cluster::Link>> {
         self.cluster.as_ref()
     }
 
@@ -285,19 +307,24 @@ impl Gateway {
                             return reply;
                         }
                     }
-                    match spec {
-                        Ok(Some(c)) if c.method.is_streaming() => {
-                            return Box::pin(self.open_stream(req, Some(c), meta)).await
-                        }
+                    let streaming = match spec {
+                        Ok(Some(c)) if c.method.is_streaming() => Some(Some(c)),
                         Ok(None)
                             if self
                                 .bridge
                                 .as_ref()
                                 .is_some_and(|b| b.is_streaming(&req.method)) =>
                         {
-                            return Box::pin(self.open_stream(req, None, meta)).await
+                            Some(None)
                         }
-                        _ => {}
+                        _ => None,
+                    };
+                    if let Some(spec) = streaming {
+                        // A stream opens without `dispatch`: the gate is passed here.
+                        if let Some(refused) = self.refused_stream(&req, spec, meta) {
+                            return refused;
+                        }
+                        return Box::pin(self.open_stream(req, spec, meta)).await;
                     }
                 }
                 single_reply(self.handle_request(req, spec, meta).await)
@@ -396,15 +423,27 @@ impl Gateway {
     /// Serves one call from a built-in method or the routed upstream, and records it.
     async fn dispatch(
         &self,
-        call: Call,
+        mut call: Call,
         client_dialect: &'static str,
         meta: &Meta<'_>,
     ) -> Result<Done, GatewayError> {
         let started = Instant::now();
+        let caller = meta.identity.and_then(|i| i.caller());
+        if meta.identity.is_some() {
+            self.admit(&call.method, meta)?;
+            if caller.is_some() && self.gate.strip_credentials {
+                call.auth = None;
+            }
+        }
+        let identity = match (&self.gate.identity_header, caller) {
+            (Some(name), Some(c)) => Some((name.as_str(), &*c.id)),
+            _ => None,
+        };
         let who = Who {
             auth: call.auth.as_ref(),
             headers: meta.headers,
             ip: meta.peer,
+            caller: caller.map(|c| (c.kind.as_str(), &*c.id)),
         };
         self.migration.saw(&who, client_dialect, &call.method);
         let sid = self
@@ -427,7 +466,7 @@ impl Gateway {
             // of the call for the route's shadow, sent later, off the caller's path.
             let shadow = self.migration.shadow_copy(route, pick, &call);
             let up = &self.upstreams[pick.upstream];
-            let r = forward(up, &self.table, &call, Some(&who)).await;
+            let r = forward(up, &self.table, &call, Some(&who), identity).await;
             let took = *elapsed.insert(started.elapsed());
             self.migration
                 .finished(route, pick, &r, took, shadow, meta.request_id);
@@ -458,6 +497,43 @@ impl Gateway {
         result
     }
 
+    /// The answer to a streaming call the gate refuses, in its dialect; `None`: it passes.
+    fn refused_stream(
+        &self,
+        req: &Request,
+        spec: Option<SpecCall>,
+        meta: &Meta<'_>,
+    ) -> Option<Reply> {
+        let e = self.admit(&req.method, meta).err()?;
+        let id = req.id.clone().unwrap_or(Id::Null);
+        let err = a2a::wire_error(&e, spec.map(|s| s.version));
+        Some(json_reply(
+            error_status(&e, spec.is_some()),
+            &Response::error(id, err),
+        ))
+    }
+
+    /// Whether the gate lets a call of `method` through: its route's rule, then the rate
+    /// limits (open when `meta` has no identity: the gate is). A refusal is counted and left
+    /// for the answer's headers.
+    fn admit(&self, method: &str, meta: &Meta<'_>) -> Result<(), GatewayError> {
+        let Some(identity) = meta.identity else {
+            return Ok(());
+        };
+        let route = self.router.route(method).map(|(r, _)| r);
+        let subject = crate::auth::limits::Subject {
+            caller: identity.caller(),
+            ip: meta.peer,
+            headers: meta.headers,
+        };
+        let admitted = self.gate.admit_call(route, method, identity, &subject);
+        telemetry::auth::record(method, &admitted);
+        if let (Err(e), Some(r)) = (&admitted, meta.refusals) {
+            r.note(e);
+        }
+        admitted
+    }
+
     /// A call a built-in method answers ([`Facade`]).
     #[inline]
     fn builtin(&self, call: &Call) -> Result<Done, GatewayError> {
@@ -471,6 +547,19 @@ impl Gateway {
             outcome: resp.outcome,
             timing_ms: None,
         })
+    }
+}
+
+/// What the agent card says of how callers prove who they are.
+fn card_security(config: &Config) -> a2a::card::Security {
+    let auth = &config.auth;
+    a2a::card::Security {
+        bearer: !config.sid.bearer_tokens.is_empty(),
+        jwt: !auth.jwt.is_empty(),
+        api_key: (!auth.api_keys.file.is_empty()).then(|| auth.api_keys.header.clone()),
+        mtls: auth.mtls.identity != crate::config::MtlsIdentity::Off,
+        required: !config.sid.bearer_tokens.is_empty()
+            || auth.mode == crate::config::AuthMode::Required,
     }
 }
 

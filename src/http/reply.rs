@@ -64,12 +64,18 @@ pub(crate) fn single_reply(answer: Option<(StatusCode, Response, Option<f64>)>) 
 }
 
 /// The status of a call's error. A spec (A2A) call's is 200, as A2A's JSON-RPC binding (and its
-/// clients, which read the error code only from a successful HTTP answer) expect; 401 stays a
-/// transport answer. Other calls keep the status the error maps to.
+/// clients, which read the error code only from a successful HTTP answer) expect; 401, 403 and
+/// 429 stay transport answers. Other calls keep the status the error maps to.
 pub(crate) fn error_status(e: &GatewayError, spec: bool) -> StatusCode {
     match (spec, e) {
         (false, _) => e.status(),
-        (true, GatewayError::Unauthorized) => StatusCode::UNAUTHORIZED,
+        (
+            true,
+            GatewayError::Unauthorized
+            | GatewayError::Unauthenticated { .. }
+            | GatewayError::Forbidden(_)
+            | GatewayError::RateLimited { .. },
+        ) => e.status(),
         (true, _) => StatusCode::OK,
     }
 }

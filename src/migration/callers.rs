@@ -34,6 +34,14 @@ pub(crate) fn write_caller_id(rule: &Sticky, who: &Who<'_>, out: &mut String) {
     use std::fmt::Write;
     // Writing to a `String` cannot fail.
     let _ = match rule {
+        Sticky::Auth if who.caller.is_some() => match who.caller {
+            Some((kind, id)) => write!(
+                out,
+                "{kind}:{}",
+                super::compare::cut_str(id, MAX_NAME_CHARS)
+            ),
+            None => Ok(()),
+        },
         Sticky::Auth => match key_hash(rule, who) {
             Some(h) => write!(out, "auth:{:012x}", h >> 16),
             None => out.write_str("(no auth)"),
@@ -254,6 +262,15 @@ mod tests {
         let id = caller_id(&Sticky::Auth, &who);
         assert!(id.starts_with("auth:") && id.len() == 17, "{id}");
         assert!(!id.contains("s3cret"));
+        let named = Who {
+            caller: Some(("jwt", "alice")),
+            ..who
+        };
+        assert_eq!(
+            caller_id(&Sticky::Auth, &named),
+            "jwt:alice",
+            "a verified caller is reported by name"
+        );
         assert_eq!(caller_id(&Sticky::Auth, &Who::default()), "(no auth)");
         assert_eq!(caller_id(&Sticky::Ip, &Who::default()), "(unknown)");
     }

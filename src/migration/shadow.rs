@@ -196,11 +196,14 @@ async fn run(job: Job) {
         .unwrap_or_else(|| job.call.upstream_id.clone());
     // Both exchanges borrow the call (no copy for the noise instance).
     let (shadow, noise) = match &t.noise {
-        None => (forward(&t.shadow, &t.table, &job.call, None).await, None),
+        None => (
+            forward(&t.shadow, &t.table, &job.call, None, None).await,
+            None,
+        ),
         Some(n) => {
             let (shadow, noise) = tokio::join!(
-                forward(&t.shadow, &t.table, &job.call, None),
-                forward(n, &t.table, &job.call, None)
+                forward(&t.shadow, &t.table, &job.call, None, None),
+                forward(n, &t.table, &job.call, None, None)
             );
             (shadow, noise.ok().map(|d| document(&d.outcome)))
         }

@@ -129,6 +129,28 @@ pub enum GatewayError {
     /// A bearer token is required and was not given, or is wrong.
     #[error("a valid bearer token is required")]
     Unauthorized,
+    /// `[auth]`: no credential where one is required (`sent` false), or one that is not valid
+    /// (`reason` says why, without the credential).
+    #[error("{}", match sent { true => format!("the credential is not valid: {reason}"), false => "a credential is required (a bearer JWT, an API key or a client certificate)".to_owned() })]
+    Unauthenticated {
+        /// Whether a credential was sent.
+        sent: bool,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// `[auth]`: the caller is known and no `allow` entry of the route lets it call this.
+    #[error("the caller may not call {0}")]
+    Forbidden(String),
+    /// A rate limit (`[[rate_limits]]`) is spent for this caller.
+    #[error("rate limited by {limit:?}: try again in {retry_after_ms} ms")]
+    RateLimited {
+        /// The limit's name.
+        limit: String,
+        /// When a call would pass.
+        retry_after_ms: u64,
+        /// Its `RateLimit-Policy` header value.
+        policy: String,
+    },
     /// A streaming method inside a batch, or from a legacy client.
     #[error("Invalid Request: {0} answers a stream; send it alone, as a single JSON-RPC request")]
     StreamingCall(String),
@@ -198,8 +220,11 @@ impl GatewayError {
             GatewayError::Replica { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
             }
-            GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
-            GatewayError::AdminForbidden => StatusCode::FORBIDDEN,
+            GatewayError::Unauthorized | GatewayError::Unauthenticated { .. } => {
+                StatusCode::UNAUTHORIZED
+            }
+            GatewayError::AdminForbidden | GatewayError::Forbidden(_) => StatusCode::FORBIDDEN,
+            GatewayError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::PushNotificationNotSupported
             | GatewayError::UnsupportedOperation(_)
             | GatewayError::ContentTypeNotSupported(_)
@@ -250,6 +275,9 @@ impl GatewayError {
             GatewayError::ClusterUnavailable(_) => code::CLUSTER_UNAVAILABLE,
             GatewayError::Replica { code, .. } => *code,
             GatewayError::Unauthorized | GatewayError::AdminForbidden => code::UNAUTHORIZED,
+            GatewayError::Unauthenticated { .. } => code::UNAUTHENTICATED,
+            GatewayError::Forbidden(_) => code::FORBIDDEN,
+            GatewayError::RateLimited { .. } => code::RATE_LIMITED,
             GatewayError::StreamingCall(_) => code::INVALID_REQUEST,
             GatewayError::PushNotificationNotSupported => code::PUSH_NOTIFICATION_NOT_SUPPORTED,
             GatewayError::UnsupportedOperation(_) => code::UNSUPPORTED_OPERATION,
@@ -284,7 +312,11 @@ impl GatewayError {
             | GatewayError::TooManySubscribers(_)
             | GatewayError::SidUnavailable(_)
             | GatewayError::ClusterUnavailable(_) => lc::UPSTREAM_UNAVAILABLE,
-            GatewayError::Unauthorized | GatewayError::AdminForbidden => lc::AUTH_ERROR,
+            GatewayError::Unauthorized
+            | GatewayError::AdminForbidden
+            | GatewayError::Unauthenticated { .. } => lc::AUTH_ERROR,
+            GatewayError::Forbidden(_) => lc::FORBIDDEN,
+            GatewayError::RateLimited { .. } => lc::RATE_LIMITED,
             GatewayError::PushNotificationNotSupported
             | GatewayError::UnsupportedOperation(_)
             | GatewayError::ExtendedCardNotConfigured => lc::OPERATION_NOT_FOUND,
@@ -323,6 +355,9 @@ impl GatewayError {
             GatewayError::Replica { .. } => "replica",
             GatewayError::Unauthorized => "unauthorized",
             GatewayError::AdminForbidden => "admin_forbidden",
+            GatewayError::Unauthenticated { .. } => "unauthenticated",
+            GatewayError::Forbidden(_) => "forbidden",
+            GatewayError::RateLimited { .. } => "rate_limited",
             GatewayError::StreamingCall(_) => "streaming_call",
             GatewayError::PushNotificationNotSupported => "push_notification_not_supported",
             GatewayError::UnsupportedOperation(_) => "unsupported_operation",
@@ -352,6 +387,16 @@ impl GatewayError {
                 e.with_data(json!({"kind": self.kind(), "sidCode": code, "sidMessage": message}))
             }
             (None, GatewayError::Replica { data: Some(d), .. }) => e.with_data(d.clone()),
+            (
+                None,
+                GatewayError::RateLimited {
+                    limit,
+                    retry_after_ms,
+                    ..
+                },
+            ) => e.with_data(
+                json!({"kind": self.kind(), "limit": limit, "retryAfterMs": retry_after_ms}),
+            ),
             (None, _) => e.with_data(json!({"kind": self.kind()})),
         }
     }
@@ -372,6 +417,14 @@ impl GatewayError {
         let mut e = LegacyError::new(self.legacy_code(), self.to_string());
         if let Some(u) = self.upstream() {
             e.details = Some(json!({"upstream": u, "kind": self.kind()}));
+        }
+        if let GatewayError::RateLimited {
+            limit,
+            retry_after_ms,
+            ..
+        } = self
+        {
+            e.details = Some(json!({"limit": limit, "retry_after_ms": retry_after_ms}));
         }
         e
     }

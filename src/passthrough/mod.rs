@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{header, HeaderValue, Request, Response, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, Request, Response, StatusCode};
 use bytes::BytesMut;
 use hyper::body::Body as _;
 use hyper_util::rt::TokioIo;
@@ -44,17 +44,21 @@ struct Target {
     latency: metrics::Histogram,
 }
 
+/// One `[[passthrough]]` entry: its prefix, its position in the list (its rule's, for the
+/// gate) and its target.
+type Route = (Box<str>, usize, Arc<Target>);
+
 /// The pass-through table: prefixes, longest first, and their upstreams.
 #[derive(Clone, Default)]
 pub struct Passthrough {
-    routes: Arc<[(Box<str>, Arc<Target>)]>,
+    routes: Arc<[Route]>,
     trusted: Trusted,
 }
 
 impl std::fmt::Debug for Passthrough {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.routes.iter().map(|(p, t)| (p, &t.name)))
+            .entries(self.routes.iter().map(|(p, _, t)| (p, &t.name)))
             .finish()
     }
 }
@@ -66,33 +70,62 @@ impl Origin {
 }
 
 /// Where the client's request came from, for the forwarding headers.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Origin {
     /// The client's address.
     pub peer: Option<std::net::SocketAddr>,
     /// Whether it came over TLS.
     pub tls: bool,
+    /// What the gate (`[auth]`) changes in its headers; `None` when it is open.
+    pub edits: Option<Arc<Edits>>,
+}
+
+/// How the gate changes a request's headers on its way upstream.
+#[derive(Debug, Default)]
+pub struct Edits {
+    /// Headers not passed on: the credentials (`auth.strip_credentials`) and a client's own
+    /// `auth.identity_header`.
+    pub drop: Vec<HeaderName>,
+    /// `auth.identity_header` with the verified caller's id.
+    pub identity: Option<(HeaderName, HeaderValue)>,
+}
+
+impl Edits {
+    /// Whether a client header `name` is passed on.
+    #[inline]
+    fn keeps(edits: &Option<Arc<Edits>>, name: &HeaderName) -> bool {
+        edits.as_ref().is_none_or(|e| !e.drop.contains(name))
+    }
+
+    /// Writes the identity header line, if any.
+    fn write_identity(edits: &Option<Arc<Edits>>, out: &mut Vec<u8>) {
+        if let Some((name, value)) = edits.as_ref().and_then(|e| e.identity.as_ref()) {
+            crate::wire::head::header_line(out, name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
 }
 
 impl Passthrough {
     /// The table of a validated configuration, whose upstreams are `upstreams` (the gateway's:
     /// the pass-through shares their endpoints).
     pub fn new(config: &Config, upstreams: &[UpstreamClient]) -> Self {
-        let mut routes: Vec<(Box<str>, Arc<Target>)> = config
+        let mut routes: Vec<Route> = config
             .passthrough
             .iter()
-            .filter_map(|p| {
+            .enumerate()
+            .filter_map(|(i, p)| {
                 let u = config.upstreams.iter().find(|u| u.name == p.upstream)?;
                 let client = upstreams.iter().find(|c| c.name() == u.name)?.clone();
                 let prefix = p.prefix.trim_end_matches('/');
                 let body_timeout = Duration::from_millis(config.server.body_read_timeout_ms);
                 Some((
                     prefix.into(),
+                    i,
                     Arc::new(Target::new(u, client, body_timeout)),
                 ))
             })
             .collect();
-        routes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        routes.sort_by_key(|(p, _, _)| std::cmp::Reverse(p.len()));
         Passthrough {
             routes: routes.into(),
             trusted: Trusted::new(&config.server.trusted_proxies),
@@ -111,9 +144,18 @@ impl Passthrough {
 
     /// The target of `path`: the longest prefix it lies under, on segment boundaries.
     fn target(&self, path: &str) -> Option<&Arc<Target>> {
-        self.routes.iter().find_map(|(prefix, t)| {
+        self.route(path).map(|(_, t)| t)
+    }
+
+    /// The `[[passthrough]]` position of the prefix `path` lies under.
+    pub(crate) fn prefix_of(&self, path: &str) -> Option<usize> {
+        self.route(path).map(|(i, _)| i)
+    }
+
+    fn route(&self, path: &str) -> Option<(usize, &Arc<Target>)> {
+        self.routes.iter().find_map(|(prefix, i, t)| {
             let rest = path.strip_prefix(&**prefix)?;
-            (rest.is_empty() || rest.starts_with('/')).then_some(t)
+            (rest.is_empty() || rest.starts_with('/')).then_some((*i, t))
         })
     }
 
@@ -194,7 +236,7 @@ pub fn upstream_request(
         (!body.is_empty() || req.get(&header::CONTENT_LENGTH).is_some()).then_some(body.len());
     out.reserve(req.bytes.len() + body.len() + 256);
     let told = origin.peer.is_some();
-    raw::request_head(out, req, authority, &hop, told, length);
+    raw::request_head(out, req, authority, &hop, told, length, &origin.edits);
     out.extend_from_slice(body);
 }
 
@@ -429,7 +471,10 @@ impl Target {
         head.extend_from_slice(b"\r\n");
         let named = forwarded::connection_named(headers);
         for (name, value) in headers {
-            if forwarded::copied(name, &named, &hop) && trace::copied(name, client_traced) {
+            if forwarded::copied(name, &named, &hop)
+                && trace::copied(name, client_traced)
+                && Edits::keeps(&origin.edits, name)
+            {
                 crate::wire::head::header_line(
                     &mut head,
                     name.as_str().as_bytes(),
@@ -440,6 +485,7 @@ impl Target {
         if origin.peer.is_some() {
             forwarded::write_request_hop(&mut head, headers, &hop);
         }
+        Edits::write_identity(&origin.edits, &mut head);
         head.extend_from_slice(b"traceparent: ");
         head.extend_from_slice(&ctx.traceparent_bytes());
         head.extend_from_slice(b"\r\n");

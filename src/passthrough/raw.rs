@@ -73,6 +73,7 @@ pub(crate) fn request_head(
     hop: &Hop<'_>,
     told: bool,
     length: Option<usize>,
+    edits: &Option<std::sync::Arc<super::Edits>>,
 ) {
     let (ctx, client_traced) = TraceContext::for_parent(req.get(&trace::TRACEPARENT));
     out.extend_from_slice(b"POST ");
@@ -86,13 +87,17 @@ pub(crate) fn request_head(
         Vec::new()
     };
     for (name, value) in req.headers {
-        if forwarded::copied(name, &named, hop) && trace::copied(name, client_traced) {
+        if forwarded::copied(name, &named, hop)
+            && trace::copied(name, client_traced)
+            && super::Edits::keeps(edits, name)
+        {
             header_line(out, name.as_str().as_bytes(), &req.bytes[value.clone()]);
         }
     }
     if told {
         forwarded::write_request_hop(out, req, hop);
     }
+    super::Edits::write_identity(edits, out);
     out.extend_from_slice(b"traceparent: ");
     out.extend_from_slice(&ctx.traceparent_bytes());
     out.extend_from_slice(b"\r\n");
@@ -206,7 +211,7 @@ mod tests {
             host: Some("gw:8080"),
         };
         let mut out = Vec::new();
-        request_head(&mut out, &req, "up:9", &hop, true, Some(2));
+        request_head(&mut out, &req, "up:9", &hop, true, Some(2), &None);
         let text = String::from_utf8(out).unwrap();
         let (before, after) = text.split_once("traceparent: ").unwrap();
         assert_eq!(
@@ -227,7 +232,7 @@ mod tests {
             headers: &headers,
         };
         let mut out = Vec::new();
-        request_head(&mut out, &req, "up:9", &hop, true, None);
+        request_head(&mut out, &req, "up:9", &hop, true, None, &None);
         let text = String::from_utf8(out).unwrap();
         assert!(
             !text.contains("tracestate") && !text.contains("4bf92f"),
@@ -237,7 +242,7 @@ mod tests {
         assert!(!text.contains("content-length"));
         // A client whose address is unknown: its claims are not passed on, none are made.
         let mut out = Vec::new();
-        request_head(&mut out, &req, "up:9", &hop, false, None);
+        request_head(&mut out, &req, "up:9", &hop, false, None, &None);
         let text = String::from_utf8(out).unwrap();
         assert!(!text.contains("forward") && !text.contains("via"), "{text}");
     }

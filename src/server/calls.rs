@@ -2,6 +2,7 @@
 //! (content type, size, JSON) and answered from the gateway's [`Reply`], by hyper's connections
 //! and the HTTP/1 loop alike; the request id and the JSON content type read from the head.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -18,6 +19,7 @@ use crate::wire::dialect::{self, Inbound};
 use crate::wire::jsonrpc::{Id, Response as RpcResponse};
 use crate::wire::legacy::LegacyResponse;
 
+use super::front::ClientCert;
 use super::{AppState, A2A_VERSION, LAST_EVENT_ID, X_REQUEST_ID};
 
 /// `application/json` or any `application/*+json`, parameters ignored.
@@ -97,17 +99,27 @@ pub(super) fn request_id(headers: Headers<'_>) -> RequestId {
 }
 
 pub(super) async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
-    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
-    rpc_call(state, req, None, peer, Binding::Gateway).await
+    let client = client_of(&req);
+    rpc_call(state, req, None, client, Binding::Gateway).await
 }
+
+/// The connection's client and certificate, as the router's requests carry them.
+fn client_of(req: &axum::extract::Request) -> Client {
+    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
+    let cert = req.extensions().get::<ClientCert>().map(|c| c.0.clone());
+    (peer, cert)
+}
+
+/// A request's client: its address, and the certificate its TLS handshake verified.
+pub(super) type Client = (Option<crate::auth::admin::Peer>, Option<Arc<[u8]>>);
 
 /// A call on A2A's JSON-RPC binding (`a2a.jsonrpc_path`).
 pub(super) async fn a2a_rpc(
     State(state): State<AppState>,
     req: axum::extract::Request,
 ) -> Response {
-    let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
-    rpc_call(state, req, None, peer, Binding::A2a).await
+    let client = client_of(&req);
+    rpc_call(state, req, None, client, Binding::A2a).await
 }
 
 /// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
@@ -117,7 +129,7 @@ pub(super) async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
     read: Option<Result<bytes::Bytes, GatewayError>>,
-    peer: Option<crate::auth::admin::Peer>,
+    (peer, cert): Client,
     binding: Binding,
 ) -> Response {
     let (parts, body) = req.into_parts();
@@ -138,7 +150,8 @@ pub(super) async fn rpc_call(
             }
         }
     };
-    let (reply, request_id) = rpc_reply(&state, Headers::Map(headers), read, peer, binding).await;
+    let client = (peer, cert.as_deref());
+    let (reply, request_id) = rpc_reply(&state, Headers::Map(headers), read, client, binding).await;
     into_response(reply, request_id.into_value())
 }
 
@@ -149,7 +162,7 @@ pub(super) async fn rpc_reply(
     state: &AppState,
     headers: Headers<'_>,
     read: Result<bytes::Bytes, GatewayError>,
-    peer: Option<crate::auth::admin::Peer>,
+    (peer, cert): (Option<crate::auth::admin::Peer>, Option<&[u8]>),
     binding: Binding,
 ) -> (Reply, RequestId) {
     // Only the debug line reads the clock here (the call's latency is measured where it is
@@ -174,8 +187,14 @@ pub(super) async fn rpc_reply(
                 peer: peer.map(|p| p.0.ip()),
                 request_id: Some(request_id.as_bytes()),
                 binding,
+                identity: None,
+                refusals: None,
             };
-            state.gateway.handle(&bytes, &meta).await
+            match state.gateway.is_gated() {
+                // Boxed: the gate's future is no part of an open gateway's calls.
+                true => Box::pin(state.gateway.handle_gated(&bytes, meta, cert)).await,
+                false => state.gateway.handle(&bytes, &meta).await,
+            }
         }
     };
     if let Some(started) = started {

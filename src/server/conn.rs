@@ -66,6 +66,7 @@ pub(super) async fn accept_loop(
                     let peer = conn.peer().map(crate::auth::admin::Peer);
                     let accepted = conn.tls_accept(config, header_read_timeout, &handshakes);
                     if let Some(conn) = accepted.await {
+                        let front = front.with_cert(conn.peer_cert());
                         serve_http(
                             conn,
                             None,

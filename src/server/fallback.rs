@@ -43,6 +43,44 @@ async fn forward(
             .get::<crate::auth::admin::Peer>()
             .map(|p| p.0),
         tls: req.extensions().get::<OverTls>().is_some(),
+        edits: None,
+    };
+    let cert = req.extensions().get::<super::front::ClientCert>().cloned();
+    let gate = gated(
+        &state.gateway,
+        &state.passthrough,
+        req.uri(),
+        req.headers(),
+        cert,
+        origin,
+    );
+    let origin = match gate.await {
+        Ok(origin) => origin,
+        Err(refused) => return Ok(refused),
     };
     state.passthrough.forward(req, origin).await
+}
+
+/// A pass-through request through the gate: its `origin` with the header edits the gate asks
+/// for, or the gate's refusal. Open gate, or no prefix taking the path: `origin` as it is.
+pub(super) async fn gated(
+    gateway: &crate::gateway::Gateway,
+    passthrough: &crate::passthrough::Passthrough,
+    uri: &axum::http::Uri,
+    headers: &axum::http::HeaderMap,
+    cert: Option<super::front::ClientCert>,
+    mut origin: crate::passthrough::Origin,
+) -> Result<crate::passthrough::Origin, Response> {
+    if !gateway.is_gated() {
+        return Ok(origin);
+    }
+    let path = uri.path();
+    let Some(prefix) = passthrough.prefix_of(path) else {
+        return Ok(origin);
+    };
+    let headers = crate::http::headers::Headers::Map(headers);
+    let peer = origin.peer.map(|p| p.ip());
+    let pass = gateway.pass(prefix, path, headers, peer, cert.as_ref().map(|c| &*c.0));
+    origin.edits = Box::pin(pass).await?;
+    Ok(origin)
 }

@@ -41,7 +41,13 @@ pub(super) struct Front {
     pub(super) peer: Option<crate::auth::admin::Peer>,
     /// Whether the connection is TLS.
     pub(super) tls: bool,
+    /// The client certificate its TLS handshake verified (DER), for `auth.mtls`.
+    pub(super) cert: Option<Arc<[u8]>>,
 }
+
+/// The client certificate of a request's connection, put on the requests the router serves.
+#[derive(Clone, Debug)]
+pub(super) struct ClientCert(pub(super) Arc<[u8]>);
 
 impl Front {
     pub(super) fn new(live: Arc<ArcSwap<Live>>) -> Self {
@@ -50,7 +56,14 @@ impl Front {
             activity: None,
             peer: None,
             tls: false,
+            cert: None,
         }
+    }
+
+    /// The same service for a TLS connection whose client showed `cert`.
+    pub(super) fn with_cert(mut self, cert: Option<Arc<[u8]>>) -> Self {
+        self.cert = cert;
+        self
     }
 
     /// The same service for one connection: its client, whether it is TLS, and its calls
@@ -65,6 +78,7 @@ impl Front {
             activity,
             peer,
             tls,
+            cert: self.cert.clone(),
             live: self.live.clone(),
         }
     }
@@ -145,6 +159,9 @@ impl Front {
                 req.extensions_mut().insert(OverTls);
             }
         }
+        if let Some(cert) = self.cert.as_ref().filter(|_| !fast) {
+            req.extensions_mut().insert(ClientCert(cert.clone()));
+        }
         let access = live.access.then(|| {
             (
                 req.method().clone(),
@@ -165,7 +182,7 @@ impl Front {
                 live.state.clone(),
                 req,
                 read,
-                self.peer,
+                (self.peer, self.cert.clone()),
                 Binding::Gateway,
             ))
         } else if passed {
@@ -183,11 +200,20 @@ impl Front {
     #[inline]
     fn passed(&self, live: &Live, req: axum::extract::Request) -> Handled {
         let passthrough = live.state.passthrough.clone();
+        let gateway = live.state.gateway.clone();
         let origin = crate::passthrough::Origin {
             peer: self.peer.map(|p| p.0),
             tls: self.tls,
+            edits: None,
         };
         Box::pin(async move {
+            let cert = req.extensions().get::<ClientCert>().cloned();
+            let (uri, headers) = (req.uri(), req.headers());
+            let gate = super::fallback::gated(&gateway, &passthrough, uri, headers, cert, origin);
+            let origin = match gate.await {
+                Ok(origin) => origin,
+                Err(refused) => return refused,
+            };
             match passthrough.forward(req, origin).await {
                 Ok(resp) => resp,
                 Err(_) => StatusCode::NOT_FOUND.into_response(),
@@ -262,12 +288,13 @@ impl Front {
         debug_assert!(!live.access && self.activity.is_none());
         let (trace, state) = TraceContext::for_call_with_state(&head);
         let peer = self.peer;
+        let cert = self.cert.clone();
         let call = Box::pin(async move {
             rpc_reply(
                 &live.state,
                 Headers::Head(&head),
                 read,
-                peer,
+                (peer, cert.as_deref()),
                 Binding::Gateway,
             )
             .await

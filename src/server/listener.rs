@@ -144,6 +144,15 @@ impl Conn {
     }
 }
 
+impl Conn<tokio_rustls::server::TlsStream<TcpStream>> {
+    /// The client's certificate (DER, the end entity), when it showed one: the handshake
+    /// verified it against `server.tls.client_ca`.
+    pub(crate) fn peer_cert(&self) -> Option<std::sync::Arc<[u8]>> {
+        let certs = self.io.get_ref().1.peer_certificates()?;
+        certs.first().map(|c| std::sync::Arc::from(c.as_ref()))
+    }
+}
+
 impl<S> Conn<S> {
     /// The bytes read ahead and the socket (or TLS session), for a caller that reads on before
     /// hyper does; what it leaves in the bytes is read again first.

@@ -271,6 +271,8 @@ mod tests {
         new.passthrough.push(crate::config::Passthrough {
             prefix: "/".into(),
             upstream: "u".into(),
+            auth: None,
+            allow: Vec::new(),
         });
         new.log.access = !old.log.access;
         new.legacy.deprecation = !old.legacy.deprecation;

@@ -4,6 +4,7 @@
 //! (a test binary, say) starts.
 
 pub(crate) mod activity;
+pub(crate) mod auth;
 pub mod fleet;
 pub mod logging;
 pub(crate) mod stats;
@@ -105,8 +106,9 @@ type Fast = foldhash::fast::RandomState;
 #[derive(Default)]
 struct Cache {
     calls: HashMap<Box<str>, CallMetrics, Fast>,
-    /// `wiregate_shadow_total` handles by route, method label and outcome.
-    shadows: HashMap<Box<str>, Counter, Fast>,
+    /// Counters labelled by a method ([`count_by_method`]): `wiregate_shadow_total` by route,
+    /// method label and outcome; `wiregate_auth_total` by method label and outcome.
+    counters: HashMap<Box<str>, Counter, Fast>,
     methods: HashSet<Box<str>, Fast>,
 }
 
@@ -264,9 +266,27 @@ pub fn rollback_counter(route: &str) -> Counter {
 /// and the counter's handle is cached as [`record_call`]'s are (the registry's lookup, labels
 /// allocated and hashed, was a tenth of a shadow's cost).
 pub fn record_shadow(route: &str, method: &str, outcome: &'static str) {
+    count_by_method(
+        ("shadow", route),
+        method,
+        outcome,
+        |m| metrics::counter!(SHADOW, "route" => route.to_owned(), "method" => m.to_owned(), "outcome" => outcome),
+    );
+}
+
+/// Counts one event of a counter labelled by a `method` (bounded by [`MAX_METHODS`], as
+/// `wiregate_requests_total`'s), with its handle cached by (`scope`: the counter and what else
+/// tells its series apart, method label, `outcome`): `make` registers the handle for a method
+/// label the first time.
+pub(crate) fn count_by_method(
+    scope: (&str, &str),
+    method: &str,
+    outcome: &str,
+    make: impl FnOnce(&str) -> Counter,
+) {
     let key_of = |key: &mut String, method: &str| {
         key.clear();
-        for part in [route, method, outcome] {
+        for part in [scope.0, scope.1, method, outcome] {
             key.push_str(part);
             key.push('\u{1f}');
         }
@@ -274,7 +294,7 @@ pub fn record_shadow(route: &str, method: &str, outcome: &'static str) {
     KEY.with_borrow_mut(|key| {
         key_of(key, method);
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = cache.shadows.get(key.as_str()) {
+        if let Some(c) = cache.counters.get(key.as_str()) {
             c.increment(1);
             return;
         }
@@ -287,13 +307,13 @@ pub fn record_shadow(route: &str, method: &str, outcome: &'static str) {
         };
         // Keyed by the label, so methods past the bound share one entry.
         key_of(key, method_label);
-        if let Some(c) = cache.shadows.get(key.as_str()) {
+        if let Some(c) = cache.counters.get(key.as_str()) {
             c.increment(1);
             return;
         }
-        let c = metrics::counter!(SHADOW, "route" => route.to_owned(), "method" => method_label.to_owned(), "outcome" => outcome);
+        let c = make(method_label);
         c.increment(1);
-        cache.shadows.insert(key.as_str().into(), c);
+        cache.counters.insert(key.as_str().into(), c);
     });
 }
 
@@ -386,9 +406,9 @@ mod tests {
         let cached = CACHE
             .lock()
             .unwrap()
-            .shadows
+            .counters
             .keys()
-            .filter(|k| k.starts_with("shadow-bound-test\u{1f}"))
+            .filter(|k| k.starts_with("shadow\u{1f}shadow-bound-test\u{1f}"))
             .count();
         assert!(
             cached <= MAX_METHODS + 1,

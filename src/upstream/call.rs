@@ -35,16 +35,19 @@ pub(crate) struct Done {
 
 /// One call to one upstream in that upstream's dialect, its answer brought to JSON-RPC terms:
 /// the primary's exchange and a shadow's are the same.
-/// `who` is the caller, for an upstream that balances by hash.
+/// `who` is the caller, for an upstream that balances by hash; `identity` the header naming the
+/// verified caller (`auth.identity_header`).
 pub(crate) async fn forward(
     up: &UpstreamClient,
     table: &ErrorTable,
     call: &Call,
     who: Option<&Who<'_>>,
+    identity: Option<(&str, &str)>,
 ) -> Result<Done, GatewayError> {
     let hint = Hint {
         method: &call.method,
         who,
+        identity,
     };
     match up.dialect() {
         Dialect::Legacy => to_legacy_upstream(up, table, call, hint).await,

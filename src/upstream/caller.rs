@@ -20,12 +20,19 @@ pub struct Who<'a> {
     pub headers: Option<Headers<'a>>,
     /// The client's address.
     pub ip: Option<IpAddr>,
+    /// The caller `[auth]` verified: how it proved it (`jwt`, `api_key`, `mtls`) and its id.
+    /// What `auth` keys mean when it is there, so the migration knows callers by name.
+    pub caller: Option<(&'static str, &'a str)>,
 }
 
 /// The caller's key under `rule`, or `None` when the request does not carry it. Credentials
 /// are only ever hashed here and never returned.
 pub(crate) fn key_hash(rule: &Sticky, who: &Who<'_>) -> Option<u64> {
     match rule {
+        Sticky::Auth if who.caller.is_some() => {
+            let (kind, id) = who.caller?;
+            Some(hash(kind.as_bytes()) ^ hash(id.as_bytes()))
+        }
         Sticky::Auth => {
             let a = who.auth?;
             // The token when the auth object has one, else the object as sent.
@@ -84,8 +91,18 @@ mod tests {
             auth: Some(&auth),
             headers: Some(Headers::Map(&headers)),
             ip: Some("10.0.0.1".parse().unwrap()),
+            caller: None,
         };
         assert_eq!(key_hash(&Sticky::Auth, &who), Some(hash(b"s3cret")));
+        let named = Who {
+            caller: Some(("jwt", "alice")),
+            ..who
+        };
+        assert_eq!(
+            key_hash(&Sticky::Auth, &named),
+            Some(hash(b"jwt") ^ hash(b"alice")),
+            "a verified caller is keyed by its name, not its token"
+        );
         assert_eq!(
             key_hash(&Sticky::Header("x-client".into()), &who),
             Some(hash(b"billing"))

@@ -201,11 +201,13 @@ impl Endpoint {
     /// `authorization` that is not a valid header value is not sent. The body is copied into
     /// the request's buffer, so it is borrowed (a `Bytes` of a fresh `Vec` cost an allocation
     /// of its own). A failure says whether the request may have reached the endpoint.
+    /// `identity` is the caller's header (`auth.identity_header`), sent when a valid value.
     pub(crate) async fn post(
         &self,
         config: &Upstream,
         body: &[u8],
         authorization: Option<&str>,
+        identity: Option<(&str, &str)>,
     ) -> Result<Answer, Failure> {
         let (traceparent, tracestate) = match crate::http::scope::upstream_trace() {
             Some((t, state)) => (Some(t.traceparent_bytes()), state),
@@ -217,6 +219,7 @@ impl Endpoint {
             authorization: authorization.filter(|a| h1::is_header_value(a)),
             traceparent: traceparent.as_ref(),
             tracestate: tracestate.as_ref().map(HeaderValue::as_bytes),
+            identity: identity.filter(|(_, v)| h1::is_header_value(v)),
         };
         let now = tokio::time::Instant::now();
         let due = now + config.timeout();

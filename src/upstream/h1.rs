@@ -41,6 +41,8 @@ pub struct Head<'a> {
     pub traceparent: Option<&'a [u8; 55]>,
     /// The client's `tracestate`, passed on as it came (a valid header value).
     pub tracestate: Option<&'a [u8]>,
+    /// `auth.identity_header` and the verified caller's id (a valid header value).
+    pub identity: Option<(&'a str, &'a str)>,
 }
 
 /// An upstream's complete answer.
@@ -515,6 +517,7 @@ pub(crate) fn lay_out(w: &mut Vec<u8>, head: &Head<'_>, body: &[u8]) {
     let tracestate = head
         .tracestate
         .map_or(0, |t| "tracestate: \r\n".len() + t.len());
+    let identity = head.identity.map_or(0, |(n, v)| n.len() + v.len() + 4);
     w.reserve(
         FIXED
             + head.path.len()
@@ -522,6 +525,7 @@ pub(crate) fn lay_out(w: &mut Vec<u8>, head: &Head<'_>, body: &[u8]) {
             + authorization
             + traceparent
             + tracestate
+            + identity
             + body.len(),
     );
     w.extend_from_slice(b"POST ");
@@ -542,6 +546,12 @@ pub(crate) fn lay_out(w: &mut Vec<u8>, head: &Head<'_>, body: &[u8]) {
     if let Some(t) = head.tracestate {
         w.extend_from_slice(b"tracestate: ");
         w.extend_from_slice(t);
+        w.extend_from_slice(b"\r\n");
+    }
+    if let Some((name, value)) = head.identity {
+        w.extend_from_slice(name.as_bytes());
+        w.extend_from_slice(b": ");
+        w.extend_from_slice(value.as_bytes());
         w.extend_from_slice(b"\r\n");
     }
     w.extend_from_slice(b"content-length: ");
@@ -578,11 +588,13 @@ mod tests {
             authorization: Some("Bearer abcdefghijklmnopqrstuvwxyz0123456789"),
             traceparent: Some(&traceparent),
             tracestate: Some(b"congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
+            identity: Some(("x-caller-id", "ci-bot")),
         };
         let bare = Head {
             authorization: None,
             traceparent: None,
             tracestate: None,
+            identity: None,
             ..full
         };
         for head in [full, bare] {

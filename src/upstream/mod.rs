@@ -80,6 +80,8 @@ pub(crate) struct Hint<'a> {
     pub(crate) method: &'a str,
     /// Who calls, for `balance = "hash"`.
     pub(crate) who: Option<&'a Who<'a>>,
+    /// `auth.identity_header` and the verified caller's id, sent upstream.
+    pub(crate) identity: Option<(&'a str, &'a str)>,
 }
 
 /// An endpoint chosen for one try.
@@ -256,7 +258,7 @@ impl UpstreamClient {
             let e = picked.endpoint;
             let result = {
                 let _in_flight = e.in_flight();
-                e.post(&f.config, body, authorization).await
+                e.post(&f.config, body, authorization, hint.identity).await
             };
             let outcome = match &result {
                 Ok(a) => Outcome::of_status(a.status),

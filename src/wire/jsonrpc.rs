@@ -62,6 +62,12 @@ pub mod code {
     /// The replicas' shared store (Redis) is unreachable: sid calls and streams cannot be served
     /// without losing events.
     pub const CLUSTER_UNAVAILABLE: i64 = -32066;
+    /// No valid credential where `[auth]` requires one, or a bad one sent (HTTP 401).
+    pub const UNAUTHENTICATED: i64 = -32070;
+    /// The caller is known, and an `allow` rule does not let it call the method (HTTP 403).
+    pub const FORBIDDEN: i64 = -32071;
+    /// A rate limit is spent; `data.retryAfterMs` says when to try again (HTTP 429).
+    pub const RATE_LIMITED: i64 = -32072;
 }
 
 /// A request id: string, number or null, kept exactly as the caller wrote it.

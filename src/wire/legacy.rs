@@ -22,6 +22,8 @@ pub mod code {
     pub const AUTH_ERROR: &str = "AUTH_ERROR";
     /// Credentials valid but not allowed.
     pub const FORBIDDEN: &str = "FORBIDDEN";
+    /// Too many calls: a rate limit is spent (the gateway's `[[rate_limits]]`).
+    pub const RATE_LIMITED: &str = "RATE_LIMITED";
     /// The object is in the wrong state for the operation.
     pub const INVALID_STATE: &str = "INVALID_STATE";
     /// The object exists already.

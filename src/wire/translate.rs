@@ -37,6 +37,7 @@ pub const DEFAULT_CODES: &[(&str, i64)] = &[
     (lc::UPSTREAM_UNAVAILABLE, rpc::UPSTREAM_UNREACHABLE),
     (lc::UPSTREAM_TIMEOUT, rpc::UPSTREAM_TIMEOUT),
     (lc::UPSTREAM_BAD_RESPONSE, rpc::UPSTREAM_BAD_ENVELOPE),
+    (lc::RATE_LIMITED, rpc::RATE_LIMITED),
 ];
 
 impl Default for ErrorTable {

@@ -11,8 +11,6 @@ mod support;
 
 mod failover;
 mod live_feed;
-mod mirror_burst;
-mod mirror_pacing;
 mod read_after_end;
 mod replicas;
 

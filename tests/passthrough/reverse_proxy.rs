@@ -510,10 +510,14 @@ fn pass_through_settings_are_checked_with_their_key_paths() {
             Passthrough {
                 prefix: "files".into(),
                 upstream: "nope".into(),
+                auth: None,
+                allow: Vec::new(),
             },
             Passthrough {
                 prefix: "/a/../b".into(),
                 upstream: "nope".into(),
+                auth: None,
+                allow: Vec::new(),
             },
         ],
         ..Default::default()

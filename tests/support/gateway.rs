@@ -68,6 +68,8 @@ impl GatewayBuilder {
             .map(|(prefix, upstream)| Passthrough {
                 prefix: (*prefix).into(),
                 upstream: (*upstream).into(),
+                auth: None,
+                allow: Vec::new(),
             })
             .collect();
         self

@@ -19,9 +19,9 @@ use crate::model::payload::Payload;
 use crate::model::task::Task;
 
 /// How long a task's shared snapshot outlives its last change.
-pub const TASK_TTL_SECS: u64 = 24 * 3600;
+pub(crate) const TASK_TTL_SECS: u64 = 24 * 3600;
 /// Tasks kept in the shared index (ListTasks); the oldest leave first.
-pub const TASK_INDEX_MAX: isize = 10_000;
+pub(crate) const TASK_INDEX_MAX: isize = 10_000;
 /// How long a task's shared snapshot may trail a run of text deltas (see [`Exporter`]).
 pub(super) const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
 /// How long a context's log stays quiet before the snapshots a run of text deltas left are
@@ -30,10 +30,10 @@ const RUN_QUIET: Duration = Duration::from_millis(10);
 
 /// The last sequence of a context written to Redis, for callers that must not answer before
 /// other replicas can read what they answer about.
-pub type Flushed = watch::Receiver<u64>;
+pub(crate) type Flushed = watch::Receiver<u64>;
 
 /// See the module docs.
-pub struct Exporter;
+pub(crate) struct Exporter;
 
 impl Exporter {
     /// Starts exporting every event pushed into `queue` from now on to the stream `key`
@@ -45,7 +45,7 @@ impl Exporter {
     /// producer then waits for this writer as for any lagging reader, so a burst is paced by
     /// the slowest subscriber of every replica, not only of this one. Whatever it waits for, it
     /// never trims the shared log past a live copy's mark, so that copy finds no hole.
-    pub fn spawn(
+    pub(crate) fn spawn(
         link: Arc<Link>,
         key: String,
         context_id: String,

@@ -21,7 +21,7 @@ const BLOCK_MS: usize = 1_000;
 const MIRROR_IDLE: Duration = Duration::from_secs(60);
 
 /// Local copies of other replicas' context logs. See the module docs.
-pub struct Mirrors {
+pub(crate) struct Mirrors {
     link: Arc<Link>,
     replay: usize,
     max_subscribers: usize,
@@ -40,7 +40,7 @@ impl std::fmt::Debug for Mirrors {
 
 impl Mirrors {
     /// No mirror open yet.
-    pub fn new(
+    pub(crate) fn new(
         link: Arc<Link>,
         replay: usize,
         max_subscribers: usize,
@@ -59,16 +59,12 @@ impl Mirrors {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Closes the mirror of a context this replica now runs itself.
-    pub fn forget(&self, context_id: &str) {
-        if let Some(q) = self.lock().remove(context_id) {
-            q.close();
-        }
-    }
-
     /// The local copy of a context's log, filled with what the shared log retains before it
     /// is returned (so `Last-Event-ID` resumes exactly), then kept up to date by its reader.
-    pub async fn open(self: &Arc<Self>, context_id: &str) -> Result<Arc<EventQueue>, GatewayError> {
+    pub(crate) async fn open(
+        self: &Arc<Self>,
+        context_id: &str,
+    ) -> Result<Arc<EventQueue>, GatewayError> {
         if let Some(q) = self.lock().get(context_id).filter(|q| !q.is_closed()) {
             return Ok(q.clone());
         }

@@ -31,9 +31,9 @@ mod export;
 mod mirror;
 mod pace;
 
-pub use export::{Exporter, Flushed, TASK_INDEX_MAX, TASK_TTL_SECS};
+pub(crate) use export::{Exporter, Flushed, TASK_TTL_SECS};
 pub(super) use mirror::read_on;
-pub use mirror::Mirrors;
+pub(crate) use mirror::Mirrors;
 
 /// Most updates one stream entry holds.
 const BATCH: usize = 256;
@@ -58,7 +58,7 @@ pub(super) fn last_seq_in(entry: &StreamId) -> Option<u64> {
 /// log retains, under the same ids (so a client resuming here with `Last-Event-ID` finds its
 /// place), and numbers on after the last of them. Returns it with that last id (0, and the
 /// queue as it was, when the shared log holds nothing).
-pub async fn continued(
+pub(crate) async fn continued(
     link: &Link,
     context_id: &str,
     queue: EventQueue,
@@ -132,3 +132,6 @@ pub(super) fn feed(queue: &EventQueue, entries: Vec<StreamId>, context_id: &str)
     }
     last
 }
+
+#[cfg(test)]
+mod tests;

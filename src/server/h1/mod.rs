@@ -144,8 +144,10 @@ where
             *prefix = buf.freeze();
             return Served::HandOver;
         };
+        // Behind a closed gate, hyper's path: it reads the caller's headers by name.
         if lane == Lane::Passthrough
             && !live.access
+            && !live.state.gateway.is_gated()
             && crate::passthrough::raw::plain_target(&buf[head.path.clone()])
         {
             let served = pass_through(io, &mut out, &mut buf, head, front, &live, &mut w);
@@ -480,6 +482,7 @@ where
     let origin = crate::passthrough::Origin {
         peer: front.peer.map(|p| p.0),
         tls: front.tls,
+        edits: None,
     };
     let ready = {
         let bytes = &buf[..head.len];

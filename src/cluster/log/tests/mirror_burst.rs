@@ -9,15 +9,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::log::{Exporter, Mirrors};
+use crate::cluster::{keys, Link};
+use crate::config::Cluster;
+use crate::events::{Cursor, EventQueue, Read};
+use crate::model::event::{A2aEvent, EventKind};
 use serde_json::Map;
-use wiregate::cluster::log::{Exporter, Mirrors};
-use wiregate::cluster::{keys, Link};
-use wiregate::config::Cluster;
-use wiregate::events::{Cursor, EventQueue, Read};
-use wiregate::model::event::{A2aEvent, EventKind};
 
-use crate::support::redis_server::RedisServer;
-use crate::WAIT;
+use super::redis_server::RedisServer;
+use super::WAIT;
 
 const REPLAY: usize = 64;
 /// Forty logs' worth.
@@ -30,7 +30,7 @@ async fn link(redis: &RedisServer, node: &str) -> Arc<Link> {
         ..Cluster::default()
     })
     .unwrap();
-    crate::until_true("Redis answers", WAIT, || async { link.is_up() }).await;
+    super::wait::until_true("Redis answers", WAIT, || async { link.is_up() }).await;
     link
 }
 

@@ -7,15 +7,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::log::{Exporter, Mirrors};
+use crate::cluster::{keys, Link};
+use crate::config::Cluster;
+use crate::events::{EventQueue, Read};
+use crate::model::event::{A2aEvent, EventKind};
 use serde_json::Map;
-use wiregate::cluster::log::{Exporter, Mirrors};
-use wiregate::cluster::{keys, Link};
-use wiregate::config::Cluster;
-use wiregate::events::{EventQueue, Read};
-use wiregate::model::event::{A2aEvent, EventKind};
 
-use crate::support::redis_server::RedisServer;
-use crate::WAIT;
+use super::redis_server::RedisServer;
+use super::WAIT;
 
 const REPLAY: usize = 64;
 /// Larger than a replay log, smaller than the owner's log and the shared one together.
@@ -30,7 +30,7 @@ async fn a_subscriber_of_a_mirror_reading_after_a_burst_larger_than_the_log_gets
         ..Cluster::default()
     })
     .unwrap();
-    crate::until_true("Redis answers", WAIT, || async { link.is_up() }).await;
+    super::wait::until_true("Redis answers", WAIT, || async { link.is_up() }).await;
 
     // The owner's log, exported to Redis; no subscriber of the owner lags.
     let owner = Arc::new(EventQueue::new(REPLAY));

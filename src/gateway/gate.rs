@@ -1,0 +1,208 @@
+//! A body through `[auth]` and `[[rate_limits]]`: who sent it (once), a bad credential
+//! refusing the whole request, each call admitted or refused on its own in
+//! [`Gateway::dispatch`](super::Gateway), and the refusal's HTTP headers (RFC 6750's
+//! `WWW-Authenticate`, `Retry-After` and the RateLimit headers) on a single call's answer.
+//!
+//! Only reached when the gate is not open ([`Gate::is_open`]): with auth off and no limits, a
+//! body goes straight to [`Gateway::handle`](super::Gateway::handle).
+
+use std::sync::OnceLock;
+
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
+
+use super::{Gateway, Meta};
+use crate::auth::gate::{Credentials, Identity};
+use crate::http::reply::{json_reply, Reply};
+use crate::model::error::GatewayError;
+use crate::wire::dialect::{self, Inbound, Message};
+use crate::wire::jsonrpc::{Id, Response};
+use crate::wire::legacy::LegacyResponse;
+
+/// What a refused call leaves for its answer's headers: the first refusal of the request.
+#[derive(Debug, Default)]
+pub(crate) struct Refusals(OnceLock<GatewayError>);
+
+impl Refusals {
+    /// Keeps `e` when it is a refusal of the gate's and none was kept before.
+    pub(super) fn note(&self, e: &GatewayError) {
+        if matches!(
+            e,
+            GatewayError::Unauthenticated { .. } | GatewayError::RateLimited { .. }
+        ) {
+            let _ = self.0.set(e.clone());
+        }
+    }
+}
+
+impl Gateway {
+    /// [`Gateway::handle`] behind the gate: the caller identified from `meta`'s headers and
+    /// `cert` (the verified client certificate), then the body answered with it.
+    pub async fn handle_gated(&self, body: &[u8], meta: Meta<'_>, cert: Option<&[u8]>) -> Reply {
+        let headers = meta.headers;
+        let creds = Credentials {
+            authorization: headers.and_then(|h| h.get(&header::AUTHORIZATION)),
+            api_key: headers.and_then(|h| h.get(self.gate.key_header())),
+            cert,
+        };
+        let identity = self.gate.identify(creds).await;
+        if let Identity::Refused(reason) = &identity {
+            if let Some(reply) = self.refuse_whole(body, &meta, reason) {
+                return reply;
+            }
+        }
+        let refusals = Refusals::default();
+        let meta = Meta {
+            identity: Some(&identity),
+            refusals: Some(&refusals),
+            ..meta
+        };
+        let mut reply = self.handle(body, &meta).await;
+        if let Some(e) = refusals.0.get() {
+            add_refusal_headers(&mut reply, e);
+        }
+        reply
+    }
+
+    /// The answer to a body sent with a bad credential, when any of its calls is under a rule
+    /// that looks at credentials: one error for the whole request, in its dialect (a batch gets
+    /// one error object, as for a request that is not valid). `None`: credentials do not
+    /// matter to any of its calls.
+    fn refuse_whole(&self, body: &[u8], meta: &Meta<'_>, reason: &str) -> Option<Reply> {
+        let e = GatewayError::Unauthenticated {
+            sent: true,
+            reason: reason.to_owned(),
+        };
+        let checked = |method: &str| {
+            self.gate
+                .checks_route(self.router.route(method).map(|r| r.0))
+        };
+        let mut reply = match dialect::parse_bounded(body, self.batch_len).ok()? {
+            Inbound::Legacy(Ok(req)) => {
+                if !checked(&req.operation) {
+                    return None;
+                }
+                self.legacy_reply(
+                    e.status(),
+                    &LegacyResponse::error(req.request_id, e.to_legacy()),
+                    None,
+                )
+            }
+            Inbound::JsonRpc(Message::Single(Ok(req))) => {
+                if !checked(&req.method) {
+                    return None;
+                }
+                let id = req.id.unwrap_or(Id::Null);
+                let spec = self.classify(&req.method, meta).ok().flatten();
+                let err = crate::a2a::wire_error(&e, spec.map(|s| s.version));
+                json_reply(e.status(), &Response::error(id, err))
+            }
+            Inbound::JsonRpc(Message::Batch(entries)) => {
+                let any = entries
+                    .iter()
+                    .any(|r| r.as_ref().is_ok_and(|r| checked(&r.method)));
+                if !any {
+                    return None;
+                }
+                json_reply(e.status(), &Response::error(Id::Null, e.to_jsonrpc()))
+            }
+            _ => return None,
+        };
+        add_refusal_headers(&mut reply, &e);
+        Some(reply)
+    }
+}
+
+/// The headers of a refused single call's answer, when its status is the refusal's (a batch
+/// answer is 200 and carries none).
+fn add_refusal_headers(reply: &mut Reply, e: &GatewayError) {
+    if reply.status != e.status() {
+        return;
+    }
+    let headers = reply.headers.get_or_insert_default();
+    refusal_headers(headers, e);
+}
+
+/// `WWW-Authenticate` for a 401 (RFC 6750 §3: `error="invalid_token"` when a credential was
+/// sent); `Retry-After` (whole seconds, rounded up) and the RateLimit headers for a 429.
+pub(crate) fn refusal_headers(headers: &mut HeaderMap, e: &GatewayError) {
+    match e {
+        GatewayError::Unauthenticated { sent, .. } => {
+            let value = match sent {
+                true => r#"Bearer realm="wiregate", error="invalid_token""#,
+                false => r#"Bearer realm="wiregate""#,
+            };
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(value));
+        }
+        GatewayError::RateLimited {
+            limit,
+            retry_after_ms,
+            policy,
+        } => {
+            let seconds = retry_after_ms.div_ceil(1000).max(1);
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            if let Ok(v) = HeaderValue::from_str(policy) {
+                headers.insert(HeaderName::from_static("ratelimit-policy"), v);
+            }
+            if let Ok(v) = HeaderValue::from_str(&format!("\"{limit}\";r=0;t={seconds}")) {
+                headers.insert(HeaderName::from_static("ratelimit"), v);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Gateway {
+    /// The gate of a pass-through request to `path` under prefix `prefix` (its
+    /// `[[passthrough]]` position): how its headers change on the way upstream, or the short
+    /// answer refusing it (401, 403, 429 with their headers). `Ok(None)`: the gate is open.
+    pub(crate) async fn pass(
+        &self,
+        prefix: usize,
+        path: &str,
+        headers: crate::http::headers::Headers<'_>,
+        peer: Option<std::net::IpAddr>,
+        cert: Option<&[u8]>,
+    ) -> Result<Option<std::sync::Arc<crate::passthrough::Edits>>, axum::response::Response> {
+        if self.gate.is_open() {
+            return Ok(None);
+        }
+        let creds = Credentials {
+            authorization: headers.get(&header::AUTHORIZATION),
+            api_key: headers.get(self.gate.key_header()),
+            cert,
+        };
+        let identity = self.gate.identify(creds).await;
+        let subject = crate::auth::limits::Subject {
+            caller: identity.caller(),
+            ip: peer,
+            headers: Some(headers),
+        };
+        let admitted = self.gate.admit_path(prefix, path, &identity, &subject);
+        crate::telemetry::auth::record("passthrough", &admitted);
+        if let Err(e) = admitted {
+            let mut resp =
+                axum::response::Response::new(axum::body::Body::from(format!("wiregate: {e}\n")));
+            *resp.status_mut() = e.status();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            refusal_headers(resp.headers_mut(), &e);
+            return Err(resp);
+        }
+        let mut edits = crate::passthrough::Edits::default();
+        if self.gate.strip_credentials && identity.caller().is_some() {
+            edits.drop.push(header::AUTHORIZATION);
+            edits.drop.push(self.gate.key_header().clone());
+        }
+        if let Some(name) = &self.gate.identity_header {
+            // A client's own header of that name never passes: only the gate names callers.
+            edits.drop.push(name.clone());
+            let value = identity
+                .caller()
+                .and_then(|c| HeaderValue::from_str(&c.id).ok());
+            edits.identity = value.map(|v| (name.clone(), v));
+        }
+        Ok(Some(std::sync::Arc::new(edits)))
+    }
+}
