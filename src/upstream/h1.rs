@@ -610,10 +610,13 @@ mod tests {
                 "{text}"
             );
             assert_eq!(
-                text.contains(
-                    "\r\ntracestate: congo=t61rcWkgMzE,rojo=00f067aa0ba902b7\r\ncontent-length"
-                ),
+                text.contains("\r\ntracestate: congo=t61rcWkgMzE,rojo=00f067aa0ba902b7\r\n"),
                 head.tracestate.is_some(),
+                "{text}"
+            );
+            assert_eq!(
+                text.contains("\r\nx-caller-id: ci-bot\r\ncontent-length"),
+                head.identity.is_some(),
                 "{text}"
             );
             // Only the content length's unused digits are left over.
