@@ -371,7 +371,7 @@ async fn run(
             Some(b) => {
                 let params = serde_json::json!({"message": {"role": "user", "parts": [{"kind": "text", "text": "hello"}]}});
                 let raw = serde_json::value::to_raw_value(&params).expect("JSON");
-                match b.call("message/send", Some(&raw)).await {
+                match b.call("message/send", Some(&raw), None).await {
                     Ok(task) => task["contextId"].as_str().unwrap_or_default().to_owned(),
                     Err(e) => {
                         tracing::warn!(error = %e, "the demo sid did not start");

@@ -41,6 +41,12 @@ pub(crate) struct Security {
 }
 
 impl Security {
+    /// Whether callers are identified (a JWT, an API key or a certificate names them): the
+    /// extended card then answers them.
+    pub(crate) fn identifies(&self) -> bool {
+        self.jwt || self.api_key.is_some() || self.mtls
+    }
+
     /// Its `securitySchemes` and `securityRequirements` (A2A 1.0's shapes), set on `card`
     /// when there is any.
     fn apply(&self, card: &mut Value) {
@@ -90,7 +96,11 @@ pub(crate) fn card(cfg: &A2aConfig, base: &str, rpc_path: &str, security: &Secur
             {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ],
         "provider": {"organization": "wiregate", "url": base},
-        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
+        "capabilities": {
+            "streaming": true,
+            "pushNotifications": true,
+            "extendedAgentCard": security.identifies(),
+        },
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{
@@ -123,6 +133,7 @@ pub(crate) fn add_0_3_fields(card: &mut Value, base: &str, rpc_path: &str) {
     card["url"] = json!(format!("{base}{rpc_path}"));
     card["protocolVersion"] = json!("0.3");
     card["preferredTransport"] = json!("JSONRPC");
+    card["supportsAuthenticatedExtendedCard"] = card["capabilities"]["extendedAgentCard"].clone();
 }
 
 #[cfg(test)]

@@ -164,6 +164,17 @@ pub struct SpecStream {
 }
 
 /// Serves spec calls from the bridge.
+/// Who asks an A2A call, as its answer depends on it: the verified caller's `kind:id` (what
+/// another caller owns is not found, [`Bridge::check_task`]), and the request's `Host` (the
+/// extended card's URLs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Asker<'a> {
+    /// The caller's tenant key, with `[auth]`; `None`: anonymous.
+    pub tenant: Option<&'a str>,
+    /// The request's `Host`.
+    pub host: Option<&'a str>,
+}
+
 #[derive(Debug)]
 pub struct A2a {
     bridge: Arc<Bridge>,
@@ -205,9 +216,11 @@ impl A2a {
     }
 
     /// A2A's multi-turn rules, checked before a message reaches sid: a `taskId` must name a
-    /// task (-32001) that is not finished (-32004) and, with a `contextId`, belong to it
-    /// (-32602); a `contextId` alone names a context, started under that id when new.
-    fn check_turn(&self, turn: &Turn) -> Result<(), GatewayError> {
+    /// task (-32001) of the caller's that is not finished (-32004) and, with a `contextId`,
+    /// belong to it (-32602); a `contextId` alone names a context of the caller's, started
+    /// under that id (as the caller's) when new.
+    async fn check_turn(&self, turn: &Turn) -> Result<(), GatewayError> {
+        self.bridge.check_turn(turn).await?;
         if let Some(task_id) = &turn.task_id {
             let (task, ctx) = self.bridge.task(task_id)?;
             if let Some(c) = turn.context_id.as_ref().filter(|c| **c != ctx) {
@@ -223,25 +236,37 @@ impl A2a {
                 )));
             }
         } else if let Some(c) = &turn.context_id {
-            self.bridge.adopt_context(c)?;
+            self.bridge.adopt_context(c, turn.tenant.as_deref())?;
         }
         Ok(())
     }
 
     /// Answers a non-streaming spec call with its `result`.
-    pub async fn call(&self, c: SpecCall, p: Option<&RawValue>) -> Result<Value, GatewayError> {
-        self.call_value(c, spec_params(p)?).await
+    pub async fn call(
+        &self,
+        c: SpecCall,
+        p: Option<&RawValue>,
+        asker: Asker<'_>,
+    ) -> Result<Value, GatewayError> {
+        self.call_value(c, spec_params(p)?, asker).await
     }
 
     /// Answers a non-streaming spec call whose params are already JSON (the REST binding's).
-    pub async fn call_value(&self, c: SpecCall, p: Value) -> Result<Value, GatewayError> {
+    pub async fn call_value(
+        &self,
+        c: SpecCall,
+        p: Value,
+        asker: Asker<'_>,
+    ) -> Result<Value, GatewayError> {
         let v = c.version;
+        let tenant = asker.tenant;
         match c.method {
             Method::Send => {
-                let send = params::<SendRequest>(&p)?.into_send(v)?;
+                let mut send = params::<SendRequest>(&p)?.into_send(v)?;
+                send.turn.tenant = tenant.map(Into::into);
                 // A context another replica runs is not started here too (`[cluster]`).
                 self.bridge.here_or_refuse(&send.turn).await?;
-                self.check_turn(&send.turn)?;
+                self.check_turn(&send.turn).await?;
                 if let Some(cfg) = &send.push {
                     // Checked before the turn starts; registered as soon as the task exists.
                     push::check_target(
@@ -257,7 +282,7 @@ impl A2a {
                     .map_err(unknown_context)?;
                 if let Some(cfg) = send.push {
                     self.push
-                        .create(&self.bridge, v, cfg, Some(&task.id))
+                        .create(&self.bridge, v, cfg, Some(&task.id), tenant)
                         .await?;
                     if send.wait {
                         (task, ctx) = self.bridge.settled_task(&task.id).await?;
@@ -279,11 +304,13 @@ impl A2a {
                     history_length: shapes::history_length(history_length)?,
                     artifacts: true,
                 };
+                self.bridge.check_task(&id, tenant).await?;
                 let (task, ctx) = self.bridge.find_task(&id).await?;
                 Ok(shapes::task_view(v, &task, &ctx, view))
             }
             Method::Cancel => {
                 let IdParams { id } = params(&p)?;
+                self.bridge.check_task(&id, tenant).await?;
                 let c = self.bridge.cancel(&id).await?;
                 let mut t = shapes::task(v, &c.task, &c.context_id);
                 t["metadata"]["cancelRequested"] = Value::Bool(true);
@@ -297,19 +324,41 @@ impl A2a {
             }
             Method::ListTasks => {
                 let q = params::<list::ListRequest>(&p)?.into_query()?;
-                Ok(list::page(v, &q, self.bridge.all_tasks_everywhere().await?))
+                let mut all = self.bridge.all_tasks_everywhere().await?;
+                all.retain(|(t, _)| self.bridge.shows(t, tenant));
+                Ok(list::page(v, &q, all))
             }
             Method::Push(op) => {
                 let params = p;
                 match op {
-                    PushOp::Create => self.push.create(&self.bridge, v, params, None).await,
-                    PushOp::Get => self.push.get(&self.bridge, v, params),
-                    PushOp::List => self.push.list(&self.bridge, v, params),
-                    PushOp::Delete => self.push.delete(&self.bridge, v, params),
+                    PushOp::Create => {
+                        self.push
+                            .create(&self.bridge, v, params, None, tenant)
+                            .await
+                    }
+                    PushOp::Get => self.push.get(&self.bridge, v, params, tenant),
+                    PushOp::List => self.push.list(&self.bridge, v, params, tenant),
+                    PushOp::Delete => self.push.delete(&self.bridge, v, params, tenant),
                 }
             }
-            Method::ExtendedCard => Err(GatewayError::ExtendedCardNotConfigured),
+            Method::ExtendedCard => self.extended_card(v, asker),
         }
+    }
+
+    /// `GetExtendedAgentCard`: the card, for a caller the gateway identified (a JWT, an API key
+    /// or a certificate named it); with none of those configured there is no extended card.
+    fn extended_card(&self, v: Version, asker: Asker<'_>) -> Result<Value, GatewayError> {
+        if !self.security.identifies() {
+            return Err(GatewayError::ExtendedCardNotConfigured);
+        }
+        if asker.tenant.is_none() {
+            return Err(GatewayError::Unauthenticated {
+                sent: false,
+                reason: String::new(),
+            });
+        }
+        self.card(asker.host, v == Version::V0_3)
+            .ok_or_else(|| GatewayError::InvalidParams("the request names no Host".into()))
     }
 
     /// Opens a streaming spec call answered under `id`. A `SubscribeToTask` with
@@ -322,8 +371,9 @@ impl A2a {
         id: &Id,
         p: Option<&RawValue>,
         last_event_id: Option<&str>,
+        asker: Asker<'_>,
     ) -> Result<SpecStream, GatewayError> {
-        self.open_value(c, Some(id), spec_params(p)?, last_event_id)
+        self.open_value(c, Some(id), spec_params(p)?, last_event_id, asker)
             .await
     }
 
@@ -335,14 +385,17 @@ impl A2a {
         envelope: Option<&Id>,
         p: Value,
         last_event_id: Option<&str>,
+        asker: Asker<'_>,
     ) -> Result<SpecStream, GatewayError> {
         let v = c.version;
+        let tenant = asker.tenant;
         let (mut opened, task) = match c.method {
             Method::Stream => {
-                let send = params::<SendRequest>(&p)?.into_send(v)?;
+                let mut send = params::<SendRequest>(&p)?.into_send(v)?;
+                send.turn.tenant = tenant.map(Into::into);
                 // A context another replica runs is not started here too (`[cluster]`).
                 self.bridge.here_or_refuse(&send.turn).await?;
-                self.check_turn(&send.turn)?;
+                self.check_turn(&send.turn).await?;
                 if let Some(cfg) = &send.push {
                     let url = cfg.get("url").and_then(Value::as_str).unwrap_or("");
                     push::check_target(url, self.cfg.push_allow_private).await?;
@@ -354,7 +407,7 @@ impl A2a {
                     .map_err(unknown_context)?;
                 if let Some(cfg) = send.push {
                     self.push
-                        .create(&self.bridge, v, cfg, Some(&task.id))
+                        .create(&self.bridge, v, cfg, Some(&task.id), tenant)
                         .await?;
                 }
                 // The stream starts where the turn does; what sid has said since arrives next.
@@ -367,6 +420,7 @@ impl A2a {
             }
             Method::Subscribe => {
                 let IdParams { id } = params(&p)?;
+                self.bridge.check_task(&id, tenant).await?;
                 let (task, _) = self.bridge.find_task(&id).await?;
                 if task.state.is_terminal() && last_event_id.is_none() {
                     return Err(GatewayError::UnsupportedOperation(format!(

@@ -15,6 +15,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
 use super::{errors, shapes, Method, PushOp, SpecCall, Version, VERSION_HEADER};
+use crate::auth::gate::Gate;
+use crate::auth::refusal::refusal_headers;
 use crate::bridge::Bridge;
 use crate::model::error::GatewayError;
 use crate::telemetry::{self, CallLabels};
@@ -74,16 +76,23 @@ pub(crate) fn error_body(e: &GatewayError) -> Value {
 }
 
 fn error_response(e: &GatewayError) -> Response {
-    (status(e), axum::Json(error_body(e))).into_response()
+    let mut resp = (status(e), axum::Json(error_body(e))).into_response();
+    refusal_headers(resp.headers_mut(), e);
+    resp
 }
 
 /// The router served under [`A2A_REST`](crate::http::routes::A2A_REST).
 /// It serves with the A2A service and the sid bridge; without either (`a2a.enabled` or
 /// `sid.enabled` off) it refuses every request.
-pub(crate) fn router(a2a: Option<Arc<super::A2a>>, bridge: Option<Arc<Bridge>>) -> axum::Router {
+/// Its calls pass `gate` (`[auth]`, `[[rate_limits]]`) as the JSON-RPC binding's do.
+pub(crate) fn router(
+    a2a: Option<Arc<super::A2a>>,
+    bridge: Option<Arc<Bridge>>,
+    gate: Arc<Gate>,
+) -> axum::Router {
     axum::Router::new()
         .fallback(handle)
-        .with_state(Served { a2a, bridge })
+        .with_state(Served { a2a, bridge, gate })
 }
 
 /// What [`router`] serves with.
@@ -91,6 +100,7 @@ pub(crate) fn router(a2a: Option<Arc<super::A2a>>, bridge: Option<Arc<Bridge>>) 
 struct Served {
     a2a: Option<Arc<super::A2a>>,
     bridge: Option<Arc<Bridge>>,
+    gate: Arc<Gate>,
 }
 
 /// What a request asks, once its path is read.
@@ -201,6 +211,7 @@ async fn handle(
     method: HttpMethod,
     uri: Uri,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
     body: Bytes,
 ) -> Response {
     let started = Instant::now();
@@ -224,15 +235,29 @@ async fn handle(
             }
         }
         let version = Version::V1_0;
-        match route(&method, &uri, &body)? {
+        let call = route(&method, &uri, &body)?;
+        let m = match &call {
+            Call::Unary(m, _) | Call::Stream(m, _) => *m,
+        };
+        let identity = served
+            .gate
+            .admit_request(m.v1_0_name(), &headers, &extensions)
+            .await?;
+        let asker = super::Asker {
+            tenant: identity.caller().map(|c| &*c.tenant),
+            host: header(header::HOST.as_str()),
+        };
+        match call {
             Call::Unary(m, p) => {
-                let r = a2a.call_value(SpecCall { version, method: m }, p).await?;
+                let r = a2a
+                    .call_value(SpecCall { version, method: m }, p, asker)
+                    .await?;
                 Ok((StatusCode::OK, axum::Json(r)).into_response())
             }
             Call::Stream(m, p) => {
                 let last = header("last-event-id");
                 let s = a2a
-                    .open_value(SpecCall { version, method: m }, None, p, last)
+                    .open_value(SpecCall { version, method: m }, None, p, last, asker)
                     .await?;
                 let o = s.opened;
                 let frames = crate::events::frames::frames(

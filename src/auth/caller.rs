@@ -33,12 +33,16 @@ pub(crate) struct Caller {
     pub(crate) id: Arc<str>,
     /// The JWT's `scope` (space-separated) and `scp` claims, or the API key's `scopes`.
     pub(crate) scopes: Arc<[Box<str>]>,
+    /// `kind:id`: what the caller's contexts and tasks are owned by (tenancy), one name per
+    /// caller however it proved itself.
+    pub(crate) tenant: Arc<str>,
 }
 
 impl Caller {
     pub(crate) fn new(kind: Kind, id: &str, scopes: impl IntoIterator<Item = String>) -> Self {
         Caller {
             kind,
+            tenant: format!("{}:{id}", kind.as_str()).into(),
             id: id.into(),
             scopes: scopes.into_iter().map(String::into_boxed_str).collect(),
         }

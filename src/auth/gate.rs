@@ -208,6 +208,11 @@ impl Gate {
         !self.checks && self.limits.is_empty() && self.identity_header.is_none()
     }
 
+    /// Whether callers are told apart: some rule looks at credentials.
+    pub(crate) fn identifies(&self) -> bool {
+        self.checks
+    }
+
     /// Whether the rule of `route` (a `[[routes]]` index; `None`: `auth.mode`) looks at
     /// credentials.
     pub(crate) fn checks_route(&self, route: Option<usize>) -> bool {

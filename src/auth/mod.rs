@@ -10,6 +10,7 @@ pub(crate) mod jwt;
 pub(crate) mod keys;
 pub(crate) mod limits;
 pub(crate) mod mtls;
+pub(crate) mod refusal;
 pub(crate) mod shared;
 
 pub(crate) use caller::{Caller, Kind};

@@ -23,11 +23,19 @@ impl Bridge {
         matches!(method, STREAM | RESUBSCRIBE)
     }
 
-    /// Answers a non-streaming call.
-    pub async fn call(&self, method: &str, p: Option<&RawValue>) -> Result<Value, GatewayError> {
+    /// Answers a non-streaming call of `tenant` (the verified caller's `kind:id`, with
+    /// `[auth]`): what another caller owns is not found ([`tenancy`](super::tenancy)).
+    pub async fn call(
+        &self,
+        method: &str,
+        p: Option<&RawValue>,
+        tenant: Option<&str>,
+    ) -> Result<Value, GatewayError> {
         match method {
             SEND => {
-                let turn = params::<SendParams>(p)?.into_turn()?;
+                let mut turn = params::<SendParams>(p)?.into_turn()?;
+                turn.tenant = tenant.map(Into::into);
+                self.check_turn(&turn).await?;
                 let place = self
                     .place(turn.context_id.as_deref(), turn.task_id.as_deref())
                     .await?;
@@ -41,11 +49,13 @@ impl Bridge {
             }
             GET => {
                 let IdParams { id } = params(p)?;
+                self.check_task(&id, tenant).await?;
                 let (task, ctx) = self.find_task(&id).await?;
                 Ok(task.snapshot(&ctx))
             }
             CANCEL => {
                 let IdParams { id } = params(p)?;
+                self.check_task(&id, tenant).await?;
                 let place = self.place(None, Some(&id)).await?;
                 if let shared::Place::There { .. } = place {
                     return self.forward(place, method, p).await;
@@ -63,6 +73,9 @@ impl Bridge {
                     .get("contextId")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
+                if let Some(c) = &ctx {
+                    self.check_context(c, tenant).await?;
+                }
                 let place = self.place(ctx.as_deref(), None).await?;
                 if let shared::Place::There { .. } = place {
                     return self.forward(place, method, p).await;
@@ -73,20 +86,24 @@ impl Bridge {
         }
     }
 
-    /// Opens the stream a streaming call answers with.
+    /// Opens the stream a streaming call of `tenant` answers with.
     pub async fn open(
         &self,
         method: &str,
         p: Option<&RawValue>,
         last_event_id: Option<&str>,
+        tenant: Option<&str>,
     ) -> Result<Opened, GatewayError> {
         match method {
             STREAM => {
-                let turn = params::<SendParams>(p)?.into_turn()?;
+                let mut turn = params::<SendParams>(p)?.into_turn()?;
+                turn.tenant = tenant.map(Into::into);
+                self.check_turn(&turn).await?;
                 self.stream_turn(&turn).await.map(|(opened, _)| opened)
             }
             RESUBSCRIBE => {
                 let IdParams { id } = params(p)?;
+                self.check_task(&id, tenant).await?;
                 self.open_task_stream(&id, last_event_id, true).await
             }
             other => Err(GatewayError::MethodNotFound(other.to_owned())),

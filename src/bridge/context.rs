@@ -94,6 +94,8 @@ pub(crate) struct Context {
     pub(super) lag_grace: Duration,
     /// With `[cluster]`: how far this context's events are written to Redis.
     pub(super) flushed: std::sync::OnceLock<crate::cluster::log::Flushed>,
+    /// The caller that started it (`kind:id`, with `[auth]`); unset: any caller's.
+    pub(super) owner: std::sync::OnceLock<Arc<str>>,
 }
 
 impl Context {
@@ -143,6 +145,7 @@ impl Context {
             max_queued: max_queued.max(1),
             lag_grace,
             flushed: std::sync::OnceLock::new(),
+            owner: std::sync::OnceLock::new(),
         })
     }
 
@@ -184,6 +187,14 @@ impl Context {
     /// A copy of a task's model.
     pub(crate) fn task(&self, task_id: &str) -> Option<Task> {
         self.lock().tracker.task(task_id).cloned()
+    }
+
+    /// The caller a task belongs to (tenancy).
+    pub(crate) fn task_owner(&self, task_id: &str) -> Option<String> {
+        self.lock()
+            .tracker
+            .task(task_id)
+            .and_then(|t| t.owner.clone())
     }
 
     /// Copies of every task this context keeps.
@@ -441,10 +452,10 @@ mod tests {
         ));
         // Lines sid has not read: the writer's queue is full.
         let (ctx, _rx) = up(2);
-        ctx.start_turn("t1", "x".into(), None).unwrap();
-        ctx.start_turn("t2", "y".into(), None).unwrap();
+        ctx.start_turn("t1", "x".into(), None, None).unwrap();
+        ctx.start_turn("t2", "y".into(), None, None).unwrap();
         assert!(matches!(
-            ctx.start_turn("t3", "z".into(), None),
+            ctx.start_turn("t3", "z".into(), None, None),
             Err(SendError::Busy(_))
         ));
     }

@@ -17,6 +17,7 @@ mod rpc_params;
 mod sending;
 mod shared;
 mod streams;
+mod tenancy;
 mod transport;
 mod turn_queue;
 
@@ -74,6 +75,8 @@ pub struct Bridge {
     /// Told the tasks this replica fails taking over a lost replica's context (see
     /// [`on_lost_tasks`](Self::on_lost_tasks)).
     lost_hook: std::sync::OnceLock<Hook>,
+    /// Whether contexts and tasks belong to their callers ([`tenancy`]).
+    tenancy: std::sync::atomic::AtomicBool,
 }
 
 impl Bridge {
@@ -102,6 +105,7 @@ impl Bridge {
             attached,
             cluster,
             lost_hook: std::sync::OnceLock::new(),
+            tenancy: Default::default(),
             cfg,
         });
         if let Some(a) = &bridge.attached {

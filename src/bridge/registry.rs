@@ -63,7 +63,10 @@ impl Bridge {
             self.ensure_running(a)?;
             return Ok(a.clone());
         }
-        self.new_context()
+        self.new_context_with(
+            uuid::Uuid::new_v4().to_string(),
+            self.owner_for(turn.tenant.as_deref()),
+        )
     }
 
     pub(super) fn running_children(contexts: &HashMap<String, Arc<Context>>) -> usize {
@@ -71,10 +74,6 @@ impl Bridge {
             .values()
             .filter(|c| matches!(c.transport, Transport::Stdio(_)) && c.is_running())
             .count()
-    }
-
-    fn new_context(&self) -> Result<Arc<Context>, GatewayError> {
-        self.new_context_with(uuid::Uuid::new_v4().to_string())
     }
 
     /// Every task the contexts keep, with its context (ListTasks reads and pages these).
@@ -93,8 +92,9 @@ impl Bridge {
 
     /// Starts a context under a client-chosen id (A2A lets a client name the context of its
     /// first message). Refused when the gateway attaches to one `sid --listen` socket (its one
-    /// context has an id of its own), when the id is not a plain token, or at capacity.
-    pub fn adopt_context(&self, id: &str) -> Result<(), GatewayError> {
+    /// context has an id of its own), when the id is not a plain token, or at capacity. A new
+    /// context is `tenant`'s.
+    pub fn adopt_context(&self, id: &str, tenant: Option<&str>) -> Result<(), GatewayError> {
         if self.has_context(id) {
             return Ok(());
         }
@@ -109,10 +109,16 @@ impl Bridge {
                 "contextId: a new context's id must be 1 to 128 letters, digits or - _ . :".into(),
             ));
         }
-        self.new_context_with(id.to_owned()).map(|_| ())
+        self.new_context_with(id.to_owned(), self.owner_for(tenant))
+            .map(|_| ())
     }
 
-    fn new_context_with(&self, id: String) -> Result<Arc<Context>, GatewayError> {
+    /// Starts a child for a new context `id`, `owner`'s when there is one.
+    fn new_context_with(
+        &self,
+        id: String,
+        owner: Option<&str>,
+    ) -> Result<Arc<Context>, GatewayError> {
         let mut contexts = self.contexts();
         if let Some(c) = contexts.get(&id) {
             return Ok(c.clone());
@@ -120,6 +126,7 @@ impl Bridge {
         if Self::running_children(&contexts) >= self.cfg.max_contexts {
             return Err(GatewayError::TooManyContexts(self.cfg.max_contexts));
         }
+        self.within_quota(&contexts, owner)?;
         let ctx = Context::new(
             id,
             Transport::Stdio(self.cfg.command.clone()),
@@ -128,6 +135,9 @@ impl Bridge {
             self.cfg.max_queued_requests,
             Duration::from_millis(self.cfg.lag_grace_ms),
         );
+        if let Some(o) = owner {
+            let _ = ctx.owner.set(o.into());
+        }
         self.export(&ctx)?;
         ctx.spawn_child(&self.cfg.command, None).map_err(|e| {
             GatewayError::SidUnavailable(format!("cannot start {:?}: {e}", self.cfg.command))

@@ -55,6 +55,7 @@ impl SendParams {
             task_id: self.message.task_id.or(self.task_id),
             message_id: self.message.message_id,
             queue: false,
+            tenant: None,
         })
     }
 }

@@ -30,6 +30,9 @@ pub struct Turn {
     /// starts when the turns before it end (A2A, where a context holds several tasks), rather
     /// than refuse it -32060 busy (the seed dialect's contract).
     pub queue: bool,
+    /// The verified caller sending it (`kind:id`, with `[auth]`): a context it starts and the
+    /// task are its own ([`tenancy`](super::tenancy)).
+    pub tenant: Option<std::sync::Arc<str>>,
 }
 
 /// What `tasks/cancel` did.
@@ -111,9 +114,10 @@ impl Bridge {
         let task = uuid::Uuid::new_v4().to_string();
         self.task_index().insert(task.clone(), ctx.id.clone());
         let message_id = turn.message_id.as_deref();
+        let owner = self.owner_for(turn.tenant.as_deref());
         let started = match turn.queue {
-            true => ctx.start_or_queue_turn(&task, text, message_id),
-            false => ctx.start_turn(&task, text, message_id),
+            true => ctx.start_or_queue_turn(&task, text, message_id, owner),
+            false => ctx.start_turn(&task, text, message_id, owner),
         };
         if let Err(e) = started {
             self.task_index().remove(&task);

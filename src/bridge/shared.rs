@@ -67,6 +67,16 @@ impl Bridge {
         // A mirror of this context (it ran elsewhere) is left to its subscribers: it reads on
         // from Redis what this replica now writes there, and idles out once they leave.
         let _ = ctx.flushed.set(flushed);
+        if let Some(owner) = ctx.owner.get().cloned() {
+            // Written as the child starts, long before a turn of it has an answer to name the
+            // context by: the other replicas' checks read it (tenancy).
+            let (link, id) = (sh.link.clone(), ctx.id.clone());
+            tokio::spawn(async move {
+                if let Err(e) = tasks::set_tenant(&link, &id, &owner).await {
+                    tracing::warn!(context = %id, error = %e, "cannot record a context's owner");
+                }
+            });
+        }
         lease::keep(
             sh.link.clone(),
             ctx.id.clone(),
@@ -247,6 +257,7 @@ impl Bridge {
             return Ok(());
         }
         let lost = open_tasks(sh).await?.remove(ctx_id).unwrap_or_default();
+        let owner = tasks::tenant(&sh.link, ctx_id).await?;
         let ctx = {
             let mut contexts = self.contexts();
             if contexts.contains_key(ctx_id) {
@@ -263,6 +274,9 @@ impl Bridge {
                     self.cfg.max_queued_requests,
                     Duration::from_millis(self.cfg.lag_grace_ms),
                 );
+                if let Some(o) = owner {
+                    let _ = ctx.owner.set(o.into());
+                }
                 self.export(&ctx)?;
                 contexts.insert(ctx.id.clone(), ctx.clone());
                 Some(ctx)

@@ -7,15 +7,17 @@ use super::context::{Context, Inner, SendError};
 use crate::wire::raw::{ClientLine, Op};
 
 impl Context {
-    /// Starts a user turn as task `task_id`; `message_id` is the client's id of the message.
+    /// Starts a user turn as task `task_id`; `message_id` is the client's id of the message,
+    /// `owner` the caller the task belongs to (tenancy).
     pub(crate) fn start_turn(
         &self,
         task_id: &str,
         text: String,
         message_id: Option<&str>,
+        owner: Option<&str>,
     ) -> Result<(), SendError> {
         let mut inner = self.lock();
-        self.start_locked(&mut inner, task_id, text, message_id)
+        self.start_locked(&mut inner, task_id, text, message_id, owner)
     }
 
     fn start_locked(
@@ -24,10 +26,9 @@ impl Context {
         task_id: &str,
         text: String,
         message_id: Option<&str>,
+        owner: Option<&str>,
     ) -> Result<(), SendError> {
-        inner
-            .tracker
-            .begin_turn(task_id, Some((&text, message_id)), SystemTime::now());
+        Self::begin(inner, task_id, &text, message_id, owner);
         inner.active_turn = Some(task_id.to_owned());
         let line = ClientLine::new(task_id, Op::UserTurn { text });
         self.write(inner, &line).inspect_err(|_| {
@@ -43,10 +44,11 @@ impl Context {
         task_id: &str,
         text: String,
         message_id: Option<&str>,
+        owner: Option<&str>,
     ) -> Result<(), SendError> {
         let mut inner = self.lock();
         if inner.active_turn.is_none() && inner.queued.is_empty() {
-            return self.start_locked(&mut inner, task_id, text, message_id);
+            return self.start_locked(&mut inner, task_id, text, message_id, owner);
         }
         if inner.queued.len() >= self.max_queued {
             return Err(SendError::Busy(format!(
@@ -62,12 +64,26 @@ impl Context {
                     .unwrap_or_else(|| "sid is not connected".into()),
             ));
         }
-        let now = SystemTime::now();
-        inner
-            .tracker
-            .begin_turn(task_id, Some((&text, message_id)), now);
+        Self::begin(&mut inner, task_id, &text, message_id, owner);
         inner.queued.push_back((task_id.to_owned(), text));
         Ok(())
+    }
+
+    /// Registers the task, owned from its first update on (so no replica ever reads it
+    /// unowned).
+    fn begin(
+        inner: &mut Inner,
+        task_id: &str,
+        text: &str,
+        message_id: Option<&str>,
+        owner: Option<&str>,
+    ) {
+        inner
+            .tracker
+            .begin_turn(task_id, Some((text, message_id)), SystemTime::now());
+        if let Some(o) = owner {
+            inner.tracker.own(task_id, o);
+        }
     }
 
     /// Cancels a queued task (sid never hears of it); `false` when it is not queued.

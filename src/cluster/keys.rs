@@ -66,6 +66,11 @@ pub(crate) fn session(context_id: &str) -> String {
     format!("{PREFIX}session:{context_id}")
 }
 
+/// The caller a context belongs to (`kind:id`, with `[auth]`): tenancy, on every replica.
+pub(crate) fn tenant(context_id: &str) -> String {
+    format!("{PREFIX}tenant:{context_id}")
+}
+
 /// The task index: task ids scored by their last change (ms), for ListTasks.
 pub(crate) const TASK_INDEX: &str = "wiregate:tasks";
 

@@ -47,3 +47,23 @@ pub(crate) async fn list(link: &Link, limit: usize) -> Result<Vec<(Task, String)
         .map(|s| (s.task, s.context))
         .collect())
 }
+
+/// The caller a context belongs to, if any replica recorded one.
+pub(crate) async fn tenant(link: &Link, context_id: &str) -> Result<Option<String>, GatewayError> {
+    let mut conn = link.conn()?;
+    conn.get(keys::tenant(context_id))
+        .await
+        .map_err(|e| link.failed(&e))
+}
+
+/// Records the caller a context belongs to, before the context is named to anyone.
+pub(crate) async fn set_tenant(
+    link: &Link,
+    context_id: &str,
+    tenant: &str,
+) -> Result<(), GatewayError> {
+    let mut conn = link.conn()?;
+    conn.set(keys::tenant(context_id), tenant)
+        .await
+        .map_err(|e| link.failed(&e))
+}

@@ -16,6 +16,9 @@ pub struct Sid {
     pub connect: String,
     /// Most contexts with a running child.
     pub max_contexts: usize,
+    /// With `[auth]`: most contexts one caller may hold on a replica (its own, tenancy); 0: no
+    /// bound but `max_contexts`.
+    pub max_contexts_per_caller: usize,
     /// An idle context's child is stopped after this long (restarted with `--resume` on use).
     pub idle_timeout_ms: u64,
     /// Events kept per context for resumption.
@@ -50,6 +53,7 @@ impl Default for Sid {
             command: vec!["sid".into(), "--raw".into()],
             connect: String::new(),
             max_contexts: 16,
+            max_contexts_per_caller: 0,
             idle_timeout_ms: 900_000,
             replay_events: 4096,
             subscriber_buffer: None,

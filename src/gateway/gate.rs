@@ -8,10 +8,11 @@
 
 use std::sync::OnceLock;
 
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{header, HeaderValue};
 
 use super::{Gateway, Meta};
 use crate::auth::gate::{Credentials, Identity};
+use crate::auth::refusal::refusal_headers;
 use crate::http::reply::{json_reply, Reply};
 use crate::model::error::GatewayError;
 use crate::wire::dialect::{self, Inbound, Message};
@@ -120,35 +121,6 @@ fn add_refusal_headers(reply: &mut Reply, e: &GatewayError) {
     }
     let headers = reply.headers.get_or_insert_default();
     refusal_headers(headers, e);
-}
-
-/// `WWW-Authenticate` for a 401 (RFC 6750 §3: `error="invalid_token"` when a credential was
-/// sent); `Retry-After` (whole seconds, rounded up) and the RateLimit headers for a 429.
-pub(crate) fn refusal_headers(headers: &mut HeaderMap, e: &GatewayError) {
-    match e {
-        GatewayError::Unauthenticated { sent, .. } => {
-            let value = match sent {
-                true => r#"Bearer realm="wiregate", error="invalid_token""#,
-                false => r#"Bearer realm="wiregate""#,
-            };
-            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(value));
-        }
-        GatewayError::RateLimited {
-            limit,
-            retry_after_ms,
-            policy,
-        } => {
-            let seconds = retry_after_ms.div_ceil(1000).max(1);
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-            if let Ok(v) = HeaderValue::from_str(policy) {
-                headers.insert(HeaderName::from_static("ratelimit-policy"), v);
-            }
-            if let Ok(v) = HeaderValue::from_str(&format!("\"{limit}\";r=0;t={seconds}")) {
-                headers.insert(HeaderName::from_static("ratelimit"), v);
-            }
-        }
-        _ => {}
-    }
 }
 
 impl Gateway {

@@ -59,6 +59,17 @@ pub struct Meta<'a> {
     pub(crate) refusals: Option<&'a gate::Refusals>,
 }
 
+impl<'a> Meta<'a> {
+    /// Who asks, as the sid bridge and A2A scope their answers: the verified caller's
+    /// `kind:id` and the request's `Host`.
+    pub(crate) fn asker(&self) -> a2a::Asker<'a> {
+        a2a::Asker {
+            tenant: self.identity.and_then(|i| i.caller()).map(|c| &*c.tenant),
+            host: self.headers.and_then(|h| h.str(&axum::http::header::HOST)),
+        }
+    }
+}
+
 /// The binding a body arrived on: the gateway's own `POST /rpc`, or A2A's JSON-RPC binding
 /// (`a2a.jsonrpc_path`).
 ///
@@ -187,6 +198,10 @@ impl Gateway {
                 tracing::error!(error = %e, "auth: every call is refused until a reload");
                 crate::auth::gate::Gate::closed()
             });
+        if let Some(b) = &bridge {
+            // Contexts and tasks belong to their callers while callers are identified.
+            b.set_tenancy(gate.identifies());
+        }
         let previous = previous.map(|(m, _, _)| m);
         let table = ErrorTable::with_overrides(&config.legacy.error_codes);
         Gateway {
@@ -222,6 +237,12 @@ impl Gateway {
     /// The link to the replicas' shared store, with `[cluster]`.
     pub(crate) fn cluster(&self) -> Option<&Arc<crate::cluster::Link>> {
         self.cluster.as_ref()
+    }
+
+    /// `[auth]` and `[[rate_limits]]`, for the routes that pass them on their own (the A2A REST
+    /// binding, the event streams).
+    pub(crate) fn gate(&self) -> &Arc<crate::auth::gate::Gate> {
+        &self.gate
     }
 
     /// The domain-event feed, when a source is configured.
@@ -456,7 +477,8 @@ impl Gateway {
         let (upstream, served, result) = if self.facade.handles(&call.method) {
             ("builtin", None, self.builtin(&call))
         } else if let Some(bridge) = sid {
-            ("sid", None, Box::pin(self.to_sid(bridge, &call)).await)
+            let asker = meta.asker();
+            ("sid", None, Box::pin(self.to_sid(bridge, &call, asker)).await)
         } else if let Some((route, pick)) = self
             .router
             .route(&call.method)

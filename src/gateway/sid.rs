@@ -79,10 +79,11 @@ impl Gateway {
             bridge.authorize(meta.authorization)?;
             let params = req.params.as_deref();
             let timing = bridge.timing();
+            let asker = meta.asker();
             let body: Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>> =
                 match (spec, &self.a2a) {
                     (Some(c), Some(a2a)) => {
-                        let s = a2a.open(c, &id, params, meta.last_event_id).await?;
+                        let s = a2a.open(c, &id, params, meta.last_event_id, asker).await?;
                         let o = s.opened;
                         let frames = sse_stream::frames(
                             o.subscription,
@@ -94,7 +95,9 @@ impl Gateway {
                         Box::pin(frames)
                     }
                     _ => {
-                        let o = bridge.open(&req.method, params, meta.last_event_id).await?;
+                        let o = bridge
+                            .open(&req.method, params, meta.last_event_id, asker.tenant)
+                            .await?;
                         let frames =
                             sse_stream::frames(o.subscription, o.filter, timing, None, Shared);
                         Box::pin(frames)
@@ -126,8 +129,14 @@ impl Gateway {
         }
     }
 
-    /// A call the sid bridge answers, in the seed dialect or a published A2A version.
-    pub(super) async fn to_sid(&self, bridge: &Bridge, call: &Call) -> Result<Done, GatewayError> {
+    /// A call the sid bridge answers, in the seed dialect or a published A2A version, for
+    /// `asker` (tenancy).
+    pub(super) async fn to_sid(
+        &self,
+        bridge: &Bridge,
+        call: &Call,
+        asker: a2a::Asker<'_>,
+    ) -> Result<Done, GatewayError> {
         if call.spec.is_none() && bridge.is_streaming(&call.method) {
             return Err(GatewayError::StreamingCall(call.method.clone()));
         }
@@ -135,8 +144,8 @@ impl Gateway {
         bridge.authorize(authorization.as_deref())?;
         let params = call.params.as_deref();
         let value = match (call.spec, &self.a2a) {
-            (Some(spec), Some(a2a)) => a2a.call(spec, params).await?,
-            _ => bridge.call(&call.method, params).await?,
+            (Some(spec), Some(a2a)) => a2a.call(spec, params, asker).await?,
+            _ => bridge.call(&call.method, params, asker.tenant).await?,
         };
         Ok(Done {
             outcome: Outcome::Result(to_raw(&value)),

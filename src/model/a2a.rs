@@ -85,6 +85,23 @@ impl Method {
         })
     }
 
+    /// Its 1.0 (PascalCase) name: what the REST binding's calls are admitted and limited as.
+    pub fn v1_0_name(self) -> &'static str {
+        match self {
+            Method::Send => "SendMessage",
+            Method::Stream => "SendStreamingMessage",
+            Method::Get => "GetTask",
+            Method::Cancel => "CancelTask",
+            Method::Subscribe => "SubscribeToTask",
+            Method::ListTasks => "ListTasks",
+            Method::Push(PushOp::Create) => "CreateTaskPushNotificationConfig",
+            Method::Push(PushOp::Get) => "GetTaskPushNotificationConfig",
+            Method::Push(PushOp::List) => "ListTaskPushNotificationConfigs",
+            Method::Push(PushOp::Delete) => "DeleteTaskPushNotificationConfig",
+            Method::ExtendedCard => "GetExtendedAgentCard",
+        }
+    }
+
     /// The method a 0.3 (slash) name asks, if it is one.
     pub fn v0_3(name: &str) -> Option<Self> {
         Some(match name {

@@ -102,6 +102,9 @@ pub enum GatewayError {
     /// `sid.max_contexts` contexts are running.
     #[error("all {0} sid contexts are in use; try again later")]
     TooManyContexts(usize),
+    /// The caller already has `sid.max_contexts_per_caller` contexts.
+    #[error("this caller already has its {0} sid contexts (sid.max_contexts_per_caller); continue one of them")]
+    CallerContexts(usize),
     /// A stream already has its configured number of subscribers.
     #[error("this stream already has its {0} subscribers; try again later")]
     TooManySubscribers(usize),
@@ -215,6 +218,7 @@ impl GatewayError {
             GatewayError::TooManyContexts(_) | GatewayError::TooManySubscribers(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            GatewayError::CallerContexts(_) => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::SidUnavailable(_) => StatusCode::BAD_GATEWAY,
             GatewayError::ClusterUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             GatewayError::Replica { status, .. } => {
@@ -268,9 +272,9 @@ impl GatewayError {
             GatewayError::SidStalePrompt(_) => code::SID_STALE_PROMPT,
             GatewayError::SidRejected(_) => code::INVALID_PARAMS,
             GatewayError::SidFailed { .. } => code::SID_FAILED,
-            GatewayError::TooManyContexts(_) | GatewayError::TooManySubscribers(_) => {
-                code::SID_CAPACITY
-            }
+            GatewayError::TooManyContexts(_)
+            | GatewayError::TooManySubscribers(_)
+            | GatewayError::CallerContexts(_) => code::SID_CAPACITY,
             GatewayError::SidUnavailable(_) => code::SID_UNAVAILABLE,
             GatewayError::ClusterUnavailable(_) => code::CLUSTER_UNAVAILABLE,
             GatewayError::Replica { code, .. } => *code,
@@ -316,7 +320,7 @@ impl GatewayError {
             | GatewayError::AdminForbidden
             | GatewayError::Unauthenticated { .. } => lc::AUTH_ERROR,
             GatewayError::Forbidden(_) => lc::FORBIDDEN,
-            GatewayError::RateLimited { .. } => lc::RATE_LIMITED,
+            GatewayError::RateLimited { .. } | GatewayError::CallerContexts(_) => lc::RATE_LIMITED,
             GatewayError::PushNotificationNotSupported
             | GatewayError::UnsupportedOperation(_)
             | GatewayError::ExtendedCardNotConfigured => lc::OPERATION_NOT_FOUND,
@@ -349,6 +353,7 @@ impl GatewayError {
             GatewayError::SidRejected(_) => "sid_rejected",
             GatewayError::SidFailed { .. } => "sid_failed",
             GatewayError::TooManyContexts(_) => "sid_capacity",
+            GatewayError::CallerContexts(_) => "caller_contexts",
             GatewayError::TooManySubscribers(_) => "too_many_subscribers",
             GatewayError::SidUnavailable(_) => "sid_unavailable",
             GatewayError::ClusterUnavailable(_) => "cluster_unavailable",

@@ -45,9 +45,7 @@ pub(super) struct Front {
     pub(super) cert: Option<Arc<[u8]>>,
 }
 
-/// The client certificate of a request's connection, put on the requests the router serves.
-#[derive(Clone, Debug)]
-pub(super) struct ClientCert(pub(super) Arc<[u8]>);
+pub(super) use crate::auth::refusal::ClientCert;
 
 impl Front {
     pub(super) fn new(live: Arc<ArcSwap<Live>>) -> Self {

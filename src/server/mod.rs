@@ -227,6 +227,7 @@ impl Live {
                 crate::a2a::rest::router(
                     state.gateway.a2a_shared(),
                     state.gateway.bridge().cloned(),
+                    state.gateway.gate().clone(),
                 ),
             )
             .with_state(state.clone());

@@ -1,8 +1,10 @@
 //! The event-stream routes: a sid task's or context's updates, and the domain-event feed, as
 //! SSE; the same answers whether hyper or [`sse_conn`](crate::http::sse_conn) serves the connection.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap};
+use axum::http::{header, Extensions, HeaderMap};
 use axum::response::Response;
 
 use super::{header_str, not_configured, AppState, LAST_EVENT_ID};
@@ -15,11 +17,40 @@ fn sse_error(err: GatewayError) -> Response {
     err.route_response()
 }
 
+/// Who may read a stream: `[auth]` and `[[rate_limits]]` as for a call of `method`; the
+/// caller's tenant key (tenancy) when they let it in, the refusal otherwise.
+async fn admitted(
+    state: &AppState,
+    method: &str,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<Option<Arc<str>>, Response> {
+    match state
+        .gateway
+        .gate()
+        .admit_request(method, headers, extensions)
+        .await
+    {
+        Ok(identity) => Ok(identity.caller().map(|c| c.tenant.clone())),
+        Err(e) => Err(crate::auth::refusal::refusal_response(&e)),
+    }
+}
+
 pub(super) async fn task_events(
     State(state): State<AppState>,
     Path(task_id): Path<String>,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Response {
+    let tenant = match admitted(&state, "tasks/resubscribe", &headers, &extensions).await {
+        Ok(t) => t,
+        Err(refused) => return refused,
+    };
+    if let Some(b) = state.gateway.bridge() {
+        if let Err(e) = b.check_task(&task_id, tenant.as_deref()).await {
+            return sse_error(e);
+        }
+    }
     let not_found = GatewayError::TaskNotFound(task_id.clone());
     if let Some(local) = bridge_stream(&state, &headers, not_found, |b, last| {
         b.task_stream(&task_id, last, false)
@@ -40,7 +71,17 @@ pub(super) async fn context_events(
     State(state): State<AppState>,
     Path(context_id): Path<String>,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Response {
+    let tenant = match admitted(&state, "contexts/events", &headers, &extensions).await {
+        Ok(t) => t,
+        Err(refused) => return refused,
+    };
+    if let Some(b) = state.gateway.bridge() {
+        if let Err(e) = b.check_context(&context_id, tenant.as_deref()).await {
+            return sse_error(e);
+        }
+    }
     let not_found = GatewayError::ContextNotFound(context_id.clone());
     if let Some(local) = bridge_stream(&state, &headers, not_found, |b, last| {
         b.context_stream(&context_id, last)
@@ -103,7 +144,11 @@ pub(super) async fn domain_events(
     State(state): State<AppState>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Response {
+    if let Err(refused) = admitted(&state, "events", &headers, &extensions).await {
+        return refused;
+    }
     domain_stream(&state, q.task_id, &headers)
 }
 
@@ -132,11 +177,15 @@ fn domain_stream(state: &AppState, task: Option<String>, headers: &HeaderMap) ->
 /// The answer of an event-stream route (`/events`, `/tasks/{id}/events`,
 /// `/contexts/{id}/events`) to a `GET` of `uri`, for [`sse_conn`]; `None` for any other target,
 /// or one the router would read differently (a percent-encoded id, a query it would refuse).
+/// Behind a gate that is not open, every stream is the router's: who asks is decided there.
 pub(super) fn stream_route(
     state: &AppState,
     uri: &axum::http::Uri,
     headers: &HeaderMap,
 ) -> Option<Response> {
+    if state.gateway.is_gated() {
+        return None;
+    }
     let path = uri.path();
     if path == "/events" {
         let Query(q) = Query::<EventsQuery>::try_from_uri(uri).ok()?;

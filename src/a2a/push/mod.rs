@@ -160,9 +160,10 @@ impl Named {
     }
 }
 
-/// A task's configurations exist only while the gateway knows the task (-32001 otherwise).
-fn known(bridge: &Bridge, task: &str) -> Result<(), GatewayError> {
-    bridge.task(task).map(|_| ())
+/// A task's configurations exist only while the gateway knows the task, and only for the
+/// caller (`tenant`) it belongs to (-32001 otherwise).
+fn known(bridge: &Bridge, task: &str, tenant: Option<&str>) -> Result<(), GatewayError> {
+    bridge.task_as(task, tenant).map(|_| ())
 }
 
 #[derive(Debug, Default)]
@@ -234,20 +235,21 @@ impl Push {
     }
 
     /// `CreateTaskPushNotificationConfig` / `tasks/pushNotificationConfig/set`, and a send's
-    /// own configuration (`task` given).
+    /// own configuration (`task` given); for `tenant`'s tasks only.
     pub(crate) async fn create(
         self: &Arc<Self>,
         bridge: &Arc<Bridge>,
         version: Version,
         params: Value,
         task: Option<&str>,
+        tenant: Option<&str>,
     ) -> Result<Value, GatewayError> {
         let (task_id, inner) = Self::parse_config(version, params, task)?;
         let url = inner
             .url
             .filter(|u| !u.is_empty())
             .ok_or_else(|| GatewayError::InvalidParams("url is required".into()))?;
-        bridge.task(&task_id)?;
+        known(bridge, &task_id, tenant)?;
         check_target(&url, self.allow_private).await?;
         let auth = Self::parse_auth(inner.authentication)?;
         let id = inner
@@ -377,9 +379,10 @@ impl Push {
         bridge: &Bridge,
         version: Version,
         params: Value,
+        tenant: Option<&str>,
     ) -> Result<Value, GatewayError> {
         let (task, id) = Named::read(version, params)?;
-        known(bridge, &task)?;
+        known(bridge, &task, tenant)?;
         let configs = self.configs(&task);
         let found = match &id {
             Some(id) => configs.iter().find(|c| c.id == *id),
@@ -401,9 +404,10 @@ impl Push {
         bridge: &Bridge,
         version: Version,
         params: Value,
+        tenant: Option<&str>,
     ) -> Result<Value, GatewayError> {
         let (task, _) = Named::read(version, params)?;
-        known(bridge, &task)?;
+        known(bridge, &task, tenant)?;
         let all: Vec<Value> = self
             .configs(&task)
             .iter()
@@ -421,9 +425,10 @@ impl Push {
         bridge: &Bridge,
         version: Version,
         params: Value,
+        tenant: Option<&str>,
     ) -> Result<Value, GatewayError> {
         let (task, id) = Named::read(version, params)?;
-        known(bridge, &task)?;
+        known(bridge, &task, tenant)?;
         let id = id.ok_or_else(|| GatewayError::InvalidParams("id is required".into()))?;
         let mut t = self.lock();
         if let Some(list) = t.by_task.get_mut(&task) {

@@ -140,6 +140,10 @@ pub struct Task {
     pub history: VecDeque<HistoryMessage>,
     /// When the task last changed (its status timestamp).
     pub updated: SystemTime,
+    /// The caller it belongs to (`kind:id`, with `[auth]`): only that caller sees it. `None`:
+    /// a task any caller may read (one an anonymous caller started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// Messages ever added to the history (numbers the generated ids).
     said: usize,
     /// An interrupt was seen.
@@ -162,6 +166,7 @@ impl Task {
             result: None,
             history: VecDeque::new(),
             updated: SystemTime::UNIX_EPOCH,
+            owner: None,
             said: 0,
             interrupted: false,
             finished: false,
@@ -296,6 +301,13 @@ impl Tracker {
         }
         self.tasks.insert(task_id.to_owned(), task);
         self.order.push_back(task_id.to_owned());
+    }
+
+    /// Gives a task its owner (see [`Task::owner`]).
+    pub fn own(&mut self, task_id: &str, owner: &str) {
+        if let Some(t) = self.tasks.get_mut(task_id) {
+            t.owner = Some(owner.to_owned());
+        }
     }
 
     /// Marks a task changed at `now` (its status timestamp).
