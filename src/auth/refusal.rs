@@ -45,7 +45,6 @@ pub(crate) fn refusal_headers(headers: &mut HeaderMap, e: &GatewayError) {
     }
 }
 
-
 impl Gate {
     /// Who sent a request the router serves, from its headers and its connection's
     /// (`extensions`: the client's address and certificate), and whether `auth.mode` and the
@@ -62,7 +61,9 @@ impl Gate {
         }
         let cert = extensions.get::<ClientCert>();
         let creds = Credentials {
-            authorization: headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes),
+            authorization: headers
+                .get(header::AUTHORIZATION)
+                .map(HeaderValue::as_bytes),
             api_key: headers.get(self.key_header()).map(HeaderValue::as_bytes),
             cert: cert.map(|c| &*c.0),
         };

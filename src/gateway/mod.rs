@@ -478,7 +478,11 @@ impl Gateway {
             ("builtin", None, self.builtin(&call))
         } else if let Some(bridge) = sid {
             let asker = meta.asker();
-            ("sid", None, Box::pin(self.to_sid(bridge, &call, asker)).await)
+            (
+                "sid",
+                None,
+                Box::pin(self.to_sid(bridge, &call, asker)).await,
+            )
         } else if let Some((route, pick)) = self
             .router
             .route(&call.method)

@@ -7,25 +7,8 @@ use wiregate::config::{AuthMode, Dialect};
 use crate::call;
 use crate::support::{self, jsonrpc_echo};
 
-fn digest(key: &str) -> String {
-    ring::digest::digest(&ring::digest::SHA256, key.as_bytes())
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn write_keys(path: &std::path::Path, keys: &[(&str, &str)]) {
-    let text: String = keys
-        .iter()
-        .map(|(id, key)| {
-            format!(
-                "[[keys]]\nid = \"{id}\"\nsha256 = \"{}\"\nscopes = [\"plans:read\"]\n",
-                digest(key)
-            )
-        })
-        .collect();
-    std::fs::write(path, text).unwrap();
+    support::keys::write_api_keys(path, keys, &["plans:read"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,7 @@ mod keys;
 mod limits;
 mod passthrough;
 mod rules;
+mod tenancy;
 
 use base64::Engine as _;
 use ring::signature::{EcdsaKeyPair, KeyPair as _, ECDSA_P256_SHA256_FIXED_SIGNING};

@@ -12,18 +12,8 @@ use crate::support::{self, jsonrpc_echo};
 async fn a_gated_prefix_refuses_without_a_key_and_names_the_caller_with_one() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keys.toml");
-    let digest: String = ring::digest::digest(&ring::digest::SHA256, b"k-123")
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    std::fs::write(
-        &file,
-        format!("[[keys]]\nid = \"uploader\"\nsha256 = \"{digest}\"\n"),
-    )
-    .unwrap();
+    let path = support::keys::write_api_keys(&file, &[("uploader", "k-123")], &[]);
     let up = jsonrpc_echo().run().await;
-    let path = file.to_string_lossy().into_owned();
     let gw = support::routing_all_to(&up.url(), Dialect::Jsonrpc)
         .with(|c| {
             c.passthrough = vec![Passthrough {

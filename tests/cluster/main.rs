@@ -590,3 +590,49 @@ async fn when_the_feed_reader_dies_another_replica_resumes_the_feed_after_its_la
     let late = tokio::time::timeout(Duration::from_millis(300), on_b.next(WAIT)).await;
     assert!(late.is_err(), "nothing after 8: {late:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_callers_task_on_one_replica_is_not_found_by_another_caller_on_the_next() {
+    use support::keys::{alice_and_bob, ALICE, BOB};
+    let redis = RedisServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = advertised_from(
+        gateway().with(alice_and_bob(dir.path())),
+        &redis,
+        "tenants-a",
+        "a",
+    )
+    .await;
+    let b = advertised_from(
+        gateway().with(alice_and_bob(dir.path())),
+        &redis,
+        "tenants-b",
+        "b",
+    )
+    .await;
+    let sent = a
+        .rpc_with(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "message/send",
+                    "params": text_message("hello")}),
+            &[ALICE],
+        )
+        .await
+        .json();
+    let task = sent["result"]["id"].as_str().expect("a task").to_owned();
+    let ctx = sent["result"]["contextId"].as_str().unwrap().to_owned();
+    let get = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task}});
+
+    // B reads the task from Redis: its owner is named there, and so is the context's.
+    let theirs = b.rpc_with(&get, &[BOB]).await.json();
+    assert_eq!(theirs["error"]["code"], -32001, "{theirs}");
+    let mine = b.rpc_with(&get, &[ALICE]).await.json();
+    assert_eq!(mine["result"]["id"], task.as_str(), "{mine}");
+    let stream = |who: (&'static str, &'static str)| {
+        b.http
+            .get(format!("{}/contexts/{ctx}/events", b.base()))
+            .header(who.0, who.1)
+            .send()
+    };
+    assert_eq!(stream(BOB).await.unwrap().status(), 404);
+    assert_eq!(stream(ALICE).await.unwrap().status(), 200);
+}

@@ -6,6 +6,7 @@
 
 mod feed;
 mod gateway;
+pub mod keys;
 pub mod migration;
 pub mod pki;
 pub mod raw_h1;
