@@ -67,15 +67,7 @@ async fn the_listener_speaks_tls_with_alpn_and_requires_client_certificates_when
     assert_eq!(h2.version(), reqwest::Version::HTTP_2);
     let body: Value = h2.json().await.unwrap();
     assert_eq!(body["result"]["via"], "legacy", "{body}");
-    let h1_client = reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(pki.ca_pem().as_bytes()).unwrap())
-        .identity({
-            let mut pem = std::fs::read(&client_id.cert).unwrap();
-            pem.extend(std::fs::read(&client_id.key).unwrap());
-            reqwest::Identity::from_pem(&pem).unwrap()
-        })
+    let h1_client = pki::client_builder(&pki, Some(&client_id))
         .http1_only()
         .build()
         .unwrap();

@@ -1,7 +1,8 @@
 //! Caller identity, access rules and rate limits, over real sockets: JWTs from an identity
 //! provider whose key set a test server serves over https (`jwt`), API keys from a file and
-//! their reload (`keys`), `allow` rules call by call (`rules`), local rate limits and their
-//! headers (`limits`), the pass-through behind the gate (`passthrough`), and the keys
+//! their reload (`keys`), client certificates over TLS (`mtls`), `allow` rules call by call
+//! (`rules`), local rate limits and their headers (`limits`), the pass-through behind the gate
+//! (`passthrough`), one caller's sid tasks hidden from another (`tenancy`), and the keys
 //! `check-config` refuses (`check_config`). Keys and certificates are made in each test.
 
 #[path = "../support/mod.rs"]
@@ -11,6 +12,7 @@ mod check_config;
 mod jwt;
 mod keys;
 mod limits;
+mod mtls;
 mod passthrough;
 mod rules;
 mod tenancy;

@@ -152,6 +152,11 @@ pub async fn serve_tls(app: axum::Router, config: Arc<rustls::ServerConfig>) -> 
 
 /// An HTTPS client trusting `pki`'s CA only, presenting `identity` when given.
 pub fn client(pki: &Pki, identity: Option<&Issued>) -> reqwest::Client {
+    client_builder(pki, identity).build().unwrap()
+}
+
+/// [`client`]'s builder, for a test that sets more.
+pub fn client_builder(pki: &Pki, identity: Option<&Issued>) -> reqwest::ClientBuilder {
     let mut b = reqwest::Client::builder()
         .use_rustls_tls()
         .tls_built_in_root_certs(false)
@@ -161,5 +166,5 @@ pub fn client(pki: &Pki, identity: Option<&Issued>) -> reqwest::Client {
         pem.extend(std::fs::read(&id.key).unwrap());
         b = b.identity(reqwest::Identity::from_pem(&pem).unwrap());
     }
-    b.build().unwrap()
+    b
 }
