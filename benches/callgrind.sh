@@ -9,6 +9,13 @@
 #   benches/callgrind.sh pipelined    # a proxied call, upstream pipelined (about 1 minute)
 #   benches/callgrind.sh fleet        # a proxied call, the upstream three endpoints balanced by
 #                                     # least request (about 1 minute)
+#   benches/callgrind.sh jwt          # a proxied call with a cached JWT checked (about 1 minute)
+#   benches/callgrind.sh apikey       # a proxied call with an API key checked (about 1 minute)
+#   benches/callgrind.sh ratelimit    # a proxied call under one local rate limit (about 1 minute)
+#   benches/callgrind.sh shared       # a proxied call under one rate limit shared through a
+#                                     # redis-server the script starts (about 1 minute)
+#   benches/callgrind.sh auth         # proxy, jwt, apikey, ratelimit and shared in one run, each
+#                                     # with its ratio to proxy (about 6 minutes)
 #   benches/callgrind.sh nginx        # nginx's proxy_pass on the same upstream, the peer of
 #                                     # the proxy part (about 1 minute; `all` runs it too)
 #   REV=712ed07 benches/callgrind.sh proxy   # the same, for a past commit (built in a worktree)
@@ -32,6 +39,13 @@
 # fleet: the proxy part with the upstream as `endpoints` = three examples/legacy_upstream
 #        processes (on UP_PORT, FLEET_PORT_2 and FLEET_PORT_3), `balance = "least_request"`:
 #        what choosing among endpoints adds to a call.
+# jwt, apikey, ratelimit, shared: the proxy part behind the gate: `[auth] mode = "required"`
+#        with `[[auth.jwt]]` (an ES256 key set on disk, examples/jwt_mint, the same token on every
+#        call, so it is verified once and found in the cache after), or with `[auth.api_keys]`
+#        (one key's digest); or one `[[rate_limits]]` on every call keyed by the client's address
+#        with its rate far above the load (every call spends a token, none is refused), local or
+#        `shared = true` through `[cluster]` on a redis-server on REDIS_PORT; for that one the
+#        script also prints the Redis commands per 100 calls of the long run.
 # shadow: whether, at shadow_sample = 1.0, the primary path drops by at most the shadow
 #        exchange's own cost, in instructions, one run: the proxy part's plain gateway, then the
 #        same route with `shadow` to a second examples/legacy_upstream at shadow_sample = 1.0
@@ -73,6 +87,7 @@ GW_PORT=${GW_PORT:-19211}
 SHADOW_PORT=${SHADOW_PORT:-19212}
 FLEET_PORT_2=${FLEET_PORT_2:-19213}
 FLEET_PORT_3=${FLEET_PORT_3:-19214}
+REDIS_PORT=${REDIS_PORT:-19215}
 SHORT_S=${SHORT_S:-3}
 LONG_S=${LONG_S:-9}
 
@@ -135,7 +150,7 @@ build() {
     root=$work/tree
     target=$PWD/target/callgrind-rev
   fi
-  [ -n "${NO_BUILD:-}" ] || (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --quiet --bin wiregate --example legacy_upstream)
+  [ -n "${NO_BUILD:-}" ] || (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --quiet --bin wiregate --example legacy_upstream ${MINT:+--example jwt_mint})
   need wrk wrk
   for port in "$@"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -158,6 +173,53 @@ build() {
     path=/a2a expect='"status":"success"' counter=wiregate_passthrough_requests_total
   fi
   printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[%s]]\n' "$rpc_body" >"$work/rpc.lua"
+  # The credential every call carries, for curl's first call and wrk's.
+  cred=()
+}
+
+# gate MODE -> appends MODE's `[auth]` or `[[rate_limits]]` to $work/plain.toml and sets the
+# credential header wrk and curl send ($cred) and what the calls are ($what).
+gate() {
+  case $1 in
+    jwt)
+      "$target/release/examples/jwt_mint" "$work"
+      cat >>"$work/plain.toml" <<TOML
+[auth]
+mode = "required"
+[[auth.jwt]]
+issuer = "https://bench.invalid/"
+audiences = ["wiregate"]
+jwks_file = "$work/jwks.json"
+algorithms = ["ES256"]
+TOML
+      cred=(-H "authorization: Bearer $(cat "$work/token")")
+      printf 'wrk.headers["Authorization"] = "Bearer %s"\n' "$(cat "$work/token")" >>"$work/rpc.lua"
+      what="proxied JSON-RPC -> legacy call, a cached ES256 JWT checked" ;;
+    apikey)
+      local key=bench-key-0123456789
+      printf '[[keys]]\nid = "bench"\nsha256 = "%s"\n' "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$work/keys.toml"
+      printf '[auth]\nmode = "required"\n[auth.api_keys]\nfile = "%s"\n' "$work/keys.toml" >>"$work/plain.toml"
+      cred=(-H "x-api-key: $key")
+      printf 'wrk.headers["x-api-key"] = "%s"\n' "$key" >>"$work/rpc.lua"
+      what="proxied JSON-RPC -> legacy call, an API key checked" ;;
+    ratelimit | shared)
+      local shared=false
+      if [ "$1" = shared ]; then
+        need redis-server redis-server
+        redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+        pids+=($!)
+        for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+        printf '[cluster]\nredis = "redis://127.0.0.1:%s"\nnode_id = "bench"\n' "$REDIS_PORT" >>"$work/plain.toml"
+        shared=true
+      fi
+      printf '[[rate_limits]]\nname = "all"\nmatch = ["*"]\nkey = "ip"\nrate_per_s = 10000000\nburst = 1000000\nshared = %s\n' "$shared" >>"$work/plain.toml"
+      what="proxied JSON-RPC -> legacy call, one rate limit (shared: $shared)" ;;
+  esac
+}
+
+# redis_commands -> the commands the script's redis-server has processed (0 without one).
+redis_commands() {
+  redis-cli -p "$REDIS_PORT" info stats 2>/dev/null | awk -F: '/^total_commands_processed/ { print $2 + 0; f = 1 } END { if (!f) print 0 }'
 }
 
 # config NAME [ROUTE EXTRA] -> $work/NAME.toml: the gateway on $GW_PORT, one route to the legacy
@@ -207,9 +269,12 @@ run() {
     sleep 0.1
   done
   local answer
-  answer=$(curl -s -H 'content-type: application/json' -d "$rpc_body" "http://127.0.0.1:$GW_PORT$path")
+  answer=$(curl -s -H 'content-type: application/json' "${cred[@]}" -d "$rpc_body" "http://127.0.0.1:$GW_PORT$path")
   [[ $answer == *"$expect"* ]] || { echo "the gateway did not answer a result: $answer" >&2; exit 1; }
+  local before_redis
+  before_redis=$(redis_commands)
   wrk -t1 -c"$CONNS" -d"$2s" -s "$work/rpc.lua" "http://127.0.0.1:$GW_PORT$path" >"$work/wrk.$1.$2" 2>&1
+  echo $(($(redis_commands) - before_redis)) >"$work/redis.$2"
   grep -q 'Non-2xx\|Socket errors' "$work/wrk.$1.$2" && { echo "wrk saw errors:" >&2; cat "$work/wrk.$1.$2" >&2; exit 1; }
   [ "$1" = shadowed ] && shadows_settled
   local calls
@@ -246,11 +311,16 @@ proxy() {
     printf '[[passthrough]]\nprefix = "/"\nupstream = "legacy"\n' >>"$work/plain.toml"
     what="passed-through POST /a2a"
   fi
+  case $MODE in jwt | apikey | ratelimit | shared) gate "$MODE" ;; esac
   read -r a n_a < <(run plain "$SHORT_S")
   read -r b n_b < <(run plain "$LONG_S")
   echo "$what, ${GW_BIN:-${REV:-this tree}}, $CONNS connections: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
   awk -v a="$a" -v b="$b" -v na="$n_a" -v nb="$n_b" \
     'BEGIN { printf "instructions per call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
+  if [ "$MODE" = shared ]; then
+    awk -v r="$(cat "$work/redis.$LONG_S")" -v n="$n_b" \
+      'BEGIN { printf "redis commands in the long run: %d for %d calls (%.2f per 100 calls)\n", r, n, 100 * r / n }'
+  fi
   # Where the difference went: self cost per crate (from the functions' names; libc by its
   # file), long run minus short run, per call, so start-up cancels out here too.
   echo "where they go (self cost per proxied call, by crate, of the functions making 99 % of it):"
@@ -503,12 +573,27 @@ NGINX
   echo "$(totals "$work/nginx.$1") $calls"
 }
 
+# auth: the proxy part, then each gate mode, each a run of this script (one build, one upstream
+# at a time), and each mode's instructions per call over the plain proxy's.
+auth_part() {
+  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream --example jwt_mint
+  local m per base=
+  for m in proxy jwt apikey ratelimit shared; do
+    NO_BUILD=1 "$0" "$m" | tee "$work/auth.$m"
+    per=$(awk '/^instructions per call:/ { print $4; exit }' "$work/auth.$m")
+    [ -z "$base" ] && base=$per
+    awk -v m="$m" -v p="$per" -v b="$base" 'BEGIN { printf "%s / proxy: %.3f (%+.1f %%)\n\n", m, p / b, 100 * (p - b) / b }'
+  done
+}
+
 case $PART in
   pure) pure ;;
   proxy | passthrough | fleet) CONNS=${CONNS:-4} proxy "$PART" ;;
+  jwt | apikey | ratelimit | shared) MINT=1 CONNS=${CONNS:-4} proxy "$PART" ;;
+  auth) CONNS=${CONNS:-4} auth_part ;;
   pipelined) CONNS=${CONNS:-32} proxy "$PART" ;;
   nginx) CONNS=${CONNS:-4} nginx_part ;;
   shadow) CONNS=${CONNS:-4} shadow ;;
   all) pure; echo; CONNS=${CONNS:-4} proxy proxy; echo; CONNS=${CONNS:-4} nginx_part ;;
-  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|fleet|nginx|shadow|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|fleet|jwt|apikey|ratelimit|shared|auth|nginx|shadow|all]" >&2; exit 2 ;;
 esac
