@@ -40,7 +40,8 @@
 #        processes (on UP_PORT, FLEET_PORT_2 and FLEET_PORT_3), `balance = "least_request"`:
 #        what choosing among endpoints adds to a call.
 # jwt, apikey, ratelimit, shared: the proxy part behind the gate: `[auth] mode = "required"`
-#        with `[[auth.jwt]]` (an ES256 key set on disk, examples/jwt_mint, the same token on every
+#        and `strip_credentials = true` (the credential checked here, not passed upstream), with
+#        `[[auth.jwt]]` (an ES256 key set on disk, examples/jwt_mint, the same token on every
 #        call, so it is verified once and found in the cache after), or with `[auth.api_keys]`
 #        (one key's digest); or one `[[rate_limits]]` on every call keyed by the client's address
 #        with its rate far above the load (every call spends a token, none is refused), local or
@@ -186,6 +187,7 @@ gate() {
       cat >>"$work/plain.toml" <<TOML
 [auth]
 mode = "required"
+strip_credentials = true
 [[auth.jwt]]
 issuer = "https://bench.invalid/"
 audiences = ["wiregate"]
@@ -198,7 +200,7 @@ TOML
     apikey)
       local key=bench-key-0123456789
       printf '[[keys]]\nid = "bench"\nsha256 = "%s"\n' "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$work/keys.toml"
-      printf '[auth]\nmode = "required"\n[auth.api_keys]\nfile = "%s"\n' "$work/keys.toml" >>"$work/plain.toml"
+      printf '[auth]\nmode = "required"\nstrip_credentials = true\n[auth.api_keys]\nfile = "%s"\n' "$work/keys.toml" >>"$work/plain.toml"
       cred=(-H "x-api-key: $key")
       printf 'wrk.headers["x-api-key"] = "%s"\n' "$key" >>"$work/rpc.lua"
       what="proxied JSON-RPC -> legacy call, an API key checked" ;;
@@ -219,7 +221,8 @@ TOML
 
 # redis_commands -> the commands the script's redis-server has processed (0 without one).
 redis_commands() {
-  redis-cli -p "$REDIS_PORT" info stats 2>/dev/null | awk -F: '/^total_commands_processed/ { print $2 + 0; f = 1 } END { if (!f) print 0 }'
+  { redis-cli -p "$REDIS_PORT" info stats 2>/dev/null || true; } |
+    awk -F: '/^total_commands_processed/ { print $2 + 0; f = 1 } END { if (!f) print 0 }'
 }
 
 # config NAME [ROUTE EXTRA] -> $work/NAME.toml: the gateway on $GW_PORT, one route to the legacy

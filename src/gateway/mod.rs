@@ -418,7 +418,11 @@ impl Gateway {
             notification: id.is_none(),
             method: req.method,
             params: req.params,
-            auth: meta.authorization.and_then(Auth::from_header),
+            // A credential the gate checked and strips is never read into the call.
+            auth: meta
+                .authorization
+                .filter(|_| !self.strips(meta))
+                .and_then(Auth::from_header),
             spec,
         };
         let client_dialect = spec.map_or("jsonrpc", |s| s.version.label());
@@ -444,7 +448,7 @@ impl Gateway {
     /// Serves one call from a built-in method or the routed upstream, and records it.
     async fn dispatch(
         &self,
-        mut call: Call,
+        call: Call,
         client_dialect: &'static str,
         meta: &Meta<'_>,
     ) -> Result<Done, GatewayError> {
@@ -452,9 +456,6 @@ impl Gateway {
         let caller = meta.identity.and_then(|i| i.caller());
         if meta.identity.is_some() {
             self.admit(&call.method, meta)?;
-            if caller.is_some() && self.gate.strip_credentials {
-                call.auth = None;
-            }
         }
         let identity = match (&self.gate.identity_header, caller) {
             (Some(name), Some(c)) => Some((name.as_str(), &*c.id)),
@@ -537,6 +538,13 @@ impl Gateway {
             error_status(&e, spec.is_some()),
             &Response::error(id, err),
         ))
+    }
+
+    /// Whether a call's credential stays at the gateway: `auth.strip_credentials`, and the gate
+    /// verified who sent it.
+    #[inline]
+    fn strips(&self, meta: &Meta<'_>) -> bool {
+        self.gate.strip_credentials && meta.identity.is_some_and(|i| i.caller().is_some())
     }
 
     /// Whether the gate lets a call of `method` through: its route's rule, then the rate
