@@ -820,7 +820,8 @@ mod tests {
         }
 
         // Below the rate (a new client, 50 calls a second on each replica, 150 of 200): all
-        // pass but for a few while the first leases settle, a lease every block (10 calls).
+        // pass but for a few (at most 5 %) while the first leases settle, a lease every block
+        // (10 calls).
         let before: u64 = replicas
             .iter()
             .map(|l| l.fleet().unwrap().round_trips.load(Ordering::Relaxed))
@@ -838,7 +839,7 @@ mod tests {
             "below the rate: {granted} granted of {calls}, {trips} leases: {:.1} per 100 calls",
             trips as f64 * 100.0 / calls as f64
         );
-        assert!(granted + 10 >= calls, "{granted} of {calls}");
+        assert!(granted + calls / 20 >= calls, "{granted} of {calls}");
         assert!(
             trips * 100 <= calls * 15,
             "{trips} leases for {calls} calls"

@@ -2,8 +2,6 @@
 //! the `allow` of routes and prefixes and `[[rate_limits]]`, naming its key path; the same
 //! file with good values passes, so each refusal is that one value's doing.
 
-use std::process::Command;
-
 const BASE: &str = r#"
 [[upstreams]]
 name = "up"
@@ -12,24 +10,7 @@ dialect = "jsonrpc"
 "#;
 
 fn check_config(text: &str, files: &[(&str, &str)]) -> (bool, String) {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, content) in files {
-        std::fs::write(dir.path().join(name), content).unwrap();
-    }
-    let path = dir.path().join("custom.toml");
-    std::fs::write(&path, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_wiregate"))
-        .current_dir(dir.path())
-        .env_clear()
-        .arg("check-config")
-        .arg("--config")
-        .arg(&path)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::support::check_config_in(text, files)
 }
 
 fn refused(extra: &str, key: &str) {

@@ -2,8 +2,6 @@
 //! endpoints, balancing, health, outlier and retry tables, naming its key path; the same file
 //! with good values passes, so each refusal is that one value's doing.
 
-use std::process::Command;
-
 /// The fleet upstream is the second entry, so each key path names index 1.
 fn file(fleet_keys: &str, tables: &str) -> String {
     format!(
@@ -29,21 +27,7 @@ upstream = "fleet"
 const ENDPOINTS: &str = r#"endpoints = ["http://127.0.0.1:9001/rpc", "http://127.0.0.1:9002/rpc"]"#;
 
 fn check_config(text: &str) -> (bool, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("custom.toml");
-    std::fs::write(&path, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_wiregate"))
-        .current_dir(dir.path())
-        .env_clear()
-        .arg("check-config")
-        .arg("--config")
-        .arg(&path)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::support::check_config_in(text, &[])
 }
 
 /// Runs `check-config` on `text` and asserts it fails naming `key` (as `key: `).

@@ -283,6 +283,29 @@ pub fn spawn_post(
 /// The gateway binary cargo built for the tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_wiregate");
 
+/// Runs `wiregate check-config` on `text` in a directory of its own beside `files` (name,
+/// content), with no environment: whether it passed, and what it wrote to stderr.
+pub fn check_config_in(text: &str, files: &[(&str, &str)]) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in files {
+        std::fs::write(dir.path().join(name), content).unwrap();
+    }
+    let path = dir.path().join("custom.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .env_clear()
+        .arg("check-config")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// [`BIN`] as a child process, each line it writes to stderr gathered by a thread of its own;
 /// killed (and waited for) when dropped, however the test ends.
 #[derive(Debug)]

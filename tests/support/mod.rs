@@ -19,8 +19,8 @@ mod wait;
 
 pub use feed::{domain_record, feed_server, feed_server_tls, FeedMode, FeedRequests, FeedServer};
 pub use gateway::{
-    fronting, gateway, routing_all_to, spawn_post, Answer, GatewayBuilder, GatewayProcess,
-    TestGateway, BIN,
+    check_config_in, fronting, gateway, routing_all_to, spawn_post, Answer, GatewayBuilder,
+    GatewayProcess, TestGateway, BIN,
 };
 pub use sid::{fake_sid, processes_tagged, text_message};
 pub use sse::{SseEvent, SseReader};
