@@ -304,8 +304,7 @@ impl A2a {
                     history_length: shapes::history_length(history_length)?,
                     artifacts: true,
                 };
-                self.bridge.check_task(&id, tenant).await?;
-                let (task, ctx) = self.bridge.find_task(&id).await?;
+                let (task, ctx) = self.bridge.find_task_as(&id, tenant).await?;
                 Ok(shapes::task_view(v, &task, &ctx, view))
             }
             Method::Cancel => {
@@ -420,8 +419,7 @@ impl A2a {
             }
             Method::Subscribe => {
                 let IdParams { id } = params(&p)?;
-                self.bridge.check_task(&id, tenant).await?;
-                let (task, _) = self.bridge.find_task(&id).await?;
+                let (task, _) = self.bridge.find_task_as(&id, tenant).await?;
                 if task.state.is_terminal() && last_event_id.is_none() {
                     return Err(GatewayError::UnsupportedOperation(format!(
                         "task {id} is {}; a finished task has no updates to subscribe to",

@@ -49,8 +49,7 @@ impl Bridge {
             }
             GET => {
                 let IdParams { id } = params(p)?;
-                self.check_task(&id, tenant).await?;
-                let (task, ctx) = self.find_task(&id).await?;
+                let (task, ctx) = self.find_task_as(&id, tenant).await?;
                 Ok(task.snapshot(&ctx))
             }
             CANCEL => {

@@ -83,10 +83,27 @@ impl Bridge {
         task_id: &str,
         tenant: Option<&str>,
     ) -> Result<(Task, String), GatewayError> {
-        let (task, ctx) = self.task(task_id)?;
-        match !self.tenancy.load(Ordering::Relaxed) || visible(task.owner.as_deref(), tenant) {
+        self.shown(self.task(task_id)?, tenant)
+    }
+
+    /// [`find_task`](Self::find_task) (this replica's or any other's), when `tenant` may see
+    /// it: the one lookup answers both.
+    pub(crate) async fn find_task_as(
+        &self,
+        task_id: &str,
+        tenant: Option<&str>,
+    ) -> Result<(Task, String), GatewayError> {
+        self.shown(self.find_task(task_id).await?, tenant)
+    }
+
+    fn shown(
+        &self,
+        (task, ctx): (Task, String),
+        tenant: Option<&str>,
+    ) -> Result<(Task, String), GatewayError> {
+        match self.shows(&task, tenant) {
             true => Ok((task, ctx)),
-            false => Err(GatewayError::TaskNotFound(task_id.to_owned())),
+            false => Err(GatewayError::TaskNotFound(task.id)),
         }
     }
 
