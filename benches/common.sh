@@ -9,7 +9,7 @@ need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq && apt-get inst
 # begin_run -> builds the release binaries (unless NO_BUILD is set), makes the scratch directory
 # $work and the empty list $pids of the processes the script starts, and runs cleanup on exit.
 begin_run() {
-  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream
+  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream --example jwt_mint
   work=$(mktemp -d)
   pids=()
   trap cleanup EXIT
@@ -34,12 +34,14 @@ rpc_method=${rpc_method%%\"*}
 # result carrying the echoed params (a JSON-RPC error, even with HTTP 200, is wrong).
 legacy_ok='"status":"success"'
 rpc_ok='"result":{'
-# answers GOOD BODY URL -> exit 0 when the answer has GOOD and no "error" member ($work/cert.pem,
-# when there is one, verifies an https:// URL).
+# answers GOOD BODY URL [HEADER] -> exit 0 when the answer has GOOD and no "error" member, HEADER
+# (`name: value`) sent with the request ($work/cert.pem, when there is one, verifies an https://
+# URL).
 answers() {
-  local got cacert=()
+  local got cacert=() extra=()
   [ -f "$work/cert.pem" ] && cacert=(--cacert "$work/cert.pem")
-  got=$(curl -s -m 5 "${cacert[@]}" -H 'content-type: application/json' -d "$2" "$3" 2>/dev/null) || return 1
+  [ -n "${4:-}" ] && extra=(-H "$4")
+  got=$(curl -s -m 5 "${cacert[@]}" "${extra[@]}" -H 'content-type: application/json' -d "$2" "$3" 2>/dev/null) || return 1
   [[ $got == *"$1"* && $got == *'"plan_id":"P1"'* && $got != *'"error"'* ]]
 }
 

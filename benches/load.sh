@@ -29,8 +29,17 @@
 #                                                    # wiregate pipelined passthrough tls
 #                                                    # (nginx's and wiregate's
 #                                                    # TLS rows) fleet (the three rows over
-#                                                    # three upstreams); a ratio is printed
-#                                                    # when both its rows ran
+#                                                    # three upstreams) gate (the two rows
+#                                                    # below); a ratio is printed when both
+#                                                    # its rows ran
+#
+# "gate" is the translating gateway behind its gate: `[auth] mode = "required"` with a
+# `[[auth.jwt]]` issuer (an ES256 key set on disk made by examples/jwt_mint, every call sending
+# the same token, so it is verified once and found in the cache after), `strip_credentials`, and
+# one `[[rate_limits]]` on every method keyed by the caller, its rate (GATE_RATE per second)
+# above the load, so every call spends a token and none is refused; beside it nginx's proxy_pass
+# with `limit_req` at the same rate, keyed by the client's address (nginx checks no JWT). Its
+# ratios: the gated gateway against the plain translating one and against that nginx.
 #
 # "fleet" runs three upstream processes (ports FLEET_UP1_PORT, FLEET_UP2_PORT, FLEET_UP3_PORT) and
 # measures balancing over them, each proxy least-loaded first: nginx's `upstream` block with the
@@ -89,11 +98,14 @@ FLEET_UP3_PORT=${FLEET_UP3_PORT:-19013}
 NGINX_FLEET_PORT=${NGINX_FLEET_PORT:-19014}
 HAPROXY_FLEET_PORT=${HAPROXY_FLEET_PORT:-19015}
 GW_FLEET_PORT=${GW_FLEET_PORT:-19016}
+GW_GATE_PORT=${GW_GATE_PORT:-19017}
+NGINX_LIMIT_PORT=${NGINX_LIMIT_PORT:-19018}
+GATE_RATE=${GATE_RATE:-1000000}
 PIPELINE=${PIPELINE:-256}
 WG_BIN=${WG_BIN:-./target/release/wiregate}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
 nginx_forwards='proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$http_host\""; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $http_host; proxy_set_header Via "1.1 nginx"; proxy_set_header traceparent "00-$request_id-b7ad6b7169203331-01";'
-ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls fleet"}
+ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls fleet gate"}
 # wants ROW -> exit 0 when ROW was asked for.
 wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -131,6 +143,7 @@ events { worker_connections 4096; }
 http {
   access_log off;
   upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
+  limit_req_zone \$binary_remote_addr zone=gate:1m rate=${GATE_RATE}r/s;
   upstream fleet {
     least_conn;
     server 127.0.0.1:$FLEET_UP1_PORT;
@@ -145,6 +158,10 @@ http {
   server {
     listen 127.0.0.1:$NGINX_FWD_PORT;
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; $nginx_forwards }
+  }
+  server {
+    listen 127.0.0.1:$NGINX_LIMIT_PORT;
+    location / { limit_req zone=gate burst=$GATE_RATE nodelay; proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
   server {
     listen 127.0.0.1:$NGINX_FLEET_PORT;
@@ -237,6 +254,30 @@ if [ -n "${BASE_BIN:-}" ]; then
   base_pipe_pid=$!
   pids+=($!)
 fi
+# The gated gateway: the translating one behind a JWT and a rate limit.
+if wants gate; then
+  ./target/release/examples/jwt_mint "$work"
+  sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_GATE_PORT/" "$work/base.toml" >"$work/gate.toml"
+  cat >>"$work/gate.toml" <<TOML
+[auth]
+mode = "required"
+strip_credentials = true
+[[auth.jwt]]
+issuer = "https://bench.invalid/"
+audiences = ["wiregate"]
+jwks_file = "$work/jwks.json"
+algorithms = ["ES256"]
+[[rate_limits]]
+name = "per-caller"
+match = ["*"]
+key = "caller"
+rate_per_s = $GATE_RATE
+burst = $GATE_RATE
+TOML
+  RUST_LOG=warn "$WG_BIN" --config "$work/gate.toml" >/dev/null 2>&1 &
+  gate_pid=$!
+  pids+=($!)
+fi
 # The fleet's gateway: the translating one with three endpoints, least_request, and the posted
 # method retried; its log kept, to show why if it does not start.
 fleet_gw_pid=
@@ -250,6 +291,12 @@ sleep 1
 
 lua "$legacy_body" "$work/legacy.lua"
 lua "$rpc_body" "$work/rpc.lua"
+gate_auth=
+if wants gate; then
+  gate_auth="authorization: Bearer $(cat "$work/token")"
+  cp "$work/rpc.lua" "$work/gate.lua"
+  printf 'wrk.headers["Authorization"] = "Bearer %s"\n' "$(cat "$work/token")" >>"$work/gate.lua"
+fi
 
 
 # Checks that each target answers correctly before measuring it.
@@ -262,6 +309,11 @@ answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$GW_PORT/a2a"
 answers "$legacy_ok" "$legacy_body" "https://127.0.0.1:$NGINX_TLS_PORT/a2a"
 answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$GW_TLS_PORT/rpc"
 answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$PIPE_PORT/rpc"
+if wants gate; then
+  answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$NGINX_LIMIT_PORT/a2a"
+  answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_GATE_PORT/rpc" "$gate_auth"
+  ! answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_GATE_PORT/rpc" || { echo "the gated gateway answered a call without a token" >&2; exit 1; }
+fi
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$BASE_TLS_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PIPE_PORT/rpc"
@@ -286,13 +338,13 @@ if wants fleet; then
   fi
 fi
 
-# sample GOOD BODY URL OUT: while $work/sampling exists, checks one answer every 0.2 s (beside
+# sample GOOD BODY URL OUT [HEADER]: while $work/sampling exists, checks one answer every 0.2 s (beside
 # wrk's load, so answers under load are seen, not just before it); writes "checked wrong".
 sample() {
   local checked=0 wrong=0
   while [ -e "$work/sampling" ]; do
     checked=$((checked + 1))
-    answers "$1" "$2" "$3" || wrong=$((wrong + 1))
+    answers "$1" "$2" "$3" "${5:-}" || wrong=$((wrong + 1))
     sleep 0.2
   done
   echo "$checked $wrong" >"$4"
@@ -309,7 +361,7 @@ once() {
   local id=$1
   read -r u0 s0 < <(cpu "${pid[$id]}")
   : >"$work/sampling"
-  sample "${good[$id]}" "${body[$id]}" "${url[$id]}" "$work/$id.sample" &
+  sample "${good[$id]}" "${body[$id]}" "${url[$id]}" "$work/$id.sample" "${hdr[$id]:-}" &
   local sampler=$!
   WRK_HIST="$work/round.hist" wrk -t"$THREADS" -c"$2" -d"$DURATION" -s "${script[$id]}" "${url[$id]}" >"$work/$id.txt" 2>&1
   rm -f "$work/sampling"
@@ -360,8 +412,8 @@ row() {
 
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
 # The rows: ID -> ROWS name, label, URL, wrk script, process measured, right answer, body.
-declare -A group label url script pid good body
-def() { group[$1]=$2 label[$1]=$3 url[$1]=$4 script[$1]=$5 pid[$1]=$6 good[$1]=$7 body[$1]=$8; }
+declare -A group label url script pid good body hdr
+def() { group[$1]=$2 label[$1]=$3 url[$1]=$4 script[$1]=$5 pid[$1]=$6 good[$1]=$7 body[$1]=$8 hdr[$1]=${9:-}; }
 def direct direct "direct (no proxy, upstream)" "http://127.0.0.1:$UP_PORT/a2a" "$work/legacy.lua" "$up_pid" "$legacy_ok" "$legacy_body"
 def nginx nginx "nginx proxy_pass" "http://127.0.0.1:$NGINX_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def nginx_fwd nginx_forwarding "nginx proxy_pass, forwarding" "http://127.0.0.1:$NGINX_FWD_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
@@ -374,7 +426,9 @@ def wiregate_tls tls "wiregate TLS (translating)" "https://127.0.0.1:$GW_TLS_POR
 def nginx_fleet fleet "nginx upstream x3 least_conn" "http://127.0.0.1:$NGINX_FLEET_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def haproxy_fleet fleet "haproxy x3 leastconn" "http://127.0.0.1:$HAPROXY_FLEET_PORT/a2a" "$work/legacy.lua" "$haproxy_pid" "$legacy_ok" "$legacy_body"
 def wiregate_fleet fleet "wiregate x3 ${FLEET_BALANCE:-least_request} (transl.)" "http://127.0.0.1:$GW_FLEET_PORT/rpc" "$work/rpc.lua" "$fleet_gw_pid" "$rpc_ok" "$rpc_body"
-order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet)
+def nginx_limit gate "nginx proxy_pass + limit_req" "http://127.0.0.1:$NGINX_LIMIT_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
+def wiregate_gate gate "wiregate JWT + limit (transl.)" "http://127.0.0.1:$GW_GATE_PORT/rpc" "$work/gate.lua" "${gate_pid:-}" "$rpc_ok" "$rpc_body" "$gate_auth"
+order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet nginx_limit wiregate_gate)
 if [ -n "${BASE_BIN:-}" ]; then
   def base wiregate "wiregate BASE_BIN (transl.)" "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$base_pid" "$rpc_ok" "$rpc_body"
   def base_tls tls "wiregate BASE_BIN TLS" "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$base_tls_pid" "$rpc_ok" "$rpc_body"
@@ -414,6 +468,8 @@ for c in $CONNS; do
   read -r fn_rps fn_p50 fn_p99 fn_u fn_s fn_err <<<"$(fields nginx_fleet)"
   read -r fh_rps fh_p50 fh_p99 fh_u fh_s fh_err <<<"$(fields haproxy_fleet)"
   read -r fw_rps fw_p50 fw_p99 fw_u fw_s fw_err <<<"$(fields wiregate_fleet)"
+  read -r nl_rps nl_p50 nl_p99 nl_u nl_s nl_err <<<"$(fields nginx_limit)"
+  read -r g_rps g_p50 g_p99 g_u g_s g_err <<<"$(fields wiregate_gate)"
   read -r b_rps b_p50 b_p99 b_u b_s b_err <<<"$(fields base)"
   read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err <<<"$(fields base_tls)"
   read -r bq_rps bq_p50 bq_p99 bq_u bq_s bq_err <<<"$(fields base_pipe)"
@@ -426,7 +482,7 @@ for c in $CONNS; do
       echo "  ^ did not start or answer; its log's last lines are printed above"
     fi
   done
-  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$nl_err$g_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
@@ -460,6 +516,10 @@ for c in $CONNS; do
       printf "ratios @%s conns: fleet wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n", c, w/n, w/h, wp/np, wp/hp }'
   elif wants fleet; then
     echo "ratios @$c conns: fleet not computed (its wiregate did not start)"
+  fi
+  if wants gate && wants wiregate; then
+    awk -v g="$g_rps" -v w="$w_rps" -v n="$nl_rps" -v gp="$g_p99" -v np="$nl_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: gated/wiregate %.2f  gated/nginx limit_req %.2f  p99 gated/nginx limit_req %.2f\n", c, g/w, g/n, gp/np }'
   fi
   if [ -n "${BASE_BIN:-}" ] && wants wiregate && wants nginx; then
     awk -v w="$w_rps" -v b="$b_rps" -v n="$n_rps" -v wp="$w_p99" -v bp="$b_p99" -v c="$c" 'BEGIN {

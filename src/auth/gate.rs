@@ -239,15 +239,19 @@ impl Gate {
                 return Identity::Caller(caller);
             }
         }
-        let bearer = creds
-            .authorization
-            .and_then(|a| strip_scheme(a, b"bearer"))
-            .and_then(|t| std::str::from_utf8(t).ok());
+        let bearer = creds.authorization.and_then(|a| strip_scheme(a, b"bearer"));
         if let (Some(jwt), Some(token)) = (&self.jwt, bearer) {
-            return match jwt.verify(token).await {
-                Ok(caller) => Identity::Caller(caller),
-                Err(e) => Identity::Refused(e.to_string()),
-            };
+            if let Some(caller) = jwt.cached(token) {
+                return Identity::Caller(caller);
+            }
+            if let Ok(token) = std::str::from_utf8(token) {
+                // Boxed: a signature check that may wait for the key set is no part of the
+                // futures of calls whose token is in the cache.
+                return match Box::pin(jwt.verify(token)).await {
+                    Ok(caller) => Identity::Caller(caller),
+                    Err(e) => Identity::Refused(e.to_string()),
+                };
+            }
         }
         if let Some(keys) = &self.keys {
             if let Some(key) = keys::key_of(creds.api_key, creds.authorization) {

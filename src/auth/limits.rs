@@ -15,8 +15,7 @@
 //! what it answers is turned into the IETF HTTPAPI `RateLimit` / `RateLimit-Policy` fields
 //! (draft-ietf-httpapi-ratelimit-headers) by [`Passed`] and [`Limited`].
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
@@ -27,6 +26,7 @@ use crate::cluster::Link;
 use crate::config::{LimitKey, RateLimit};
 use crate::http::headers::Headers;
 use crate::upstream::router::glob_match;
+use crate::util::prehashed::PrehashedMap;
 
 /// Keys a limit remembers at most: a flood of distinct keys (spoofed headers, many addresses)
 /// costs bounded memory. Beyond it, full buckets go first, then those nearest to full.
@@ -80,8 +80,9 @@ impl std::fmt::Debug for Limits {
 /// empty.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Passed {
-    /// The `RateLimit-Policy` value: `"name";q=<burst>;w=<seconds to refill a burst>`.
-    pub(crate) policy: String,
+    /// The `RateLimit-Policy` value: `"name";q=<burst>;w=<seconds to refill a burst>` (the
+    /// limit's own, shared: a call let through allocates nothing).
+    pub(crate) policy: Arc<str>,
     /// Calls that would pass now, after this one.
     pub(crate) remaining: u64,
     /// Seconds until one more token is there (rounded up).
@@ -108,7 +109,7 @@ pub(crate) struct Limited {
 impl Passed {
     /// The `RateLimit-Policy` field's value.
     pub(crate) fn policy_header(&self) -> String {
-        self.policy.clone()
+        self.policy.to_string()
     }
 
     /// The `RateLimit` field's value: `"name";r=<remaining>;t=<seconds>`.
@@ -340,24 +341,7 @@ impl Slot for Tat {
 
 /// A key's hash is already a good hash: the maps use it as it is. The shard is chosen by bits
 /// 32..36, which hashbrown uses for neither its bucket index (low bits) nor its tag (top 7).
-#[derive(Default, Clone, Copy)]
-pub(super) struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type Map<V> = HashMap<u64, V, BuildHasherDefault<Prehashed>>;
+type Map<V> = PrehashedMap<V>;
 
 /// A limit's buckets: sharded, bounded maps from a key's hash to its state. The hasher is
 /// seeded per process (the keys are client-sent: nobody can aim at another's bucket).
@@ -467,7 +451,7 @@ struct Limit {
     rate_per_s: f64,
     burst: u32,
     shared: bool,
-    policy: Box<str>,
+    policy: Arc<str>,
     store: Store,
 }
 
@@ -676,7 +660,7 @@ impl Limits {
             },
         ));
         Ok(Passed {
-            policy: limit.policy.to_string(),
+            policy: limit.policy.clone(),
             remaining: pass.remaining,
             reset_s: ceil_div(pass.next_ns, NS_PER_S),
         })
@@ -811,20 +795,14 @@ mod tests {
         let s = Subject::default();
         // The nearest to empty speaks for a call that passes.
         let first = limits.check_at(CALL, &s, T0).unwrap().unwrap();
-        assert_eq!(
-            (first.policy.as_str(), first.remaining),
-            (r#""fast";q=2;w=1"#, 1)
-        );
+        assert_eq!((&*first.policy, first.remaining), (r#""fast";q=2;w=1"#, 1));
         limits.check_at(CALL, &s, T0).unwrap();
         // "fast" is empty: refused, and "slow" keeps its last token.
         let refused = limits.check_at(CALL, &s, T0).unwrap_err();
         assert_eq!((&*refused.limit, refused.retry_after_ms), ("fast", 100));
         let slow_only = Target::Method("session.get");
         let left = limits.check_at(slow_only, &s, T0).unwrap().unwrap();
-        assert_eq!(
-            (left.policy.as_str(), left.remaining),
-            (r#""slow";q=3;w=3"#, 0)
-        );
+        assert_eq!((&*left.policy, left.remaining), (r#""slow";q=3;w=3"#, 0));
         // Both empty now: the longer wait ("slow", 950 ms against 50) is the answer.
         let refused = limits.check_at(CALL, &s, T0 + 50 * MS).unwrap_err();
         assert_eq!((&*refused.limit, refused.retry_after_ms), ("slow", 950));
@@ -847,7 +825,7 @@ mod tests {
         );
         let passed = limits.check_at(CALL, &s, T0 + NS_PER_S).unwrap().unwrap();
         assert_eq!(
-            (passed.policy.as_str(), passed.remaining),
+            (&*passed.policy, passed.remaining),
             (r#""slow";q=3;w=3"#, 0),
             "slow's one token, taken"
         );
@@ -1001,7 +979,7 @@ mod tests {
     #[test]
     fn the_headers_follow_the_ratelimit_draft() {
         let passed = Passed {
-            policy: policy_item("per-caller", 100.0, 200),
+            policy: policy_item("per-caller", 100.0, 200).into(),
             remaining: 17,
             reset_s: 1,
         };

@@ -13,6 +13,7 @@ use axum::http::{header, HeaderValue};
 use super::{Gateway, Meta};
 use crate::auth::gate::{Credentials, Identity};
 use crate::auth::refusal::refusal_headers;
+use crate::http::headers::Headers;
 use crate::http::reply::{json_reply, Reply};
 use crate::model::error::GatewayError;
 use crate::wire::dialect::{self, Inbound, Message};
@@ -35,33 +36,44 @@ impl Refusals {
     }
 }
 
+impl Refusals {
+    /// Puts the refusal kept, if any, on `reply` as its headers (when `reply` is that refusal's
+    /// answer: a batch's is 200 and carries none).
+    pub(crate) fn onto(&self, reply: &mut Reply) {
+        if let Some(e) = self.0.get() {
+            add_refusal_headers(reply, e);
+        }
+    }
+}
+
 impl Gateway {
-    /// [`Gateway::handle`] behind the gate: the caller identified from `meta`'s headers and
-    /// `cert` (the verified client certificate), then the body answered with it.
-    pub async fn handle_gated(&self, body: &[u8], meta: Meta<'_>, cert: Option<&[u8]>) -> Reply {
-        let headers = meta.headers;
+    /// Who sent a body, when the gate is not open ([`Gateway::is_gated`]): from its
+    /// `Authorization` or API key header and `cert` (the verified client certificate); read
+    /// only when some rule looks at credentials.
+    pub(crate) async fn identify(
+        &self,
+        headers: Option<Headers<'_>>,
+        cert: Option<&[u8]>,
+    ) -> Identity {
+        if !self.gate.identifies() {
+            return Identity::Anonymous;
+        }
         let creds = Credentials {
             authorization: headers.and_then(|h| h.get(&header::AUTHORIZATION)),
             api_key: headers.and_then(|h| h.get(self.gate.key_header())),
             cert,
         };
-        let identity = self.gate.identify(creds).await;
-        if let Identity::Refused(reason) = &identity {
-            if let Some(reply) = self.refuse_whole(body, &meta, reason) {
-                return reply;
-            }
+        self.gate.identify(creds).await
+    }
+
+    /// The answer to a body refused as a whole: a bad credential ([`Identity::Refused`]) where
+    /// any of its calls is under a rule that looks at credentials. `None`: its calls are
+    /// admitted or refused each on its own, in [`Gateway::handle`].
+    pub(crate) fn refused(&self, body: &[u8], meta: &Meta<'_>) -> Option<Reply> {
+        match meta.identity? {
+            Identity::Refused(reason) => self.refuse_whole(body, meta, reason),
+            _ => None,
         }
-        let refusals = Refusals::default();
-        let meta = Meta {
-            identity: Some(&identity),
-            refusals: Some(&refusals),
-            ..meta
-        };
-        let mut reply = self.handle(body, &meta).await;
-        if let Some(e) = refusals.0.get() {
-            add_refusal_headers(&mut reply, e);
-        }
-        reply
     }
 
     /// The answer to a body sent with a bad credential, when any of its calls is under a rule

@@ -7,6 +7,7 @@
 
 pub(crate) mod facade;
 mod gate;
+pub(crate) use gate::Refusals;
 mod legacy;
 mod sid;
 
@@ -38,8 +39,6 @@ use crate::wire::translate::ErrorTable;
 /// What the caller's headers say about a body.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Meta<'a> {
-    /// `Authorization`.
-    pub authorization: Option<&'a str>,
     /// `Last-Event-ID` (resuming a stream).
     pub last_event_id: Option<&'a str>,
     /// `A2A-Version`.
@@ -53,13 +52,20 @@ pub struct Meta<'a> {
     pub request_id: Option<&'a [u8]>,
     /// Which binding the body arrived on.
     pub binding: Binding,
-    /// Who sent it, when the gate is not open ([`Gateway::handle_gated`]).
+    /// Who sent it, when the gate is not open ([`Gateway::identify`]).
     pub(crate) identity: Option<&'a crate::auth::gate::Identity>,
     /// Where a refused call leaves its refusal for the answer's headers.
     pub(crate) refusals: Option<&'a gate::Refusals>,
 }
 
 impl<'a> Meta<'a> {
+    /// `Authorization`, as text: read when a call needs it (a bearer JWT is long, and a
+    /// credential the gate strips is not read at all).
+    pub fn authorization(&self) -> Option<&'a str> {
+        self.headers
+            .and_then(|h| h.str(&axum::http::header::AUTHORIZATION))
+    }
+
     /// Who asks, as the sid bridge and A2A scope their answers: the verified caller's
     /// `kind:id` and the request's `Host`.
     pub(crate) fn asker(&self) -> a2a::Asker<'a> {
@@ -150,7 +156,7 @@ impl Gateway {
         Self::with_services(config, bridge, a2a, feed, None, cluster)
     }
 
-    /// Whether a body goes through the gate ([`Gateway::handle_gated`]) rather than straight
+    /// Whether a body goes through the gate ([`Gateway::identify`]) rather than straight
     /// to [`Gateway::handle`].
     #[inline]
     pub fn is_gated(&self) -> bool {
@@ -419,10 +425,10 @@ impl Gateway {
             method: req.method,
             params: req.params,
             // A credential the gate checked and strips is never read into the call.
-            auth: meta
-                .authorization
-                .filter(|_| !self.strips(meta))
-                .and_then(Auth::from_header),
+            auth: match self.strips(meta) {
+                true => None,
+                false => meta.authorization().and_then(Auth::from_header),
+            },
             spec,
         };
         let client_dialect = spec.map_or("jsonrpc", |s| s.version.label());
@@ -454,8 +460,12 @@ impl Gateway {
     ) -> Result<Done, GatewayError> {
         let started = Instant::now();
         let caller = meta.identity.and_then(|i| i.caller());
+        // Behind the gate the route is looked up once, for its rule and for the call.
+        let mut routed = None;
         if meta.identity.is_some() {
-            self.admit(&call.method, meta)?;
+            let route = self.router.route(&call.method);
+            self.admit(&call.method, route.map(|(r, _)| r), meta)?;
+            routed = Some(route);
         }
         let identity = match (&self.gate.identity_header, caller) {
             (Some(name), Some(c)) => Some((name.as_str(), &*c.id)),
@@ -484,9 +494,8 @@ impl Gateway {
                 None,
                 Box::pin(self.to_sid(bridge, &call, asker)).await,
             )
-        } else if let Some((route, pick)) = self
-            .router
-            .route(&call.method)
+        } else if let Some((route, pick)) = routed
+            .unwrap_or_else(|| self.router.route(&call.method))
             .and_then(|(route, _)| Some((route, self.migration.pick(route, &who)?)))
         {
             // The migration step (above): which side of a split serves this caller; here a copy
@@ -531,7 +540,8 @@ impl Gateway {
         spec: Option<SpecCall>,
         meta: &Meta<'_>,
     ) -> Option<Reply> {
-        let e = self.admit(&req.method, meta).err()?;
+        let route = self.router.route(&req.method).map(|(r, _)| r);
+        let e = self.admit(&req.method, route, meta).err()?;
         let id = req.id.clone().unwrap_or(Id::Null);
         let err = a2a::wire_error(&e, spec.map(|s| s.version));
         Some(json_reply(
@@ -547,14 +557,18 @@ impl Gateway {
         self.gate.strip_credentials && meta.identity.is_some_and(|i| i.caller().is_some())
     }
 
-    /// Whether the gate lets a call of `method` through: its route's rule, then the rate
-    /// limits (open when `meta` has no identity: the gate is). A refusal is counted and left
-    /// for the answer's headers.
-    fn admit(&self, method: &str, meta: &Meta<'_>) -> Result<(), GatewayError> {
+    /// Whether the gate lets a call of `method` through: the rule of its route (`route`, a
+    /// `[[routes]]` index), then the rate limits (open when `meta` has no identity: the gate
+    /// is). A refusal is counted and left for the answer's headers.
+    fn admit(
+        &self,
+        method: &str,
+        route: Option<usize>,
+        meta: &Meta<'_>,
+    ) -> Result<(), GatewayError> {
         let Some(identity) = meta.identity else {
             return Ok(());
         };
-        let route = self.router.route(method).map(|(r, _)| r);
         let subject = crate::auth::limits::Subject {
             caller: identity.caller(),
             ip: meta.peer,

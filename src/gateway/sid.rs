@@ -47,7 +47,7 @@ impl Gateway {
             Binding::A2a => self.carry_paths.1.as_deref()?,
         };
         let carried = async {
-            bridge.authorize(meta.authorization)?;
+            bridge.authorize(meta.authorization())?;
             bridge
                 .carry_if_elsewhere(ctx.as_deref(), task.as_deref(), path, body, meta.headers)
                 .await
@@ -76,7 +76,7 @@ impl Gateway {
         let id = req.id.clone().unwrap_or(Id::Null);
         let started = Instant::now();
         let opened = async {
-            bridge.authorize(meta.authorization)?;
+            bridge.authorize(meta.authorization())?;
             let params = req.params.as_deref();
             let timing = bridge.timing();
             let asker = meta.asker();

@@ -35,11 +35,11 @@ pub(crate) fn write_caller_id(rule: &Sticky, who: &Who<'_>, out: &mut String) {
     // Writing to a `String` cannot fail.
     let _ = match rule {
         Sticky::Auth if who.caller.is_some() => match who.caller {
-            Some((kind, id)) => write!(
-                out,
-                "{kind}:{}",
-                super::compare::cut_str(id, MAX_NAME_CHARS)
-            ),
+            Some((kind, id)) => {
+                out.push_str(kind);
+                out.push(':');
+                out.write_str(super::compare::cut_str(id, MAX_NAME_CHARS))
+            }
             None => Ok(()),
         },
         Sticky::Auth => match key_hash(rule, who) {

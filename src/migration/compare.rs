@@ -181,6 +181,10 @@ pub(crate) fn cut(s: &str, max: usize) -> String {
 
 /// [`cut`], borrowed.
 pub(crate) fn cut_str(s: &str, max: usize) -> &str {
+    // No more bytes than `max`: no more characters either.
+    if s.len() <= max {
+        return s;
+    }
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,

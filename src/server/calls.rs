@@ -11,7 +11,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::events::frames as sse_stream;
-use crate::gateway::{Binding, Meta};
+use crate::gateway::{Binding, Meta, Refusals};
 use crate::http::headers::Headers;
 use crate::http::reply::{Reply, ReplyBody};
 use crate::model::error::GatewayError;
@@ -179,21 +179,30 @@ pub(super) async fn rpc_reply(
             reject(Some(&bytes), GatewayError::UnsupportedMediaType(ct))
         }
         Ok(bytes) => {
+            // Behind the gate: who sent it, once; its calls admitted each in `handle` (the one
+            // await both paths share, so the gate adds no future of its own to a call's).
+            let identity = match state.gateway.is_gated() {
+                true => Some(state.gateway.identify(Some(headers), cert).await),
+                false => None,
+            };
+            let refusals = Refusals::default();
             let meta = Meta {
-                authorization: headers.str(&header::AUTHORIZATION),
                 last_event_id: headers.str(&LAST_EVENT_ID),
                 a2a_version: headers.str(&A2A_VERSION),
                 headers: Some(headers),
                 peer: peer.map(|p| p.0.ip()),
                 request_id: Some(request_id.as_bytes()),
                 binding,
-                identity: None,
-                refusals: None,
+                identity: identity.as_ref(),
+                refusals: identity.is_some().then_some(&refusals),
             };
-            match state.gateway.is_gated() {
-                // Boxed: the gate's future is no part of an open gateway's calls.
-                true => Box::pin(state.gateway.handle_gated(&bytes, meta, cert)).await,
-                false => state.gateway.handle(&bytes, &meta).await,
+            match state.gateway.refused(&bytes, &meta) {
+                Some(reply) => reply,
+                None => {
+                    let mut reply = state.gateway.handle(&bytes, &meta).await;
+                    refusals.onto(&mut reply);
+                    reply
+                }
             }
         }
     };

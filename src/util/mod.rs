@@ -4,4 +4,5 @@
 pub(crate) mod clock;
 pub(crate) mod hex;
 pub(crate) mod ids;
+pub(crate) mod prehashed;
 pub(crate) mod time;

@@ -7,11 +7,11 @@
 //! token's life) and while the key set that verified it still holds every key it had (the
 //! issuer's generation); a full shard drops its expired entries, then arbitrary ones.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{PoisonError, RwLock};
 
 use crate::auth::Caller;
+use crate::util::prehashed::PrehashedMap;
 
 /// Independent locks, so callers on many threads rarely touch the same one.
 const SHARDS: usize = 16;
@@ -36,7 +36,7 @@ struct Entry {
     generation: u64,
 }
 
-type Shard = HashMap<u64, Entry, BuildHasherDefault<Prehashed>>;
+type Shard = PrehashedMap<Entry>;
 
 /// See the module docs.
 pub(super) struct Cache {
@@ -58,7 +58,7 @@ impl Cache {
     #[inline]
     pub(super) fn get(
         &self,
-        token: &str,
+        token: &[u8],
         now_ms: u64,
         current: impl Fn(usize, u64) -> bool,
     ) -> Option<Caller> {
@@ -67,7 +67,7 @@ impl Cache {
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         let e = shard.get(&hash)?;
-        (now_ms < e.exp_ms && *e.token == *token && current(e.issuer, e.generation))
+        (now_ms < e.exp_ms && e.token.as_bytes() == token && current(e.issuer, e.generation))
             .then(|| e.caller.clone())
     }
 
@@ -83,7 +83,7 @@ impl Cache {
         if token.len() > MAX_CACHED_TOKEN || exp_ms <= now_ms {
             return;
         }
-        let hash = self.hasher.hash_one(token);
+        let hash = self.hasher.hash_one(token.as_bytes());
         let mut shard = self.shards[shard_of(hash)]
             .write()
             .unwrap_or_else(PoisonError::into_inner);
@@ -134,27 +134,6 @@ fn make_room(shard: &mut Shard, now_ms: u64) {
     }
 }
 
-/// The hasher of a map whose keys are hashes already.
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is called for a `u64` key; this keeps the trait's contract anyway.
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,18 +149,18 @@ mod tests {
         c.insert("a.b.c", caller("alice"), 2_000, (0, 7), 1_000);
         let now_current = |_: usize, g: u64| g == 7;
         assert_eq!(
-            c.get("a.b.c", 1_999, now_current).unwrap().id.as_ref(),
+            c.get(b"a.b.c", 1_999, now_current).unwrap().id.as_ref(),
             "alice"
         );
         assert!(
-            c.get("a.b.c", 2_000, now_current).is_none(),
+            c.get(b"a.b.c", 2_000, now_current).is_none(),
             "expired at exp"
         );
         assert!(
-            c.get("a.b.c", 1_500, |_, g| g == 8).is_none(),
+            c.get(b"a.b.c", 1_500, |_, g| g == 8).is_none(),
             "its keys changed"
         );
-        assert!(c.get("a.b.d", 1_500, now_current).is_none());
+        assert!(c.get(b"a.b.d", 1_500, now_current).is_none());
     }
 
     #[test]
@@ -208,6 +187,6 @@ mod tests {
         assert!(c.len() >= CAPACITY / 2, "{} entries", c.len());
         // Expired entries go first.
         c.insert("fresh", caller("b"), 50_000, (0, 0), 20_000);
-        assert!(c.get("fresh", 20_001, |_, _| true).is_some());
+        assert!(c.get(b"fresh", 20_001, |_, _| true).is_some());
     }
 }
