@@ -122,30 +122,7 @@ thread_local! {
     /// it or taking the cache's lock. The handles are the cache's own (clones of one counter and
     /// one histogram), so every thread still counts into the same series.
     static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
-    /// The handles this thread counted last by [`count_by_method`], by their labels, at most
-    /// [`KEPT_COUNTERS`]: a hit is a few string comparisons, not the cache's lock and hash.
-    static COUNTED: RefCell<Vec<Counted>> = const { RefCell::new(Vec::new()) };
 }
-
-/// A [`COUNTED`] entry: the labels' parts as [`count_by_method`] takes them (compared as
-/// they are, so a hit builds no key) and the cache's handle.
-struct Counted {
-    parts: [Box<str>; 4],
-    counter: Counter,
-}
-
-impl Counted {
-    fn is(&self, parts: [&str; 4]) -> bool {
-        self.parts
-            .iter()
-            .zip(parts)
-            .all(|(kept, part)| **kept == *part)
-    }
-}
-
-/// [`COUNTED`]'s bound: the counters one call counts (its outcome at the gate, a limit's
-/// refusal), with room for a few methods interleaved.
-const KEPT_COUNTERS: usize = 8;
 
 /// [`LAST`]'s entry: a labelled set the cache holds. Its labels are kept in buffers written
 /// over in place, so calls that alternate label sets (two methods interleaved) allocate
@@ -289,7 +266,7 @@ pub fn rollback_counter(route: &str) -> Counter {
 /// and the counter's handle is cached as [`record_call`]'s are (the registry's lookup, labels
 /// allocated and hashed, was a tenth of a shadow's cost).
 pub fn record_shadow(route: &str, method: &str, outcome: &'static str) {
-    count_by_method(
+    let _counted = count_by_method(
         ("shadow", route),
         method,
         outcome,
@@ -300,13 +277,13 @@ pub fn record_shadow(route: &str, method: &str, outcome: &'static str) {
 /// Counts one event of a counter labelled by a `method` (bounded by [`MAX_METHODS`], as
 /// `wiregate_requests_total`'s), with its handle cached by (`scope`: the counter and what else
 /// tells its series apart, method label, `outcome`): `make` registers the handle for a method
-/// label the first time.
+/// label the first time. Returns the handle, for a caller that keeps it for the calls after.
 pub(crate) fn count_by_method(
     scope: (&str, &str),
     method: &str,
     outcome: &str,
     make: impl FnOnce(&str) -> Counter,
-) {
+) -> Counter {
     let key_of = |key: &mut String, method: &str| {
         key.clear();
         for part in [scope.0, scope.1, method, outcome] {
@@ -314,21 +291,12 @@ pub(crate) fn count_by_method(
             key.push('\u{1f}');
         }
     };
-    let parts = [scope.0, scope.1, method, outcome];
-    let kept = COUNTED.with_borrow(|kept| {
-        let hit = kept.iter().find(|k| k.is(parts));
-        hit.map(|k| k.counter.increment(1)).is_some()
-    });
-    if kept {
-        return;
-    }
     KEY.with_borrow_mut(|key| {
         key_of(key, method);
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = cache.counters.get(key.as_str()) {
             c.increment(1);
-            keep_counter(parts, c);
-            return;
+            return c.clone();
         }
         let labelled = cache.methods.contains(method) || cache.methods.len() < MAX_METHODS;
         let method_label = if labelled {
@@ -341,26 +309,13 @@ pub(crate) fn count_by_method(
         key_of(key, method_label);
         if let Some(c) = cache.counters.get(key.as_str()) {
             c.increment(1);
-            return;
+            return c.clone();
         }
         let c = make(method_label);
         c.increment(1);
-        cache.counters.insert(key.as_str().into(), c);
-    });
-}
-
-/// Keeps `counter`, the cache's handle for the labels `parts`, in this thread's [`COUNTED`],
-/// in place of the oldest entry when it is full.
-fn keep_counter(parts: [&str; 4], counter: &Counter) {
-    COUNTED.with_borrow_mut(|kept| {
-        if kept.len() == KEPT_COUNTERS {
-            drop(kept.remove(0));
-        }
-        kept.push(Counted {
-            parts: parts.map(Box::from),
-            counter: counter.clone(),
-        });
-    });
+        cache.counters.insert(key.as_str().into(), c.clone());
+        c
+    })
 }
 
 /// Records one upstream failure.
