@@ -71,6 +71,9 @@
 #        exchange is `forward`, or the `PollFn` of a `join!` when polled beside a noise
 #        exchange), and where the added instructions go, per crate (all threads).
 #
+# UNGATED=1 with apikey sends the same requests (the key's header on every call) to a gateway
+# with no gate: what the extra header costs the plain proxy, apart from checking it.
+#
 # CONNS=256 drives the proxy and passthrough parts with that many connections (default 4; 32 for
 # pipelined): what a
 # call costs when many connections are open and served in turn.
@@ -200,7 +203,8 @@ TOML
     apikey)
       local key=bench-key-0123456789
       printf '[[keys]]\nid = "bench"\nsha256 = "%s"\n' "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$work/keys.toml"
-      printf '[auth]\nmode = "required"\nstrip_credentials = true\n[auth.api_keys]\nfile = "%s"\n' "$work/keys.toml" >>"$work/plain.toml"
+      [ -n "${UNGATED:-}" ] ||
+        printf '[auth]\nmode = "required"\nstrip_credentials = true\n[auth.api_keys]\nfile = "%s"\n' "$work/keys.toml" >>"$work/plain.toml"
       cred=(-H "x-api-key: $key")
       printf 'wrk.headers["x-api-key"] = "%s"\n' "$key" >>"$work/rpc.lua"
       what="proxied JSON-RPC -> legacy call, an API key checked" ;;

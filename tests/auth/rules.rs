@@ -98,10 +98,10 @@ async fn each_call_of_a_batch_is_allowed_or_forbidden_by_its_route() {
             .unwrap()
             .to_owned()
     };
+    // The recorder is the test process's, shared with the other tests of this binary: the
+    // methods counted here are called by this test alone.
     assert_eq!(count("admin.wipe", "forbidden"), "3");
     // Admitted calls of one method, alone and between others, each counted once.
     assert_eq!(count("public.status", "ok"), "2");
-    assert_eq!(count("plans.get", "ok"), "1");
     assert_eq!(count("other.thing", "ok"), "1");
-    assert_eq!(count("plans.get", "unauthenticated"), "1");
 }
