@@ -187,16 +187,7 @@ gate() {
   case $1 in
     jwt)
       "$target/release/examples/jwt_mint" "$work"
-      cat >>"$work/plain.toml" <<TOML
-[auth]
-mode = "required"
-strip_credentials = true
-[[auth.jwt]]
-issuer = "https://bench.invalid/"
-audiences = ["wiregate"]
-jwks_file = "$work/jwks.json"
-algorithms = ["ES256"]
-TOML
+      cat "$work/auth.toml" >>"$work/plain.toml"
       cred=(-H "authorization: Bearer $(cat "$work/token")")
       printf 'wrk.headers["Authorization"] = "Bearer %s"\n' "$(cat "$work/token")" >>"$work/rpc.lua"
       what="proxied JSON-RPC -> legacy call, a cached ES256 JWT checked" ;;

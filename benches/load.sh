@@ -258,15 +258,8 @@ fi
 if wants gate; then
   ./target/release/examples/jwt_mint "$work"
   sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_GATE_PORT/" "$work/base.toml" >"$work/gate.toml"
+  cat "$work/auth.toml" >>"$work/gate.toml"
   cat >>"$work/gate.toml" <<TOML
-[auth]
-mode = "required"
-strip_credentials = true
-[[auth.jwt]]
-issuer = "https://bench.invalid/"
-audiences = ["wiregate"]
-jwks_file = "$work/jwks.json"
-algorithms = ["ES256"]
 [[rate_limits]]
 name = "per-caller"
 match = ["*"]

@@ -1,8 +1,11 @@
 //! Mints what a benchmark of `[[auth.jwt]]` needs: an EC P-256 key made on the spot, its
 //! JSON Web Key Set and a token it signs (issuer `https://bench.invalid/`, audience `wiregate`,
-//! subject `bench`, valid for a day).
+//! subject `bench`, valid for a day), and the gateway configuration that requires it.
 //!
-//!   cargo run --release --example jwt_mint -- DIR    # writes DIR/jwks.json and DIR/token
+//!   cargo run --release --example jwt_mint -- DIR    # writes DIR/jwks.json, DIR/token and
+//!                                                    # DIR/auth.toml (`[auth]` requiring the
+//!                                                    # token, credentials stripped, and its
+//!                                                    # `[[auth.jwt]]` issuer)
 
 use base64::Engine as _;
 use ring::signature::{EcdsaKeyPair, KeyPair as _, ECDSA_P256_SHA256_FIXED_SIGNING};
@@ -40,4 +43,12 @@ fn main() {
     let dir = std::path::Path::new(&dir);
     std::fs::write(dir.join("jwks.json"), jwks.to_string()).expect("DIR/jwks.json written");
     std::fs::write(dir.join("token"), token).expect("DIR/token written");
+    let jwks_file = dir.join("jwks.json");
+    let auth = format!(
+        "[auth]\nmode = \"required\"\nstrip_credentials = true\n[[auth.jwt]]\n\
+         issuer = \"https://bench.invalid/\"\naudiences = [\"wiregate\"]\n\
+         jwks_file = {:?}\nalgorithms = [\"ES256\"]\n",
+        jwks_file.display().to_string()
+    );
+    std::fs::write(dir.join("auth.toml"), auth).expect("DIR/auth.toml written");
 }
