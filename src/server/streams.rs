@@ -17,6 +17,37 @@ fn sse_error(err: GatewayError) -> Response {
     err.route_response()
 }
 
+/// The sid bridge's task or context a stream is of.
+enum Of<'a> {
+    Task(&'a str),
+    Context(&'a str),
+}
+
+/// Whether the caller may read the stream of `of`: the gate as for the call that streams it
+/// (`tasks/resubscribe`, `contexts/events`), then tenancy (another caller's task or context is
+/// not found). The refusal's answer when not.
+async fn may_read(
+    state: &AppState,
+    of: Of<'_>,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<(), Response> {
+    let method = match of {
+        Of::Task(_) => "tasks/resubscribe",
+        Of::Context(_) => "contexts/events",
+    };
+    let tenant = admitted(state, method, headers, extensions).await?;
+    let Some(b) = state.gateway.bridge() else {
+        return Ok(());
+    };
+    let tenant = tenant.as_deref();
+    match of {
+        Of::Task(id) => b.check_task(id, tenant).await,
+        Of::Context(id) => b.check_context(id, tenant).await,
+    }
+    .map_err(sse_error)
+}
+
 /// Who may read a stream: `[auth]` and `[[rate_limits]]` as for a call of `method`; the
 /// caller's tenant key (tenancy) when they let it in, the refusal otherwise.
 async fn admitted(
@@ -42,14 +73,8 @@ pub(super) async fn task_events(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Response {
-    let tenant = match admitted(&state, "tasks/resubscribe", &headers, &extensions).await {
-        Ok(t) => t,
-        Err(refused) => return refused,
-    };
-    if let Some(b) = state.gateway.bridge() {
-        if let Err(e) = b.check_task(&task_id, tenant.as_deref()).await {
-            return sse_error(e);
-        }
+    if let Err(refused) = may_read(&state, Of::Task(&task_id), &headers, &extensions).await {
+        return refused;
     }
     let not_found = GatewayError::TaskNotFound(task_id.clone());
     if let Some(local) = bridge_stream(&state, &headers, not_found, |b, last| {
@@ -73,14 +98,8 @@ pub(super) async fn context_events(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Response {
-    let tenant = match admitted(&state, "contexts/events", &headers, &extensions).await {
-        Ok(t) => t,
-        Err(refused) => return refused,
-    };
-    if let Some(b) = state.gateway.bridge() {
-        if let Err(e) = b.check_context(&context_id, tenant.as_deref()).await {
-            return sse_error(e);
-        }
+    if let Err(refused) = may_read(&state, Of::Context(&context_id), &headers, &extensions).await {
+        return refused;
     }
     let not_found = GatewayError::ContextNotFound(context_id.clone());
     if let Some(local) = bridge_stream(&state, &headers, not_found, |b, last| {
