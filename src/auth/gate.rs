@@ -9,12 +9,13 @@
 
 use std::sync::Arc;
 
-use axum::http::HeaderName;
+use axum::http::{header, HeaderName};
 
 use super::caller::{Caller, Kind};
 use super::limits::{Limits, Subject, Target};
 use super::{jwt, keys, mtls};
 use crate::config::{AuthMode, Config, MtlsIdentity};
+use crate::http::headers::{Headers, X_API_KEY};
 use crate::model::error::GatewayError;
 
 /// The rule of one route or pass-through prefix.
@@ -193,7 +194,7 @@ impl Gate {
             checks: true,
             jwt: None,
             keys: None,
-            key_header: HeaderName::from_static("x-api-key"),
+            key_header: X_API_KEY,
             mtls: MtlsIdentity::Off,
             limits: Limits::new(&[], None, None),
             strip_credentials: true,
@@ -227,13 +228,24 @@ impl Gate {
         &self.key_header
     }
 
-    /// Who sent a request: a client certificate's name first (the handshake verified it), then
-    /// a bearer JWT, then an API key. A credential of a kind the configuration does not check
-    /// is not one (a bearer token meant for the upstream, with no `[[auth.jwt]]`).
-    pub(crate) async fn identify(&self, creds: Credentials<'_>) -> Identity {
+    /// Who sent a request, from its `Authorization` and API key headers and `cert` (the client
+    /// certificate the handshake verified): none is read unless some rule looks at credentials.
+    pub(crate) async fn identify(&self, headers: Headers<'_>, cert: Option<&[u8]>) -> Identity {
         if !self.checks {
             return Identity::Anonymous;
         }
+        let creds = Credentials {
+            authorization: headers.get(&header::AUTHORIZATION),
+            api_key: headers.get(&self.key_header),
+            cert,
+        };
+        self.identify_by(creds).await
+    }
+
+    /// Who sent a request: a client certificate's name first (the handshake verified it), then
+    /// a bearer JWT, then an API key. A credential of a kind the configuration does not check
+    /// is not one (a bearer token meant for the upstream, with no `[[auth.jwt]]`).
+    async fn identify_by(&self, creds: Credentials<'_>) -> Identity {
         if let Some(cert) = creds.cert {
             if let Some(caller) = mtls::caller(cert, self.mtls) {
                 return Identity::Caller(caller);

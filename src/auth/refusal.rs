@@ -7,8 +7,9 @@ use std::sync::Arc;
 use axum::http::{header, Extensions, HeaderMap, HeaderName, HeaderValue};
 
 use super::admin::Peer;
-use super::gate::{Credentials, Gate, Identity};
+use super::gate::{Gate, Identity};
 use super::limits::Subject;
+use crate::http::headers::Headers;
 use crate::model::error::GatewayError;
 
 /// The client certificate of a request's connection (DER, verified by the TLS handshake), put
@@ -59,15 +60,8 @@ impl Gate {
         if self.is_open() {
             return Ok(Identity::Anonymous);
         }
-        let cert = extensions.get::<ClientCert>();
-        let creds = Credentials {
-            authorization: headers
-                .get(header::AUTHORIZATION)
-                .map(HeaderValue::as_bytes),
-            api_key: headers.get(self.key_header()).map(HeaderValue::as_bytes),
-            cert: cert.map(|c| &*c.0),
-        };
-        let identity = self.identify(creds).await;
+        let cert = extensions.get::<ClientCert>().map(|c| &*c.0);
+        let identity = self.identify(Headers::Map(headers), cert).await;
         let subject = Subject {
             caller: identity.caller(),
             ip: extensions.get::<Peer>().map(|p| p.0.ip()),

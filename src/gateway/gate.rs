@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use axum::http::{header, HeaderValue};
 
 use super::{Gateway, Meta};
-use crate::auth::gate::{Credentials, Identity};
+use crate::auth::gate::Identity;
 use crate::auth::refusal::refusal_headers;
 use crate::http::headers::Headers;
 use crate::http::reply::{json_reply, Reply};
@@ -34,9 +34,7 @@ impl Refusals {
             let _ = self.0.set(e.clone());
         }
     }
-}
 
-impl Refusals {
     /// Puts the refusal kept, if any, on `reply` as its headers (when `reply` is that refusal's
     /// answer: a batch's is 200 and carries none).
     pub(crate) fn onto(&self, reply: &mut Reply) {
@@ -47,23 +45,12 @@ impl Refusals {
 }
 
 impl Gateway {
-    /// Who sent a body, when the gate is not open ([`Gateway::is_gated`]): from its
-    /// `Authorization` or API key header and `cert` (the verified client certificate); read
-    /// only when some rule looks at credentials.
-    pub(crate) async fn identify(
-        &self,
-        headers: Option<Headers<'_>>,
-        cert: Option<&[u8]>,
-    ) -> Identity {
-        if !self.gate.identifies() {
-            return Identity::Anonymous;
-        }
-        let creds = Credentials {
-            authorization: headers.and_then(|h| h.get(&header::AUTHORIZATION)),
-            api_key: headers.and_then(|h| h.get(self.gate.key_header())),
-            cert,
-        };
-        self.gate.identify(creds).await
+    /// Who sent a body, when the gate is not open ([`Gateway::is_gated`]): from its headers
+    /// and `cert` (the verified client certificate), as [`Gate::identify`] reads them.
+    ///
+    /// [`Gate::identify`]: crate::auth::gate::Gate::identify
+    pub(crate) async fn identify(&self, headers: Headers<'_>, cert: Option<&[u8]>) -> Identity {
+        self.gate.identify(headers, cert).await
     }
 
     /// The answer to a body refused as a whole: a bad credential ([`Identity::Refused`]) where
@@ -150,12 +137,7 @@ impl Gateway {
         if self.gate.is_open() {
             return Ok(None);
         }
-        let creds = Credentials {
-            authorization: headers.get(&header::AUTHORIZATION),
-            api_key: headers.get(self.gate.key_header()),
-            cert,
-        };
-        let identity = self.gate.identify(creds).await;
+        let identity = self.gate.identify(headers, cert).await;
         let subject = crate::auth::limits::Subject {
             caller: identity.caller(),
             ip: peer,

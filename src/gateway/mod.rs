@@ -461,11 +461,9 @@ impl Gateway {
         let started = Instant::now();
         let caller = meta.identity.and_then(|i| i.caller());
         // Behind the gate the route is looked up once, for its rule and for the call.
-        let mut routed = None;
-        if meta.identity.is_some() {
-            let route = self.router.route(&call.method);
+        let routed = meta.identity.map(|_| self.router.route(&call.method));
+        if let Some(route) = routed {
             self.admit(&call.method, route.map(|(r, _)| r), meta)?;
-            routed = Some(route);
         }
         let identity = match (&self.gate.identity_header, caller) {
             (Some(name), Some(c)) => Some((name.as_str(), &*c.id)),

@@ -8,6 +8,8 @@ use std::ops::Range;
 
 use axum::http::{header, HeaderName};
 
+use super::headers::{X_API_KEY, X_REQUEST_ID};
+use super::trace::{TRACEPARENT, TRACESTATE};
 use crate::wire::head::content_length;
 
 /// Largest request head read by the gateway's own paths; a larger one goes to hyper (which
@@ -128,12 +130,6 @@ pub fn parse_as(buf: &[u8], serves: Serves) -> Parsed {
     })
 }
 
-// Made when compiled (`from_static` checks every byte when it runs).
-const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
-const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
-const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
 /// A header's name: the few nearly every request carries, in the spellings clients send,
 /// told by one comparison each (`HeaderName::from_bytes` maps the name through its table
 /// first: 0.35 k instructions for a proxied call's three names); any other name by it. `None`
@@ -148,7 +144,8 @@ fn header_name(raw: &[u8]) -> Option<HeaderName> {
         b"Accept" | b"accept" => header::ACCEPT,
         b"Authorization" | b"authorization" => header::AUTHORIZATION,
         // Names of no standard header are copied into an allocation by `from_bytes`; these,
-        // which the gateway reads (API keys, trace context, request ids), are not.
+        // which the gateway reads (API keys, trace context, request ids), are constants made
+        // when compiled (`from_static` checks every byte when it runs).
         b"x-api-key" | b"X-Api-Key" | b"X-API-Key" => X_API_KEY,
         b"traceparent" | b"Traceparent" => TRACEPARENT,
         b"tracestate" | b"Tracestate" => TRACESTATE,

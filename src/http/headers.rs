@@ -14,6 +14,11 @@ use std::ops::Range;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 
+/// `X-Request-Id`: the id a request is answered and logged with.
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// `X-API-Key`: where an API key comes, unless `auth.api_keys.header` says otherwise.
+pub(crate) const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+
 /// A request head as received: its bytes and where each header's value lies in them.
 #[derive(Debug)]
 pub struct RawHead {

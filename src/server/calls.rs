@@ -182,7 +182,7 @@ pub(super) async fn rpc_reply(
             // Behind the gate: who sent it, once; its calls admitted each in `handle` (the one
             // await both paths share, so the gate adds no future of its own to a call's).
             let identity = match state.gateway.is_gated() {
-                true => Some(state.gateway.identify(Some(headers), cert).await),
+                true => Some(state.gateway.identify(headers, cert).await),
                 false => None,
             };
             let refusals = Refusals::default();

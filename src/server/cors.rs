@@ -50,7 +50,7 @@ pub(super) fn layer(cors: &Cors) -> Option<CorsLayer> {
             // is what guards the route, not the header list.
             .allow_headers(AllowHeaders::mirror_request())
             .expose_headers([
-                HeaderName::from_static("x-request-id"),
+                crate::http::headers::X_REQUEST_ID,
                 HeaderName::from_static("server-timing"),
                 HeaderName::from_static("deprecation"),
                 HeaderName::from_static("sunset"),

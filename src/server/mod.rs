@@ -44,7 +44,7 @@ use status::{healthz, metrics, migration, readyz};
 use streams::{context_events, domain_events, task_events};
 
 // Header names looked up on every call, made once rather than parsed from a string each time.
-const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+use crate::http::headers::X_REQUEST_ID;
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const A2A_VERSION: HeaderName = HeaderName::from_static(crate::model::a2a::VERSION_HEADER);
 
