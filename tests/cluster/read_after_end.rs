@@ -3,13 +3,14 @@
 
 use serde_json::json;
 
-use crate::replicas::{context_on, replicas, with_context, WAIT};
+use crate::replicas::{context_on, replicas_leasing, with_context, WAIT};
 use crate::support::redis_server::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_task_seen_ending_on_its_owner_reads_ended_on_another_replica() {
     let redis = RedisServer::start().await;
-    let [a, b, _c] = replicas(&redis, "cluster-read-after-end").await;
+    // Leases of 5 s: Redis held back for 1.5 s below must not read as A lost.
+    let [a, b, _c] = replicas_leasing(&redis, "cluster-read-after-end", 5_000).await;
     let (ctx, _) = context_on(&a).await;
     let mut on_a = a.stream_message(with_context("flood 20 20", &ctx)).await;
     let first = on_a.take(2, WAIT).await;

@@ -12,10 +12,21 @@ pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 /// Three replicas of one cluster, named a, b and c.
 pub(crate) async fn replicas(redis: &RedisServer, tag: &str) -> [TestGateway; 3] {
+    replicas_leasing(redis, tag, 1_000).await
+}
+
+/// [`replicas`] whose leases last `lease_ms`: for a test that holds Redis back for longer
+/// than the usual second, without the others taking that for a lost replica.
+pub(crate) async fn replicas_leasing(
+    redis: &RedisServer,
+    tag: &str,
+    lease_ms: u64,
+) -> [TestGateway; 3] {
     let start = |node: &'static str| {
         gateway()
             .sid(&format!("{tag}-{node}"))
             .cluster(&redis.url(), node)
+            .with(move |c| c.cluster.lease_ms = lease_ms)
             .start()
     };
     let (a, b, c) = tokio::join!(start("a"), start("b"), start("c"));
