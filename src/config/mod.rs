@@ -6,6 +6,7 @@
 mod a2a;
 mod auth;
 mod cluster;
+mod traces;
 mod events;
 mod fleet;
 mod log;
@@ -23,6 +24,7 @@ pub use auth::{
     LimitKey, Mtls, MtlsIdentity, RateLimit, JWT_ALGORITHMS,
 };
 pub use cluster::Cluster;
+pub use traces::{OtlpProtocol, Tracing};
 pub use events::{Events, EventsMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 pub use fleet::{Balance, Health, Outlier, Retry, MAX_ENDPOINTS};
 pub use log::{Log, LogFormat};
@@ -73,6 +75,9 @@ pub struct Config {
     /// Token buckets on calls and pass-through requests, per caller, address, header or all.
     #[serde(default)]
     pub rate_limits: Vec<RateLimit>,
+    /// OpenTelemetry spans of every hop, exported over OTLP.
+    #[serde(default)]
+    pub tracing: Tracing,
 }
 
 /// One problem with the configuration.
@@ -142,6 +147,7 @@ impl Config {
         self.a2a.validate(&mut issues, &self.server.rpc_paths);
         self.events.validate(&mut issues);
         self.cluster.validate(&mut issues);
+        self.tracing.validate(&mut issues);
         self.auth.validate(&mut issues);
         if self.auth.mtls.identity != MtlsIdentity::Off && self.server.tls.client_ca.is_empty() {
             issues.add(
@@ -219,7 +225,7 @@ impl Issues {
 }
 
 /// `http://user:pass@host/` → `http://user:***@host/`.
-fn mask_userinfo(url: &str) -> String {
+pub(crate) fn mask_userinfo(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

@@ -26,6 +26,7 @@ use crate::http::reply::{empty_reply, error_status, json_reply, single_reply, st
 use crate::migration::Migration;
 use crate::model::a2a::{SpecCall, Version};
 use crate::model::error::GatewayError;
+use crate::telemetry::spans::Tracer;
 use crate::telemetry::{self, CallLabels};
 use crate::upstream::call::{forward, Call, Done};
 use crate::upstream::caller::Who;
@@ -111,6 +112,8 @@ pub struct Gateway {
     cluster: Option<Arc<crate::cluster::Link>>,
     /// `[auth]` and `[[rate_limits]]`.
     gate: Arc<crate::auth::gate::Gate>,
+    /// `[tracing]`: the spans' queue and exporter, kept across reloads.
+    tracer: Arc<Tracer>,
     /// Where a call carried to another replica goes there: the first of `server.rpc_paths`,
     /// and `a2a.jsonrpc_path` for one that came on A2A's binding.
     carry_paths: (String, Option<String>),
@@ -153,7 +156,8 @@ impl Gateway {
             Some(link) => crate::cluster::feed::start(config.events.clone(), link.clone()),
             None => Feed::start(config.events.clone()),
         });
-        Self::with_services(config, bridge, a2a, feed, None, cluster)
+        let tracer = Tracer::new(&config.tracing, instance_id(config));
+        Self::with_services(config, bridge, a2a, feed, None, cluster, tracer)
     }
 
     /// Whether a body goes through the gate ([`Gateway::identify`]) rather than straight
@@ -175,6 +179,7 @@ impl Gateway {
             self.feed.clone(),
             Some((&self.migration, &self.upstreams, &self.gate)),
             self.cluster.clone(),
+            self.tracer.clone(),
         )
     }
 
@@ -185,7 +190,9 @@ impl Gateway {
         feed: Option<Arc<Feed>>,
         previous: Option<(&Migration, &[UpstreamClient], &crate::auth::gate::Gate)>,
         cluster: Option<Arc<crate::cluster::Link>>,
+        tracer: Arc<Tracer>,
     ) -> Self {
+        tracer.reconfigure(&config.tracing);
         // A reloaded upstream keeps the endpoints it still lists: their pools, health and
         // ejections.
         let upstreams: Vec<UpstreamClient> = config
@@ -228,6 +235,7 @@ impl Gateway {
             cluster,
             upstreams,
             gate: Arc::new(gate),
+            tracer,
             carry_paths: (
                 config
                     .server
@@ -238,6 +246,11 @@ impl Gateway {
                 config.a2a.jsonrpc_path().map(str::to_owned),
             ),
         }
+    }
+
+    /// The tracer of `[tracing]`.
+    pub(crate) fn tracer(&self) -> &Arc<Tracer> {
+        &self.tracer
     }
 
     /// The link to the replicas' shared store, with `[cluster]`.
@@ -368,7 +381,19 @@ impl Gateway {
     /// A batch's entries, `server.max_batch_concurrency` at a time, answered in order.
     async fn handle_batch(&self, entries: Vec<Entry>, meta: &Meta<'_>) -> Reply {
         let answers: Vec<Response> = stream::iter(entries)
-            .map(|e| self.handle_entry(e, meta))
+            .map(|e| {
+                let span = crate::http::scope::call_span(match &e {
+                    Ok(req) => req.method.as_str(),
+                    Err(_) => "invalid request",
+                });
+                crate::http::scope::in_call(span, async move {
+                    let answer = self.handle_entry(e, meta).await;
+                    if let Some((_, resp, _)) = &answer {
+                        annotate_answer(resp);
+                    }
+                    answer
+                })
+            })
             .buffered(self.batch_concurrency)
             .filter_map(|a| async move { a.map(|(_, r, _)| r) })
             .collect()
@@ -432,6 +457,13 @@ impl Gateway {
             spec,
         };
         let client_dialect = spec.map_or("jsonrpc", |s| s.version.label());
+        if let Some(id) = &id {
+            crate::http::scope::annotate(|s| {
+                if let Some(text) = id.as_text() {
+                    s.set("rpc.jsonrpc.request_id", text);
+                }
+            });
+        }
         let result = self.dispatch(call, client_dialect, meta).await;
         let id = id?;
         Some(match result {
@@ -483,6 +515,8 @@ impl Gateway {
         // The clock is read once more when the call is done, for the metrics and the
         // migration's figures alike.
         let mut elapsed = None;
+        let traced = crate::http::scope::recording();
+        let mut route_seen = None;
         let (upstream, served, result) = if self.facade.handles(&call.method) {
             ("builtin", None, self.builtin(&call))
         } else if let Some(bridge) = sid {
@@ -499,6 +533,9 @@ impl Gateway {
             // The migration step (above): which side of a split serves this caller; here a copy
             // of the call for the route's shadow, sent later, off the caller's path.
             let shadow = self.migration.shadow_copy(route, pick, &call);
+            if traced {
+                route_seen = Some((route, pick));
+            }
             let up = &self.upstreams[pick.upstream];
             let r = forward(up, &self.table, &call, Some(&who), identity).await;
             let took = *elapsed.insert(started.elapsed());
@@ -517,6 +554,38 @@ impl Gateway {
             )
         };
         let outcome = outcome_label(&result);
+        if traced {
+            let route = route_seen.map(|(r, p)| self.migration.describe(r, p));
+            crate::http::scope::annotate(|s| {
+                s.set("rpc.system", "jsonrpc");
+                s.set("rpc.method", call.method.clone());
+                s.set("wiregate.client_dialect", client_dialect);
+                s.set("wiregate.upstream", upstream.to_owned());
+                if let Some(d) = served {
+                    s.set("wiregate.upstream_dialect", d.as_str());
+                }
+                if let Some((name, side)) = route {
+                    s.set("wiregate.route", name.to_owned());
+                    if let Some(side) = side {
+                        s.set("wiregate.split_side", side.to_owned());
+                    }
+                }
+                match &result {
+                    Err(e) => {
+                        s.set("rpc.jsonrpc.error_code", e.jsonrpc_code());
+                        s.fail(e.kind());
+                    }
+                    Ok(Done {
+                        outcome: Outcome::Error(e),
+                        ..
+                    }) => {
+                        s.set("rpc.jsonrpc.error_code", e.code);
+                        s.fail("jsonrpc_error");
+                    }
+                    Ok(_) => {}
+                }
+            });
+        }
         let elapsed = elapsed.unwrap_or_else(|| started.elapsed());
         telemetry::record_routed_call(
             CallLabels {
@@ -597,6 +666,33 @@ impl Gateway {
 }
 
 /// What the agent card says of how callers prove who they are.
+/// The spans' `service.instance.id`: the cluster's node id, else the host name and the
+/// process id.
+fn instance_id(config: &Config) -> String {
+    if config.cluster.enabled() {
+        return config.cluster.resolved_node_id();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "wiregate".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// A batch call's answer on its span: the error code the client sees (a refusal before
+/// dispatch included).
+fn annotate_answer(resp: &Response) {
+    if let Outcome::Error(e) = &resp.outcome {
+        crate::http::scope::annotate(|s| {
+            if !s.attrs.iter().any(|(k, _)| *k == "rpc.jsonrpc.error_code") {
+                s.set("rpc.jsonrpc.error_code", e.code);
+                s.fail("jsonrpc_error");
+            }
+        });
+    }
+}
+
 fn card_security(config: &Config) -> a2a::card::Security {
     let auth = &config.auth;
     a2a::card::Security {

@@ -34,6 +34,11 @@ impl RawHead {
         Self { bytes, lines }
     }
 
+    /// The text at `range` of the head (the request target, say), if it is UTF-8.
+    pub fn text(&self, range: Range<usize>) -> Option<&str> {
+        std::str::from_utf8(self.bytes.get(range)?).ok()
+    }
+
     /// The head's bytes back.
     pub fn into_bytes(self) -> Bytes {
         self.bytes

@@ -9,5 +9,6 @@ pub(crate) mod headers;
 pub(crate) mod reply;
 pub mod routes;
 pub(crate) mod scope;
+pub(crate) mod span;
 pub(crate) mod sse_conn;
 pub(crate) mod trace;

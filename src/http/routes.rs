@@ -41,3 +41,39 @@ pub fn is_own_route(path: &str) -> bool {
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     })
 }
+
+/// The route template of one of the gateway's own paths, for a span's name and `http.route`:
+/// ids replaced by their parameter's name, so names stay few. `None` for a path it does not
+/// know.
+pub fn template(path: &str) -> Option<&'static str> {
+    let path = path.strip_suffix('/').unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    Some(match segments.as_slice() {
+        ["tasks", _, "events"] => "/tasks/{taskId}/events",
+        ["contexts", _, "events"] => "/contexts/{contextId}/events",
+        ["events"] => "/events",
+        ["healthz"] => "/healthz",
+        ["readyz"] => "/readyz",
+        ["metrics"] => "/metrics",
+        [".well-known", "agent-card.json"] => AGENT_CARD,
+        [".well-known", "agent.json"] => AGENT_CARD_0_2,
+        ["a2a", "rest", ..] => "/a2a/rest/*",
+        ["migration", ..] => "/migration/*",
+        ["admin", "reload"] => ADMIN_RELOAD,
+        ["console", ..] => "/console/*",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod template_tests {
+    use super::template;
+
+    #[test]
+    fn ids_become_their_parameters() {
+        assert_eq!(template("/tasks/t-1/events"), Some("/tasks/{taskId}/events"));
+        assert_eq!(template("/contexts/c/events/"), Some("/contexts/{contextId}/events"));
+        assert_eq!(template("/a2a/rest/v1/message:send"), Some("/a2a/rest/*"));
+        assert_eq!(template("/files/x"), None);
+    }
+}

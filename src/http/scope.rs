@@ -6,15 +6,15 @@
 //! A tokio task-local, set around a request's handling; code outside a request (tests of
 //! pure parts, background tasks) simply finds none.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 
 use axum::http::HeaderValue;
 
+use crate::http::span::{Kind, Parent, SpanRecord, SpanSink};
 use crate::http::trace::TraceContext;
 
 /// One request's scope.
-#[derive(Debug)]
 pub(crate) struct Scope {
     /// The hop's trace context.
     pub trace: TraceContext,
@@ -26,6 +26,50 @@ pub(crate) struct Scope {
     /// nothing. Boxed: tokio swaps the scope in and out of its slot on every poll of the
     /// request, so it is kept small (the trace context, the `tracestate` handle and a pointer).
     note: Option<Box<RefCell<Note>>>,
+    /// The request's SERVER span, when its trace is sampled and tracing is on; else recording
+    /// costs nothing. Boxed for the same reason as the notes.
+    span: Cell<Option<Box<Recording>>>,
+}
+
+/// A span being recorded and where it goes when it ends.
+#[derive(Debug)]
+pub(crate) struct Recording {
+    /// The gateway's exporter.
+    pub sink: std::sync::Arc<dyn SpanSink>,
+    /// The span.
+    pub span: RefCell<SpanRecord>,
+}
+
+impl Recording {
+    /// Ends the span and hands it to the sink.
+    pub(crate) fn submit(self) {
+        let mut span = self.span.into_inner();
+        span.end();
+        self.sink.submit(span);
+    }
+
+    /// Sets the answer's status on the span: `http.response.status_code`, and a failure for a
+    /// 5xx (a 4xx is the client's error, not the server span's, by the HTTP conventions).
+    pub(crate) fn answered(&self, status: u16) {
+        let mut span = self.span.borrow_mut();
+        span.set("http.response.status_code", i64::from(status));
+        if status >= 500 {
+            span.fail(status.to_string());
+        }
+    }
+}
+
+/// A SERVER span ended when this is dropped: held by an answer's body, so a stream's span ends
+/// with the stream.
+#[derive(Debug)]
+pub(crate) struct EndsSpan(pub Option<Box<Recording>>);
+
+impl Drop for EndsSpan {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            r.submit();
+        }
+    }
 }
 
 /// What the request's calls said of themselves.
@@ -42,28 +86,118 @@ pub(crate) struct Note {
 
 tokio::task_local! {
     static SCOPE: Scope;
+    /// The INTERNAL span of one call of a batch, inside its request's scope: the span the
+    /// call's upstream tries hang from, and the one its attributes go to.
+    static CALL: RefCell<SpanRecord>;
 }
 
 /// Runs `f` as the request with trace context `trace` and the client's `tracestate` `state`;
-/// returns its output and, when `noting`, what its calls noted.
+/// returns its output, what its calls noted when `noting`, and its SERVER span (`span`, with
+/// what the calls wrote on it), for the caller to end once the answer is sent.
 pub(crate) async fn run<F: Future>(
     trace: TraceContext,
     state: Option<HeaderValue>,
     noting: bool,
+    span: Option<Box<Recording>>,
     f: F,
-) -> (F::Output, Note) {
+) -> (F::Output, Note, Option<Box<Recording>>) {
     let scope = Scope {
         trace,
         state,
         note: noting.then(Box::default),
+        span: Cell::new(span),
     };
     SCOPE
         .scope(scope, async move {
             let out = f.await;
-            let note = SCOPE.with(|s| s.note.as_ref().map(|n| n.take()).unwrap_or_default());
-            (out, note)
+            SCOPE.with(|s| {
+                let note = s.note.as_ref().map(|n| n.take()).unwrap_or_default();
+                (out, note, s.span.take())
+            })
         })
         .await
+}
+
+/// Whether the current request records spans.
+pub(crate) fn recording() -> bool {
+    SCOPE
+        .try_with(|s| {
+            let r = s.span.take();
+            let on = r.is_some();
+            s.span.set(r);
+            on
+        })
+        .unwrap_or(false)
+}
+
+/// Writes on the current call's span: a batch call's INTERNAL span, else the request's SERVER
+/// span. Nothing when the request records none.
+pub(crate) fn annotate(f: impl FnOnce(&mut SpanRecord)) {
+    let mut f = Some(f);
+    if CALL
+        .try_with(|c| {
+            if let Some(f) = f.take() {
+                f(&mut c.borrow_mut());
+            }
+        })
+        .is_ok()
+    {
+        return;
+    }
+    let _ = SCOPE.try_with(|s| {
+        let r = s.span.take();
+        if let (Some(r), Some(f)) = (&r, f.take()) {
+            f(&mut r.span.borrow_mut());
+        }
+        s.span.set(r);
+    });
+}
+
+/// The current call's span as a parent for work that records spans of its own (an upstream
+/// try, a shadow's exchange, a sid turn), with the sink they go to; `None` when the request
+/// records none.
+pub(crate) fn parent() -> Option<Parent> {
+    SCOPE
+        .try_with(|s| {
+            let r = s.span.take();
+            let parent = r.as_ref().map(|r| {
+                let ctx = CALL
+                    .try_with(|c| c.borrow().context())
+                    .unwrap_or_else(|_| r.span.borrow().context());
+                Parent {
+                    sink: r.sink.clone(),
+                    ctx,
+                }
+            });
+            s.span.set(r);
+            parent
+        })
+        .ok()
+        .flatten()
+}
+
+/// The INTERNAL span of one call of a batch, named `name`, under the request's SERVER span,
+/// started now: `None` (and no copy of the name) when the request records no spans.
+pub(crate) fn call_span(name: &str) -> Option<(Parent, SpanRecord)> {
+    parent().map(|p| {
+        let span = p.child(Kind::Internal, name.to_owned());
+        (p, span)
+    })
+}
+
+/// Runs `f`, one call of a batch, in its span (from [`call_span`]), when it has one.
+pub(crate) async fn in_call<F: Future>(span: Option<(Parent, SpanRecord)>, f: F) -> F::Output {
+    let Some((parent, span)) = span else {
+        return f.await;
+    };
+    let (out, span) = CALL
+        .scope(RefCell::new(span), async move {
+            let out = f.await;
+            (out, CALL.with(|c| c.replace(SpanRecord::empty())))
+        })
+        .await;
+    parent.submit(span);
+    out
 }
 
 /// The current request's trace context, if there is a request.
@@ -118,7 +252,7 @@ mod tests {
     async fn notes_each_upstream_once_and_the_first_dialect() {
         let ctx = TraceContext::for_call(&axum::http::HeaderMap::new());
         let state = HeaderValue::from_static("a=1");
-        let ((), note) = run(ctx, Some(state.clone()), true, async {
+        let ((), note, _) = run(ctx, Some(state.clone()), true, None, async {
             assert_eq!(trace(), Some(ctx));
             assert_eq!(upstream_trace(), Some((ctx, Some(state))));
             note_call("legacy", "a");

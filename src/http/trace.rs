@@ -15,8 +15,20 @@ pub(crate) struct TraceContext {
     pub trace_id: [u8; 16],
     /// This hop's span, new for every call.
     pub span_id: [u8; 8],
-    /// The client's flags (sampled), or sampled when the trace starts here.
+    /// The client's flags (sampled), or sampled when the trace starts here (with tracing on,
+    /// by `tracing.sample_ratio`).
     pub flags: u8,
+    /// The client's span, this hop's parent; all zeros when the trace starts here.
+    pub parent_id: [u8; 8],
+}
+
+/// A new span id: random, never all zeros.
+pub(crate) fn new_span_id() -> [u8; 8] {
+    let mut span_id = crate::util::ids::random_u64().to_le_bytes();
+    if span_id == [0; 8] {
+        span_id[7] = 1;
+    }
+    span_id
 }
 
 impl TraceContext {
@@ -43,19 +55,17 @@ impl TraceContext {
     /// The same from the client's `traceparent` value, if it sent one; also whether it was a
     /// valid one (its `tracestate` goes on only then).
     pub(crate) fn for_parent(traceparent: Option<&[u8]>) -> (Self, bool) {
-        let mut span_id = crate::util::ids::random_u64().to_le_bytes();
-        if span_id == [0; 8] {
-            span_id[7] = 1;
-        }
+        let span_id = new_span_id();
         let parent = traceparent
             .and_then(|v| std::str::from_utf8(v).ok())
             .and_then(parse);
         let valid = parent.is_some();
         let ctx = match parent {
-            Some((trace_id, flags)) => TraceContext {
+            Some((trace_id, parent_id, flags)) => TraceContext {
                 trace_id,
                 span_id,
                 flags,
+                parent_id,
             },
             None => {
                 let mut trace_id = crate::util::ids::random_bytes();
@@ -64,10 +74,22 @@ impl TraceContext {
                     trace_id,
                     span_id,
                     flags: 1,
+                    parent_id: [0; 8],
                 }
             }
         };
         (ctx, valid)
+    }
+
+    /// Whether the trace is sampled (flag `01`): its spans are recorded.
+    pub(crate) fn sampled(&self) -> bool {
+        self.flags & 1 == 1
+    }
+
+    /// The same context with `span_id` for the hop: what an upstream try's `traceparent`
+    /// carries when the try is a span of its own.
+    pub(crate) fn with_span(self, span_id: [u8; 8]) -> Self {
+        TraceContext { span_id, ..self }
     }
 
     /// The trace id as 32 lowercase hex digits (what logs show).
@@ -98,7 +120,7 @@ impl TraceContext {
 
 /// `version-traceid-parentid-flags`, version `00` (or a later one, read the same way as the
 /// spec asks); all-zero ids are invalid.
-fn parse(v: &str) -> Option<([u8; 16], u8)> {
+fn parse(v: &str) -> Option<([u8; 16], [u8; 8], u8)> {
     let v = v.trim();
     let mut parts = v.split('-');
     let (version, trace, parent, flags) =
@@ -112,7 +134,7 @@ fn parse(v: &str) -> Option<([u8; 16], u8)> {
     if trace == [0; 16] || parent == [0; 8] {
         return None;
     }
-    Some((trace, flags))
+    Some((trace, parent, flags))
 }
 
 fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
@@ -237,6 +259,7 @@ mod tests {
             ],
             span_id: [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7],
             flags: 0x1f,
+            parent_id: [0; 8],
         };
         assert_eq!(
             &ctx.traceparent_bytes()[..],

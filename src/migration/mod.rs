@@ -308,6 +308,20 @@ impl Migration {
         })
     }
 
+    /// Route `route`'s name and, for a split, which side `pick` is: `primary`, or the
+    /// canary's upstream name (what a span's `wiregate.route` and `wiregate.split_side` say).
+    pub(crate) fn describe(&self, route: usize, pick: Pick) -> (&str, Option<&str>) {
+        let Some(r) = self.routes.get(route) else {
+            return ("", None);
+        };
+        let side = match (r.sides.len(), pick.side) {
+            (0 | 1, _) => None,
+            (_, 0) => Some("primary"),
+            (_, i) => r.sides.get(i).map(|s| s.name.as_str()),
+        };
+        (&r.name, side)
+    }
+
     /// A copy of the call for the route's shadow, when this call is to be shadowed: the route
     /// has a shadow, the call is not a notification, it is sampled, and the shadow is not the
     /// upstream that served it. Never inlined: `benches/callgrind.sh shadow` reads the

@@ -144,7 +144,8 @@ impl Front {
         lane: Lane,
         read: Option<Result<bytes::Bytes, GatewayError>>,
     ) -> FrontFuture {
-        let (trace, state) = TraceContext::for_call_with_state(req.headers());
+        let (mut trace, state) = TraceContext::for_call_with_state(req.headers());
+        let span = server_span(&live, &mut trace, req.method(), req.uri().path(), lane, self.tls);
         let fast = lane == Lane::Rpc;
         let passed = lane == Lane::Passthrough;
         // What the routes may ask of the connection (the admin rule, the forwarding headers);
@@ -189,8 +190,9 @@ impl Front {
             routed(&live, req)
         };
         Box::pin(async move {
-            let (resp, note) = scope::run(trace, state, access.is_some(), handled).await;
-            Ok(finished(resp, note, access, trace, call))
+            let (resp, note, span) =
+                scope::run(trace, state, access.is_some(), span, handled).await;
+            Ok(finished(resp, note, access, trace, call, span))
         })
     }
 
@@ -249,7 +251,13 @@ fn finished(
     access: Option<Arrival>,
     trace: TraceContext,
     call: Option<activity::Call>,
+    span: Option<Box<scope::Recording>>,
 ) -> Response {
+    if let Some(span) = span {
+        span.answered(resp.status().as_u16());
+        let end = scope::EndsSpan(Some(span));
+        resp = resp.map(|b| Body::new(activity::GuardedBody::new(b, end)));
+    }
     if let Some((method, path, started)) = access {
         let line = crate::server::access::Line {
             method,
@@ -282,9 +290,18 @@ impl Front {
         live: Arc<Live>,
         head: RawHead,
         read: Result<bytes::Bytes, GatewayError>,
-    ) -> (TraceContext, Option<HeaderValue>, ReplyFuture) {
+        target: std::ops::Range<usize>,
+    ) -> (TraceContext, Option<HeaderValue>, Option<Box<scope::Recording>>, ReplyFuture) {
         debug_assert!(!live.access && self.activity.is_none());
-        let (trace, state) = TraceContext::for_call_with_state(&head);
+        let (mut trace, state) = TraceContext::for_call_with_state(&head);
+        let span = match live.state.gateway.tracer().is_on() {
+            true => {
+                let target = head.text(target).unwrap_or_default();
+                let path = target.split_once('?').map_or(target, |(p, _)| p);
+                server_span(&live, &mut trace, &Method::POST, path, Lane::Rpc, self.tls)
+            }
+            false => None,
+        };
         let peer = self.peer;
         let cert = self.cert.clone();
         let call = Box::pin(async move {
@@ -297,6 +314,46 @@ impl Front {
             )
             .await
         });
-        (trace, state, call)
+        (trace, state, span, call)
     }
+}
+
+/// The request's SERVER span, when tracing is on and its trace is sampled (decided here):
+/// named by its method and, where the gateway knows it, its route; `url.path` without the
+/// query (which may carry anything).
+fn server_span(
+    live: &Live,
+    trace: &mut TraceContext,
+    method: &Method,
+    path: &str,
+    lane: Lane,
+    tls: bool,
+) -> Option<Box<scope::Recording>> {
+    let tracer = live.state.gateway.tracer();
+    if !tracer.is_on() {
+        return None;
+    }
+    let route = match lane {
+        Lane::Rpc => Some(path.to_owned()),
+        Lane::Passthrough => None,
+        Lane::Router => crate::http::routes::template(path).map(str::to_owned),
+    };
+    let name = match &route {
+        Some(r) => format!("{method} {r}"),
+        None => method.as_str().to_owned(),
+    };
+    let r = tracer.server(trace, name)?;
+    {
+        let mut span = r.span.borrow_mut();
+        span.set("http.request.method", method.as_str().to_owned());
+        span.set("url.path", path.to_owned());
+        span.set("url.scheme", if tls { "https" } else { "http" });
+        if let Some(route) = route {
+            span.set("http.route", route);
+        }
+        if lane == Lane::Passthrough {
+            span.set("wiregate.passthrough", true);
+        }
+    }
+    Some(r)
 }

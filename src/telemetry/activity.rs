@@ -68,8 +68,8 @@ impl Call {
     }
 
     /// `body`, keeping the call in flight until it is done or dropped.
-    pub(crate) fn guard_body(self, body: Body) -> GuardedBody {
-        GuardedBody { body, _call: self }
+    pub(crate) fn guard_body(self, body: Body) -> GuardedBody<Self> {
+        GuardedBody::new(body, self)
     }
 }
 
@@ -80,14 +80,25 @@ impl Drop for Call {
     }
 }
 
-/// An answer's body that holds its [`Call`].
+/// An answer's body that holds a guard (its [`Call`], its SERVER span) until it is done or
+/// dropped.
 #[derive(Debug)]
-pub(crate) struct GuardedBody {
+pub(crate) struct GuardedBody<G> {
     body: Body,
-    _call: Call,
+    _guard: G,
 }
 
-impl hyper::body::Body for GuardedBody {
+impl<G> GuardedBody<G> {
+    /// `body` holding `guard`.
+    pub(crate) fn new(body: Body, guard: G) -> Self {
+        GuardedBody {
+            body,
+            _guard: guard,
+        }
+    }
+}
+
+impl<G: Unpin> hyper::body::Body for GuardedBody<G> {
     type Data = Bytes;
     type Error = axum::Error;
 

@@ -7,6 +7,7 @@ pub(crate) mod activity;
 pub(crate) mod auth;
 pub mod fleet;
 pub mod logging;
+pub mod spans;
 pub(crate) mod stats;
 
 use std::cell::RefCell;

@@ -202,15 +202,20 @@ impl Endpoint {
     /// the request's buffer, so it is borrowed (a `Bytes` of a fresh `Vec` cost an allocation
     /// of its own). A failure says whether the request may have reached the endpoint.
     /// `identity` is the caller's header (`auth.identity_header`), sent when a valid value.
+    /// `span` is the try's CLIENT span, when it records one: its id goes in the `traceparent`.
     pub(crate) async fn post(
         &self,
         config: &Upstream,
         body: &[u8],
         authorization: Option<&str>,
         identity: Option<(&str, &str)>,
+        span: Option<[u8; 8]>,
     ) -> Result<Answer, Failure> {
         let (traceparent, tracestate) = match crate::http::scope::upstream_trace() {
-            Some((t, state)) => (Some(t.traceparent_bytes()), state),
+            Some((t, state)) => {
+                let t = span.map_or(t, |id| t.with_span(id));
+                (Some(t.traceparent_bytes()), state)
+            }
             None => (None, None),
         };
         let head = h1::Head {
@@ -422,6 +427,11 @@ impl Endpoint {
     #[inline]
     pub(crate) fn in_flight(&self) -> health::InFlight<'_> {
         health::InFlight::begin(&self.state)
+    }
+
+    /// The path its calls are POSTed to.
+    pub(crate) fn path(&self) -> &str {
+        &self.path
     }
 
     /// Its `host:port` (the `Host` it gets): how logs, metrics and `/readyz` name it.

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 
 use crate::config::{Balance, Dialect, Sticky, Upstream};
+use crate::http::span::{Kind, SpanRecord};
 use crate::model::error::GatewayError;
 use crate::telemetry::fleet;
 use caller::Who;
@@ -252,13 +253,17 @@ impl UpstreamClient {
         f.budget.call();
         let key = self.key(hint.who);
         let mut tried = 0u64;
-        let mut attempt = 1;
+        let mut attempt: u32 = 1;
+        // Each try is a CLIENT span of the call's, when the call records spans.
+        let parent = crate::http::scope::parent();
         loop {
             let picked = self.pick_excluding(key, tried);
             let e = picked.endpoint;
+            let mut span = parent.as_ref().map(|p| p.child(Kind::Client, "POST"));
             let result = {
                 let _in_flight = e.in_flight();
-                e.post(&f.config, body, authorization, hint.identity).await
+                let id = span.as_ref().map(|s| s.span_id);
+                e.post(&f.config, body, authorization, hint.identity, id).await
             };
             let outcome = match &result {
                 Ok(a) => Outcome::of_status(a.status),
@@ -266,6 +271,10 @@ impl UpstreamClient {
             };
             self.record(e, outcome);
             crate::http::scope::note_try(e.label());
+            if let (Some(p), Some(mut s)) = (&parent, span.take()) {
+                self.try_span(&mut s, e, attempt, &result);
+                p.submit(s);
+            }
             let idempotent = || self.idempotent(hint.method);
             let again = match &result {
                 Ok(a) => retry::status_reason(a.status.as_u16(), idempotent()),
@@ -291,6 +300,41 @@ impl UpstreamClient {
                     return Err(self.panicked(failure.error, picked.panic));
                 }
             }
+        }
+    }
+
+    /// A try's CLIENT span: the HTTP client conventions' attributes, which endpoint and which
+    /// try it was, and how it ended.
+    fn try_span(
+        &self,
+        s: &mut SpanRecord,
+        e: &endpoint::Endpoint,
+        attempt: u32,
+        result: &Result<Answer, endpoint::Failure>,
+    ) {
+        let label = e.label();
+        let (address, port) = match label.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<i64>().ok()),
+            None => (label, None),
+        };
+        s.set("http.request.method", "POST");
+        s.set("server.address", address.trim_matches(['[', ']']).to_owned());
+        if let Some(port) = port {
+            s.set("server.port", port);
+        }
+        s.set("url.path", e.path().to_owned());
+        s.set("wiregate.upstream", self.name().to_owned());
+        s.set("wiregate.upstream_dialect", self.dialect().as_str());
+        s.set("wiregate.endpoint", label.to_owned());
+        s.set("wiregate.retry", i64::from(attempt) - 1);
+        match result {
+            Ok(a) => {
+                s.set("http.response.status_code", i64::from(a.status.as_u16()));
+                if a.status.is_server_error() {
+                    s.fail(a.status.as_u16().to_string());
+                }
+            }
+            Err(failure) => s.fail(failure.error.kind()),
         }
     }
 

@@ -8,6 +8,7 @@ mod feed;
 mod gateway;
 pub mod keys;
 pub mod migration;
+pub mod otlp;
 pub mod pki;
 pub mod raw_h1;
 pub mod redis_server;

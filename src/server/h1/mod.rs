@@ -185,7 +185,7 @@ where
             stopping: &mut w.stopping,
             complete,
         };
-        let call = start(front, live, lane, parts, read, &mut buf, head.body);
+        let call = start(front, live, lane, (parts, head.path), read, &mut buf, head.body);
         let written = match call {
             Call::Reply(call) => answer_reply(io, &mut out, &mut buf, wait, call).await,
             Call::Response(call) => answer_response(io, &mut out, &mut buf, wait, call).await,
@@ -229,7 +229,14 @@ fn next_head(buf: &mut BytesMut, prefix: &mut Bytes, stopping: bool) -> Next {
 
 /// A call [`serve`] started: answered from its reply, or through a response.
 enum Call {
-    Reply((TraceContext, Option<HeaderValue>, super::ReplyFuture)),
+    Reply(
+        (
+            TraceContext,
+            Option<HeaderValue>,
+            Option<Box<crate::http::scope::Recording>>,
+            super::ReplyFuture,
+        ),
+    ),
     Response(super::FrontFuture),
 }
 
@@ -241,13 +248,18 @@ fn start(
     front: &Front,
     live: std::sync::Arc<super::Live>,
     lane: Lane,
-    (uri, raw, map): (Option<Uri>, RawHead, Option<axum::http::HeaderMap>),
+    ((uri, raw, map), target): (
+        (Option<Uri>, RawHead, Option<axum::http::HeaderMap>),
+        std::ops::Range<usize>,
+    ),
     read: Option<Result<Bytes, GatewayError>>,
     buf: &mut BytesMut,
     len: usize,
 ) -> Call {
     match (read, map) {
-        (Some(read), None) => Call::Reply(front.rpc_reply(live, raw, read)),
+        (Some(read), None) => {
+            Call::Reply(front.rpc_reply(live, raw, read, target))
+        }
         (read, map) => {
             let body = match read {
                 Some(_) => Body::empty(),
@@ -292,15 +304,25 @@ async fn answer_reply<S>(
     out: &mut Vec<u8>,
     buf: &mut BytesMut,
     wait: Watch<'_>,
-    call: (TraceContext, Option<HeaderValue>, super::ReplyFuture),
+    call: (
+        TraceContext,
+        Option<HeaderValue>,
+        Option<Box<crate::http::scope::Recording>>,
+        super::ReplyFuture,
+    ),
 ) -> Option<(Result<(), answer::Broken>, bool)>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let (trace, state, call) = call;
-    let call = std::pin::pin!(crate::http::scope::run(trace, state, false, call));
-    let ((reply, request_id), _) =
+    let (trace, state, span, call) = call;
+    let call = std::pin::pin!(crate::http::scope::run(trace, state, false, span, call));
+    let ((reply, request_id), _, span) =
         watch_client(call, io, buf, wait.flag, wait.stopping, wait.complete).await?;
+    // The span ends once the answer is written (a stream's, when the stream ends).
+    let _span = span.map(|s| {
+        s.answered(reply.status.as_u16());
+        crate::http::scope::EndsSpan(Some(s))
+    });
     let close = *wait.stopping || !wait.complete;
     let written = match reply.body {
         ReplyBody::Stream(_) => {

@@ -1,0 +1,189 @@
+//! The exporter task: every `export_interval_ms` (or sooner, when a batch is waiting) it takes
+//! the tracer's queue and POSTs it to the collector, one request per 512 spans, one request at
+//! a time; spans that arrive meanwhile wait in the bounded queue. It never touches a request.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use axum::http::{header, HeaderName, HeaderValue, Method, Request, StatusCode};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use prost::Message;
+
+use super::otlp::{self, Service};
+use super::{Tracer, BATCH, EXPORT_FAILURES, SPANS_EXPORTED};
+use crate::config::{OtlpProtocol, Tracing};
+
+/// How long one export may take before it counts as failed.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Export errors are logged at most this often.
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// The collector's client, for one endpoint.
+enum Transport {
+    Http(Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>),
+    Grpc(Client<HttpConnector, Full<Bytes>>),
+}
+
+/// Where and how spans are sent, built again when a reload changes `[tracing]`.
+struct Target {
+    settings: Arc<Tracing>,
+    url: axum::http::Uri,
+    transport: Transport,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Target {
+    fn new(settings: Arc<Tracing>) -> Option<Self> {
+        let (protocol, url) = settings.target()?;
+        let transport = match protocol {
+            OtlpProtocol::Http => Transport::Http(
+                Client::builder(hyper_util::rt::TokioExecutor::new()).build(
+                    crate::config::tls::connector(None, Some(Duration::from_secs(5))),
+                ),
+            ),
+            OtlpProtocol::Grpc => {
+                let mut http = HttpConnector::new();
+                http.set_nodelay(true);
+                http.set_connect_timeout(Some(Duration::from_secs(5)));
+                Transport::Grpc(
+                    Client::builder(hyper_util::rt::TokioExecutor::new())
+                        .http2_only(true)
+                        .build(http),
+                )
+            }
+        };
+        // Checked by `check-config`; a pair that still fails is left out, not sent broken.
+        let headers = settings
+            .headers
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    HeaderName::from_bytes(k.as_bytes()).ok()?,
+                    HeaderValue::from_str(v).ok()?,
+                ))
+            })
+            .collect();
+        Some(Target {
+            url: url.parse().ok()?,
+            settings,
+            transport,
+            headers,
+        })
+    }
+
+    /// Sends one batch; `Err` says why it was not accepted (never a header's value).
+    async fn send(&self, body: Vec<u8>) -> Result<(), String> {
+        let (content_type, body) = match self.transport {
+            Transport::Http(_) => ("application/x-protobuf", Bytes::from(body)),
+            Transport::Grpc(_) => {
+                // One length-prefixed, uncompressed message.
+                let mut framed = Vec::with_capacity(5 + body.len());
+                framed.push(0);
+                framed.extend_from_slice(&(body.len() as u32).to_be_bytes());
+                framed.extend_from_slice(&body);
+                ("application/grpc", Bytes::from(framed))
+            }
+        };
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(self.url.clone())
+            .header(header::CONTENT_TYPE, content_type);
+        if matches!(self.transport, Transport::Grpc(_)) {
+            req = req.header(header::TE, "trailers");
+        }
+        for (k, v) in &self.headers {
+            req = req.header(k, v);
+        }
+        let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
+        let sent = async {
+            let resp = match &self.transport {
+                Transport::Http(c) => c.request(req).await,
+                Transport::Grpc(c) => c.request(req).await,
+            }
+            .map_err(|e| format!("{e:?}"))?;
+            let status = resp.status();
+            let head_grpc = resp.headers().get("grpc-status").cloned();
+            let collected = resp.into_body().collect().await.map_err(|e| e.to_string())?;
+            match self.transport {
+                Transport::Http(_) if status.is_success() => Ok(()),
+                Transport::Http(_) => Err(format!("the collector answered {status}")),
+                Transport::Grpc(_) => {
+                    let grpc = head_grpc
+                        .or_else(|| collected.trailers().and_then(|t| t.get("grpc-status").cloned()));
+                    match (status, grpc.as_ref().map(HeaderValue::as_bytes)) {
+                        (StatusCode::OK, Some(b"0")) => Ok(()),
+                        (s, g) => Err(format!(
+                            "the collector answered {s}, grpc-status {}",
+                            g.map_or("none".into(), |g| String::from_utf8_lossy(g).into_owned())
+                        )),
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(EXPORT_TIMEOUT, sent)
+            .await
+            .map_err(|_| format!("no answer within {} s", EXPORT_TIMEOUT.as_secs()))?
+    }
+}
+
+/// The exporter's loop, until the tracer is gone.
+pub(super) async fn run(tracer: Weak<Tracer>, wake: Arc<tokio::sync::Notify>) {
+    let mut target: Option<Target> = None;
+    let mut logged: Option<Instant> = None;
+    let exported = metrics::counter!(SPANS_EXPORTED);
+    let failures = metrics::counter!(EXPORT_FAILURES);
+    loop {
+        let Some(interval) = tracer
+            .upgrade()
+            .map(|t| Duration::from_millis(t.settings.load().export_interval_ms.max(10)))
+        else {
+            return;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = wake.notified() => {}
+        }
+        let Some(t) = tracer.upgrade() else {
+            return;
+        };
+        let settings = t.settings.load_full();
+        let mut spans = t.take();
+        let service = Service {
+            name: settings.service_name.clone(),
+            instance: t.instance.clone(),
+        };
+        drop(t);
+        if spans.is_empty() || !settings.enabled() {
+            continue;
+        }
+        if target.as_ref().is_none_or(|t| t.settings != settings) {
+            target = Target::new(settings.clone());
+        }
+        let Some(target) = &target else {
+            continue;
+        };
+        while !spans.is_empty() {
+            let rest = spans.split_off(spans.len().min(BATCH));
+            let n = spans.len() as u64;
+            let body = otlp::request(&service, std::mem::replace(&mut spans, rest)).encode_to_vec();
+            match target.send(body).await {
+                Ok(()) => exported.increment(n),
+                Err(e) => {
+                    failures.increment(1);
+                    if logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+                        logged = Some(Instant::now());
+                        tracing::warn!(
+                            endpoint = %crate::config::mask_userinfo(&settings.otlp_endpoint),
+                            error = %e,
+                            spans = n,
+                            "span export failed; the spans are dropped (logged at most once a minute)"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

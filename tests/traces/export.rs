@@ -1,0 +1,166 @@
+//! The exporter: OTLP/gRPC as well as HTTP, the export headers, sampling at 0 (nothing exported,
+//! the context still propagated), a collector that is down, slow or refusing under load (no call
+//! failed or slowed; spans beyond the queue dropped and counted), and a reload that changes the
+//! endpoint and the ratio.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use wiregate::config::Dialect;
+
+use crate::support::otlp::{Collector, Mode};
+use crate::support::{dead_url, gateway, jsonrpc_echo, routing_all_to};
+use crate::{one, traced, CLIENT, SERVER};
+
+#[tokio::test]
+async fn spans_go_over_grpc_with_the_configured_headers() {
+    let collector = Collector::start(Mode::Accept).await;
+    let up = jsonrpc_echo().run().await;
+    let endpoint = collector.grpc();
+    let gw = routing_all_to(&up.url(), Dialect::Jsonrpc)
+        .with(move |c| {
+            c.tracing.otlp_endpoint = endpoint;
+            c.tracing.export_interval_ms = 50;
+            c.tracing.headers = [("x-collector-token".to_owned(), "tok-1".to_owned())].into();
+        })
+        .start()
+        .await;
+    let a = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"})).await;
+    assert_eq!(a.status, 200);
+    let spans = collector.until("two spans", |s| s.len() >= 2).await;
+    let server = one(&spans, SERVER, "POST /rpc");
+    assert_eq!(server.parent(), "", "a trace started here is a root");
+    let client = one(&spans, CLIENT, "POST");
+    assert_eq!(client.trace(), server.trace());
+    assert_eq!(server.headers["x-collector-token"], "tok-1");
+    assert_eq!(server.headers["content-type"], "application/grpc");
+}
+
+#[tokio::test]
+async fn sampling_at_zero_exports_nothing_and_still_propagates_the_context() {
+    let collector = Collector::start(Mode::Accept).await;
+    let up = jsonrpc_echo().run().await;
+    let gw = traced(routing_all_to(&up.url(), Dialect::Jsonrpc), &collector)
+        .with(|c| c.tracing.sample_ratio = 0.0)
+        .start()
+        .await;
+    for id in 0..20 {
+        gw.rpc(&json!({"jsonrpc": "2.0", "id": id, "method": "m"})).await;
+    }
+    // A client's sampled trace is followed whatever the ratio.
+    let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    gw.rpc_with(
+        &json!({"jsonrpc": "2.0", "id": "sampled", "method": "m"}),
+        &[("traceparent", parent)],
+    )
+    .await;
+    let spans = collector.trace("0af7651916cd43dd8448eb211c80319c", 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        collector.spans().len(),
+        spans.len(),
+        "only the client's sampled trace: {:#?}",
+        crate::support::otlp::summary(&collector.spans())
+    );
+    let seen = up.seen();
+    assert_eq!(seen.len(), 21);
+    for s in &seen[..20] {
+        let tp = s.headers["traceparent"].to_str().unwrap();
+        assert_eq!(tp.len(), 55);
+        assert!(tp.ends_with("-00"), "propagated, marked not sampled: {tp}");
+    }
+}
+
+#[tokio::test]
+async fn a_collector_down_slow_or_refusing_costs_no_call_and_full_queues_are_counted() {
+    let up = jsonrpc_echo().run().await;
+    let refusing = Collector::start(Mode::Refuse).await;
+    let slow = Collector::start(Mode::Accept).await;
+    slow.slow(Duration::from_secs(5));
+    let dead = dead_url().await;
+    for (what, endpoint) in [
+        ("down", dead),
+        ("refusing", refusing.http()),
+        ("slow", slow.http()),
+    ] {
+        let gw = routing_all_to(&up.url(), Dialect::Jsonrpc)
+            .with(move |c| {
+                c.tracing.otlp_endpoint = endpoint;
+                c.tracing.export_interval_ms = 20;
+                c.tracing.queue_max = 64;
+            })
+            .start()
+            .await;
+        let started = Instant::now();
+        let calls: Vec<_> = (0..8)
+            .map(|w| {
+                let (http, url) = (gw.http.clone(), format!("{}/rpc", gw.base()));
+                tokio::spawn(async move {
+                    let mut worst = Duration::ZERO;
+                    for i in 0..50 {
+                        let t = Instant::now();
+                        let r = http
+                            .post(&url)
+                            .header("content-type", "application/json")
+                            .body(json!({"jsonrpc": "2.0", "id": w * 100 + i, "method": "m"}).to_string())
+                            .send()
+                            .await
+                            .expect("answered");
+                        assert_eq!(r.status(), 200);
+                        let v: serde_json::Value = r.json().await.unwrap();
+                        assert_eq!(v["result"]["method"], "m", "{v}");
+                        worst = worst.max(t.elapsed());
+                    }
+                    worst
+                })
+            })
+            .collect();
+        let mut worst = Duration::ZERO;
+        for c in calls {
+            worst = worst.max(c.await.unwrap());
+        }
+        // 400 calls; none waits on the exporter (whose tries take up to 5 s against the slow
+        // collector, and time out at 10 s).
+        assert!(
+            worst < Duration::from_secs(2),
+            "{what}: the slowest call took {worst:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(20), "{what}");
+        if what == "slow" {
+            // 800 spans into a queue of 64 while the one export in flight waits.
+            let dropped = gw.counter("wiregate_trace_spans_dropped_total").await;
+            assert!(dropped > 0, "{what}: spans beyond queue_max are dropped and counted");
+        } else {
+            crate::support::until("an export failure counted", Duration::from_secs(10), async || {
+                (gw.counter("wiregate_trace_export_failures_total").await > 0).then_some(())
+            })
+            .await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_reload_changes_the_endpoint_and_the_ratio() {
+    let first = Collector::start(Mode::Accept).await;
+    let second = Collector::start(Mode::Accept).await;
+    let up = jsonrpc_echo().run().await;
+    let gw = traced(routing_all_to(&up.url(), Dialect::Jsonrpc), &first)
+        .start()
+        .await;
+    gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"})).await;
+    first.until("the first call's spans", |s| s.len() >= 2).await;
+    let running = gw.running.as_ref().unwrap();
+    let mut next = traced(routing_all_to(&up.url(), Dialect::Jsonrpc), &second).into_config();
+    assert!(running.reload(&next).reloaded);
+    gw.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "m"})).await;
+    second.until("the second call's spans", |s| s.len() >= 2).await;
+    next.tracing.sample_ratio = 0.0;
+    assert!(running.reload(&next).reloaded);
+    let before = second.spans().len();
+    gw.rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "m"})).await;
+    next.tracing.otlp_endpoint = String::new();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(second.spans().len(), before, "ratio 0 after the reload");
+    assert_eq!(first.spans().len(), 2, "nothing more to the old endpoint");
+    let _ = gateway;
+}

@@ -1,0 +1,1 @@
+//! The spans of a pass-through request.

@@ -1,0 +1,1 @@
+//! The spans of an A2A streamed turn through sid.
