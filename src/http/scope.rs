@@ -200,6 +200,28 @@ pub(crate) async fn in_call<F: Future>(span: Option<(Parent, SpanRecord)>, f: F)
     out
 }
 
+/// Runs `f` as span `name` of kind `kind`, a child of `parent`, in a scope of its own: work
+/// done off the request's task (a shadow's exchange, a sid turn) whose upstream tries are then
+/// CLIENT spans under it and carry its trace. `f` writes its attributes with [`annotate`].
+pub(crate) async fn run_as<F: Future>(
+    parent: Parent,
+    kind: Kind,
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    f: F,
+) -> F::Output {
+    let span = parent.child(kind, name);
+    let trace = span.context();
+    let recording = Box::new(Recording {
+        sink: parent.sink,
+        span: RefCell::new(span),
+    });
+    let (out, _, recording) = run(trace, None, false, Some(recording), f).await;
+    if let Some(r) = recording {
+        r.submit();
+    }
+    out
+}
+
 /// The current request's trace context, if there is a request.
 pub(crate) fn trace() -> Option<TraceContext> {
     SCOPE.try_with(|s| s.trace).ok()

@@ -496,6 +496,7 @@ fn hand_off(
             .and_then(|id| std::str::from_utf8(id).ok())
             .filter(|id| !id.is_empty())
             .map(str::to_owned),
+        trace: crate::http::scope::parent(),
     });
 }
 

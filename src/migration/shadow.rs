@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::http::span::Kind;
 use crate::telemetry;
 use crate::upstream::call::{forward, Call};
 use crate::upstream::UpstreamClient;
@@ -122,6 +123,8 @@ pub(crate) struct Job {
     pub(crate) primary: Outcome,
     /// The call's `X-Request-Id`, when it had one (else its upstream id names it).
     pub(crate) request_id: Option<String>,
+    /// The call's span, when its request records spans: the exchange is a span under it.
+    pub(crate) trace: Option<crate::http::span::Parent>,
 }
 
 /// The sending end of the queue.
@@ -188,7 +191,18 @@ fn document(outcome: &Outcome) -> Value {
     }
 }
 
-async fn run(job: Job) {
+async fn run(mut job: Job) {
+    match job.trace.take() {
+        Some(parent) => {
+            let name = format!("shadow {}", job.target.route);
+            crate::http::scope::run_as(parent, Kind::Internal, name, exchange(job)).await;
+        }
+        None => exchange(job).await,
+    }
+}
+
+/// The shadow's exchange (and the noise instance's), compared with what the caller got.
+async fn exchange(job: Job) {
     let t = &job.target;
     let method = compare::cut(&job.call.method, 64);
     let request_id = job
@@ -213,6 +227,12 @@ async fn run(job: Job) {
             tracing::debug!(route = %t.route, method = %method, error = %e, "shadow call failed");
             t.stats.shadow_error.fetch_add(1, Ordering::Relaxed);
             telemetry::record_shadow(&t.route, &method, "shadow_error");
+            crate::http::scope::annotate(|s| {
+                s.set("wiregate.route", t.route.clone());
+                s.set("wiregate.upstream", t.shadow.name().to_owned());
+                s.set("rpc.method", method.to_string());
+                s.fail(e.kind());
+            });
         }
         Ok(done) => {
             let verdict = match (&job.primary, &done.outcome) {
@@ -225,6 +245,12 @@ async fn run(job: Job) {
                     &t.ignore,
                 ),
             };
+            crate::http::scope::annotate(|s| {
+                s.set("wiregate.route", t.route.clone());
+                s.set("wiregate.upstream", t.shadow.name().to_owned());
+                s.set("rpc.method", method.to_string());
+                s.set("wiregate.shadow.verdict", verdict.label());
+            });
             t.stats.record(&t.route, &method, &request_id, verdict);
         }
     }

@@ -75,6 +75,18 @@ pub(crate) enum Failed {
     ClientBodyTimedOut,
 }
 
+impl Failed {
+    /// A span's `error.type`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Failed::Upstream(_) => "upstream_unreachable",
+            Failed::ClientBody(_) => "client_body",
+            Failed::TimedOut => "upstream_timeout",
+            Failed::ClientBodyTimedOut => "client_body_timeout",
+        }
+    }
+}
+
 /// What an exchange's waits are bounded by.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timeouts {

@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::config::{Config, Upstream};
 use crate::http::forwarded::{self, Hop, Trusted};
+use crate::http::span::Kind;
 use crate::http::trace::{self, TraceContext};
 use crate::upstream::{stream::Stream, Endpoint, Outcome, UpstreamClient};
 
@@ -320,13 +321,18 @@ impl Target {
         let endpoint = self.client.pick_request(get, origin.ip()).endpoint.clone();
         crate::http::scope::note_try(endpoint.label());
         let (parts, body) = req.into_parts();
+        // The upstream request is a CLIENT span of the request's, when it records spans.
+        let traced = crate::http::scope::parent().map(|p| {
+            let span = p.child(Kind::Client, parts.method.as_str().to_owned());
+            (p, span)
+        });
         let (head, sending, no_body) = self.head(
             &endpoint,
             &parts,
             &body,
-            origin,
-            trusted,
+            (origin, trusted),
             upgrade.as_ref().map(|u| &u.0),
+            traced.as_ref().map(|(_, s)| s.span_id),
         );
         // Timed step by step, not as a whole: an upload may take longer than the upstream's
         // timeout, at the client's pace (bounded by `server.body_read_timeout_ms`).
@@ -356,6 +362,28 @@ impl Target {
         };
         if let Some(tried) = tried {
             self.client.record(&endpoint, tried);
+        }
+        if let Some((parent, mut span)) = traced {
+            span.set("http.request.method", parts.method.as_str().to_owned());
+            span.set("url.path", parts.uri.path().to_owned());
+            span.set("wiregate.upstream", self.name.clone());
+            span.set("wiregate.endpoint", endpoint.label().to_owned());
+            if let Some((host, port)) = endpoint.label().rsplit_once(':') {
+                span.set("server.address", host.trim_matches(['[', ']']).to_owned());
+                if let Ok(port) = port.parse::<i64>() {
+                    span.set("server.port", port);
+                }
+            }
+            match &sent {
+                Ok(answer) => {
+                    span.set("http.response.status_code", i64::from(answer.status.as_u16()));
+                    if answer.status.is_server_error() {
+                        span.fail(answer.status.as_u16().to_string());
+                    }
+                }
+                Err(e) => span.fail(e.kind()),
+            }
+            parent.submit(span);
         }
         match sent {
             Ok(answer) => self.answered(answer, upgrade, started),
@@ -434,9 +462,9 @@ impl Target {
         endpoint: &Endpoint,
         req: &axum::http::request::Parts,
         body: &Body,
-        origin: Origin,
-        trusted: bool,
+        (origin, trusted): (Origin, bool),
         upgrade: Option<&Option<HeaderValue>>,
+        span: Option<[u8; 8]>,
     ) -> (Vec<u8>, exchange::Sending, bool) {
         let headers = &req.headers;
         let host = headers
@@ -445,6 +473,7 @@ impl Target {
             .or_else(|| req.uri.authority().map(|a| a.as_str()));
         let client_traced = trace::has_valid_parent(headers);
         let ctx = crate::http::scope::trace().unwrap_or_else(|| TraceContext::for_call(headers));
+        let ctx = span.map_or(ctx, |id| ctx.with_span(id));
         let had_length = headers.contains_key(header::CONTENT_LENGTH);
         let hop = Hop {
             peer: origin

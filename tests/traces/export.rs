@@ -9,7 +9,7 @@ use serde_json::json;
 use wiregate::config::Dialect;
 
 use crate::support::otlp::{Collector, Mode};
-use crate::support::{dead_url, gateway, jsonrpc_echo, routing_all_to};
+use crate::support::{dead_url, jsonrpc_echo, routing_all_to};
 use crate::{one, traced, CLIENT, SERVER};
 
 #[tokio::test]
@@ -162,5 +162,4 @@ async fn a_reload_changes_the_endpoint_and_the_ratio() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(second.spans().len(), before, "ratio 0 after the reload");
     assert_eq!(first.spans().len(), 2, "nothing more to the old endpoint");
-    let _ = gateway;
 }

@@ -144,10 +144,12 @@ where
             *prefix = buf.freeze();
             return Served::HandOver;
         };
-        // Behind a closed gate, hyper's path: it reads the caller's headers by name.
+        // Behind a closed gate, hyper's path: it reads the caller's headers by name. With
+        // tracing on too: its spans are the response path's.
         if lane == Lane::Passthrough
             && !live.access
             && !live.state.gateway.is_gated()
+            && !live.state.gateway.tracer().is_on()
             && crate::passthrough::raw::plain_target(&buf[head.path.clone()])
         {
             let served = pass_through(io, &mut out, &mut buf, head, front, &live, &mut w);
