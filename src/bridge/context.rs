@@ -96,6 +96,8 @@ pub(crate) struct Context {
     pub(super) flushed: std::sync::OnceLock<crate::cluster::log::Flushed>,
     /// The caller that started it (`kind:id`, with `[auth]`); unset: any caller's.
     pub(super) owner: std::sync::OnceLock<Arc<str>>,
+    /// The spans of its turns that requests recording spans started.
+    pub(super) turn_spans: super::turn_spans::TurnSpans,
 }
 
 impl Context {
@@ -146,6 +148,7 @@ impl Context {
             lag_grace,
             flushed: std::sync::OnceLock::new(),
             owner: std::sync::OnceLock::new(),
+            turn_spans: Default::default(),
         })
     }
 
@@ -324,6 +327,11 @@ impl Context {
         let mut status = false;
         for u in updates {
             status |= u.kind == EventKind::Status;
+            if u.kind == EventKind::Status && u.is_final() {
+                let state = u.data.state();
+                let failed = matches!(state, Some("failed" | "TASK_STATE_FAILED"));
+                self.turn_spans.end(&u.task_id, state, failed);
+            }
             let mut data = u.data;
             data.set_context(&self.shared_id);
             // A closed queue (context shut down) drops the update quietly.

@@ -20,6 +20,7 @@ mod streams;
 mod tenancy;
 mod transport;
 mod turn_queue;
+mod turn_spans;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -16,8 +16,10 @@ impl Context {
         message_id: Option<&str>,
         owner: Option<&str>,
     ) -> Result<(), SendError> {
+        self.turn_spans.start(task_id, &self.id);
         let mut inner = self.lock();
         self.start_locked(&mut inner, task_id, text, message_id, owner)
+            .inspect_err(|_| self.turn_spans.end(task_id, None, true))
     }
 
     fn start_locked(
@@ -40,6 +42,18 @@ impl Context {
     /// waits for input), queues it as a submitted task that starts when the turns before it
     /// have ended; at most `sid.max_queued_requests` wait.
     pub(crate) fn start_or_queue_turn(
+        &self,
+        task_id: &str,
+        text: String,
+        message_id: Option<&str>,
+        owner: Option<&str>,
+    ) -> Result<(), SendError> {
+        self.turn_spans.start(task_id, &self.id);
+        self.queue_turn(task_id, text, message_id, owner)
+            .inspect_err(|_| self.turn_spans.end(task_id, None, true))
+    }
+
+    fn queue_turn(
         &self,
         task_id: &str,
         text: String,

@@ -364,6 +364,18 @@ impl Gateway {
                         if let Some(refused) = self.refused_stream(&req, spec, meta) {
                             return refused;
                         }
+                        crate::http::scope::annotate(|s| {
+                            s.set("rpc.system", "jsonrpc");
+                            s.set("rpc.method", req.method.clone());
+                            s.set("wiregate.upstream", "sid");
+                            s.set(
+                                "wiregate.client_dialect",
+                                spec.map_or("jsonrpc", |s| s.version.label()),
+                            );
+                            if let Some(text) = req.id.as_ref().and_then(Id::as_text) {
+                                s.set("rpc.jsonrpc.request_id", text);
+                            }
+                        });
                         return Box::pin(self.open_stream(req, spec, meta)).await;
                     }
                 }

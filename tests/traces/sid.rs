@@ -1,1 +1,53 @@
-//! The spans of an A2A streamed turn through sid.
+//! The spans of an A2A streamed turn through sid: the stream's SERVER span ends with the
+//! stream, and the turn is a span of its own, from its request to sid to its final update,
+//! with its task and context ids.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::otlp::{Collector, Mode};
+use crate::support::{gateway, SseReader};
+use crate::{one, traced, INTERNAL, SERVER};
+
+#[tokio::test]
+async fn a_streamed_turn_is_a_span_from_its_request_to_its_final_update() {
+    let collector = Collector::start(Mode::Accept).await;
+    let gw = traced(gateway().sid("traces-turn"), &collector).start().await;
+    let parent = "00-7bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let body = json!({"jsonrpc": "2.0", "id": "s-1", "method": "SendStreamingMessage",
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
+    let resp = gw
+        .http
+        .post(format!("{}/rpc", gw.base()))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .header("traceparent", parent)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let events = SseReader::new(resp).collect(Duration::from_secs(10)).await;
+    let last = &events.last().expect("events").data["result"]["statusUpdate"];
+    assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED", "{events:?}");
+    let (task, context) = (
+        last["taskId"].as_str().unwrap().to_owned(),
+        last["contextId"].as_str().unwrap().to_owned(),
+    );
+    let spans = collector.trace("7bf92f3577b34da6a3ce929d0e0e4736", 2).await;
+    let server = one(&spans, SERVER, "POST /rpc");
+    assert_eq!(server.parent(), "00f067aa0ba902b7");
+    assert_eq!(server.attr("rpc.method").as_deref(), Some("SendStreamingMessage"));
+    assert_eq!(server.attr("wiregate.client_dialect").as_deref(), Some("a2a-1.0"));
+    assert_eq!(server.attr("rpc.jsonrpc.request_id").as_deref(), Some("s-1"));
+    let turn = one(&spans, INTERNAL, "sid turn");
+    assert_eq!(turn.parent(), server.id());
+    assert_eq!(turn.attr("wiregate.task_id"), Some(task));
+    assert_eq!(turn.attr("wiregate.context_id"), Some(context));
+    assert_eq!(turn.attr("wiregate.task_state").as_deref(), Some("completed"));
+    assert!(!turn.failed());
+    // The stream's span lasts until the stream ended: past the turn's final update.
+    assert!(server.span.end_time_unix_nano >= turn.span.end_time_unix_nano);
+    assert!(turn.span.start_time_unix_nano >= server.span.start_time_unix_nano);
+}
