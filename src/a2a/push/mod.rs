@@ -32,6 +32,7 @@ use super::Version;
 use crate::bridge::Bridge;
 use crate::config::{Dialect, Upstream};
 use crate::events::Read;
+use crate::http::span::Kind;
 use crate::model::error::GatewayError;
 
 /// Webhooks one task may have.
@@ -271,7 +272,9 @@ impl Push {
         if let Some(link) = &self.link {
             shared::store(link, &config).await;
         }
-        tokio::spawn(deliver(self.allow_private, config.without_queue(), rx));
+        // Its notifications are spans of the trace of the request that made it.
+        let trace = crate::http::scope::parent();
+        tokio::spawn(deliver(self.allow_private, config.without_queue(), rx, trace));
         if first {
             self.watch(bridge, &task_id)?;
         }
@@ -575,8 +578,15 @@ impl Config {
 }
 
 /// One webhook's sender: POSTs each queued notification, retrying with backoff, until the
-/// webhook is deleted or its task's updates end.
-async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) {
+/// webhook is deleted or its task's updates end. With `trace` (the request that made the
+/// webhook recorded spans), each notification is an INTERNAL span of that trace, each POST of
+/// it a CLIENT span under it.
+async fn deliver(
+    allow_private: bool,
+    c: Target,
+    mut rx: mpsc::Receiver<Bytes>,
+    trace: Option<crate::http::span::Parent>,
+) {
     let client = crate::upstream::UpstreamClient::new(
         Upstream::new(
             &format!("webhook {}", c.id),
@@ -595,6 +605,37 @@ async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) 
         if !c.live.load(Ordering::Acquire) {
             return; // deleted: nothing more goes out
         }
+        let notify = notify(allow_private, &c, &client, authorization.as_deref(), &body);
+        let outcome = match &trace {
+            Some(parent) => {
+                crate::http::scope::run_as(parent.clone(), Kind::Internal, "push notification", async {
+                    let outcome = notify.await;
+                    crate::http::scope::annotate(|s| {
+                        s.set("wiregate.task_id", c.task_id.clone());
+                        s.set("wiregate.push.outcome", outcome);
+                        if outcome != "delivered" {
+                            s.fail(outcome);
+                        }
+                    });
+                    outcome
+                })
+                .await
+            }
+            None => notify.await,
+        };
+        metrics::counter!("wiregate_a2a_push_total", "outcome" => outcome).increment(1);
+    }
+}
+
+/// One notification to one webhook, tried up to `ATTEMPTS` times with backoff: how it ended.
+async fn notify(
+    allow_private: bool,
+    c: &Target,
+    client: &crate::upstream::UpstreamClient,
+    authorization: Option<&str>,
+    body: &Bytes,
+) -> &'static str {
+    {
         let mut wait = BACKOFF;
         let mut outcome = "failed";
         for attempt in 1..=ATTEMPTS {
@@ -604,9 +645,7 @@ async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) 
                 outcome = "refused";
                 break;
             }
-            match client
-                .post(&body, authorization.as_deref(), Default::default())
-                .await
+            match client.post(body, authorization, Default::default()).await
             {
                 Ok(a) if a.status.is_success() => {
                     outcome = "delivered";
@@ -624,6 +663,6 @@ async fn deliver(allow_private: bool, c: Target, mut rx: mpsc::Receiver<Bytes>) 
                 wait *= 2;
             }
         }
-        metrics::counter!("wiregate_a2a_push_total", "outcome" => outcome).increment(1);
+        outcome
     }
 }
