@@ -24,6 +24,7 @@ use http_body_util::BodyExt;
 use super::shared::{Place, FORWARD_TIMEOUT_MS};
 use super::Bridge;
 use crate::http::reply::{Reply, ReplyBody};
+use crate::http::span::Kind;
 use crate::model::error::GatewayError;
 use crate::passthrough::exchange::{self, Delivered, Sending};
 use crate::upstream::h1;
@@ -101,7 +102,21 @@ impl Bridge {
             .cluster
             .as_ref()
             .map_or("", |sh| sh.link.node_id.as_str());
-        let head = request_head(&advertise, path, body.len(), headers, me)?;
+        // The carry is a CLIENT span of the call's, when the call records spans: the owner's
+        // `traceparent` then names it.
+        let mut traced = crate::http::scope::parent().map(|p| {
+            let mut span = p.child(Kind::Client, "POST");
+            span.set("http.request.method", "POST");
+            span.set("url.path", path.to_owned());
+            span.set("wiregate.cluster.owner", node.clone());
+            span.set("wiregate.endpoint", advertise.clone());
+            (p, span)
+        });
+        let traceparent = match (&traced, crate::http::scope::trace()) {
+            (Some((_, span)), Some(t)) => Some(t.with_span(span.span_id).traceparent_bytes()),
+            _ => None,
+        };
+        let head = request_head(&advertise, path, body.len(), headers, me, traceparent)?;
         let lost = |e: &dyn std::fmt::Display| {
             GatewayError::SidUnavailable(format!(
                 "this context runs on replica {node}, which did not answer: {e}"
@@ -127,8 +142,17 @@ impl Bridge {
             ),
         )
         .await
-        .map_err(|_| lost(&"no answer in time"))?
-        .map_err(|e| lost(&e))?;
+        .map_err(|_| "no answer in time".to_owned())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+        // The span ends with the owner's answer head: a stream's events are the owner's spans.
+        if let Some((parent, mut span)) = traced.take() {
+            match &answer {
+                Ok(a) => span.set("http.response.status_code", i64::from(a.status.as_u16())),
+                Err(_) => span.fail("owner_unreachable"),
+            }
+            parent.submit(span);
+        }
+        let answer = answer.map_err(|e| lost(&e))?;
         let Delivered::Body(answer_body) = answer.body else {
             return Err(lost(&"it switched protocols"));
         };
@@ -172,6 +196,7 @@ fn request_head(
     len: usize,
     headers: Option<Headers<'_>>,
     me: &str,
+    traceparent: Option<[u8; 55]>,
 ) -> Result<Vec<u8>, GatewayError> {
     let uri: Uri = advertise.parse().map_err(|e| {
         GatewayError::SidUnavailable(format!("cluster.advertise {advertise:?}: {e}"))
@@ -183,11 +208,19 @@ fn request_head(
          content-length: {len}\r\n"
     );
     for name in KEPT {
+        if name == "traceparent" && traceparent.is_some() {
+            continue;
+        }
         for v in headers.into_iter().flat_map(|h| h.get_all(name)) {
             if let Some(v) = crate::http::headers::visible(v).filter(|v| h1::is_header_value(v)) {
                 head.push_str(&format!("{name}: {v}\r\n"));
             }
         }
+    }
+    if let Some(t) = traceparent {
+        head.push_str("traceparent: ");
+        head.push_str(std::str::from_utf8(&t).expect("hex digits"));
+        head.push_str("\r\n");
     }
     if h1::is_header_value(me) {
         head.push_str(&format!("{CARRIED}: {me}\r\n"));
@@ -212,6 +245,7 @@ mod tests {
             12,
             Some(Headers::Map(&h)),
             "b",
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -220,5 +254,22 @@ mod tests {
              content-length: 12\r\nauthorization: Bearer t\r\na2a-version: 1.0\r\n\
              x-wiregate-carried: b\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn a_traced_carry_names_its_own_span_instead_of_the_client_s() {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse()
+                .unwrap(),
+        );
+        let ours = *b"00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
+        let head = request_head("http://b:1", "/rpc", 2, Some(Headers::Map(&h)), "a", Some(ours))
+            .unwrap();
+        let text = String::from_utf8(head).unwrap();
+        assert!(text.contains("traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01\r\n"));
+        assert_eq!(text.matches("traceparent").count(), 1, "{text}");
     }
 }

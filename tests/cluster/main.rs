@@ -13,6 +13,7 @@ mod failover;
 mod live_feed;
 mod read_after_end;
 mod replicas;
+mod traced_carry;
 
 use std::time::{Duration, Instant};
 
