@@ -266,10 +266,18 @@ mod tests {
                 .unwrap(),
         );
         let ours = *b"00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
-        let head = request_head("http://b:1", "/rpc", 2, Some(Headers::Map(&h)), "a", Some(ours))
-            .unwrap();
+        let head = request_head(
+            "http://b:1",
+            "/rpc",
+            2,
+            Some(Headers::Map(&h)),
+            "a",
+            Some(ours),
+        )
+        .unwrap();
         let text = String::from_utf8(head).unwrap();
-        assert!(text.contains("traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01\r\n"));
+        assert!(text
+            .contains("traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01\r\n"));
         assert_eq!(text.matches("traceparent").count(), 1, "{text}");
     }
 }

@@ -6,7 +6,6 @@
 mod a2a;
 mod auth;
 mod cluster;
-mod traces;
 mod events;
 mod fleet;
 mod log;
@@ -16,6 +15,7 @@ pub mod restart;
 mod server;
 mod sid;
 pub mod tls;
+mod traces;
 mod upstream;
 
 pub use a2a::A2a;
@@ -24,13 +24,13 @@ pub use auth::{
     LimitKey, Mtls, MtlsIdentity, RateLimit, JWT_ALGORITHMS,
 };
 pub use cluster::Cluster;
-pub use traces::{OtlpProtocol, Tracing};
 pub use events::{Events, EventsMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 pub use fleet::{Balance, Health, Outlier, Retry, MAX_ENDPOINTS};
 pub use log::{Log, LogFormat};
 pub use migration::{is_json_pointer, Migration, Rollback, SplitSide, Sticky};
 pub use server::{Cors, Server, ServerTls};
 pub use sid::{Sid, SID_INTERNAL_OPS, SID_OFF_BY_DEFAULT_OPS, SID_OPS};
+pub use traces::{OtlpProtocol, Tracing};
 pub use upstream::{Dialect, Legacy, Passthrough, Route, Upstream};
 
 use std::path::Path;

@@ -113,10 +113,7 @@ impl Tracing {
             );
         }
         if self.queue_max == 0 || self.queue_max > 1 << 20 {
-            issues.add(
-                "tracing.queue_max".into(),
-                "must be 1 to 1048576".into(),
-            );
+            issues.add("tracing.queue_max".into(), "must be 1 to 1048576".into());
         }
         if !(10..=60_000).contains(&self.export_interval_ms) {
             issues.add(

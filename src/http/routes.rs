@@ -71,8 +71,14 @@ mod template_tests {
 
     #[test]
     fn ids_become_their_parameters() {
-        assert_eq!(template("/tasks/t-1/events"), Some("/tasks/{taskId}/events"));
-        assert_eq!(template("/contexts/c/events/"), Some("/contexts/{contextId}/events"));
+        assert_eq!(
+            template("/tasks/t-1/events"),
+            Some("/tasks/{taskId}/events")
+        );
+        assert_eq!(
+            template("/contexts/c/events/"),
+            Some("/contexts/{contextId}/events")
+        );
         assert_eq!(template("/a2a/rest/v1/message:send"), Some("/a2a/rest/*"));
         assert_eq!(template("/files/x"), None);
     }

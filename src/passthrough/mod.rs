@@ -376,7 +376,10 @@ impl Target {
             }
             match &sent {
                 Ok(answer) => {
-                    span.set("http.response.status_code", i64::from(answer.status.as_u16()));
+                    span.set(
+                        "http.response.status_code",
+                        i64::from(answer.status.as_u16()),
+                    );
                     if answer.status.is_server_error() {
                         span.fail(answer.status.as_u16().to_string());
                     }

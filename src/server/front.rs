@@ -145,7 +145,14 @@ impl Front {
         read: Option<Result<bytes::Bytes, GatewayError>>,
     ) -> FrontFuture {
         let (mut trace, state) = TraceContext::for_call_with_state(req.headers());
-        let span = server_span(&live, &mut trace, req.method(), req.uri().path(), lane, self.tls);
+        let span = server_span(
+            &live,
+            &mut trace,
+            req.method(),
+            req.uri().path(),
+            lane,
+            self.tls,
+        );
         let fast = lane == Lane::Rpc;
         let passed = lane == Lane::Passthrough;
         // What the routes may ask of the connection (the admin rule, the forwarding headers);
@@ -291,7 +298,12 @@ impl Front {
         head: RawHead,
         read: Result<bytes::Bytes, GatewayError>,
         target: std::ops::Range<usize>,
-    ) -> (TraceContext, Option<HeaderValue>, Option<Box<scope::Recording>>, ReplyFuture) {
+    ) -> (
+        TraceContext,
+        Option<HeaderValue>,
+        Option<Box<scope::Recording>>,
+        ReplyFuture,
+    ) {
         debug_assert!(!live.access && self.activity.is_none());
         let (mut trace, state) = TraceContext::for_call_with_state(&head);
         let span = match live.state.gateway.tracer().is_on() {

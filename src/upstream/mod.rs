@@ -263,7 +263,8 @@ impl UpstreamClient {
             let result = {
                 let _in_flight = e.in_flight();
                 let id = span.as_ref().map(|s| s.span_id);
-                e.post(&f.config, body, authorization, hint.identity, id).await
+                e.post(&f.config, body, authorization, hint.identity, id)
+                    .await
             };
             let outcome = match &result {
                 Ok(a) => Outcome::of_status(a.status),
@@ -318,7 +319,10 @@ impl UpstreamClient {
             None => (label, None),
         };
         s.set("http.request.method", "POST");
-        s.set("server.address", address.trim_matches(['[', ']']).to_owned());
+        s.set(
+            "server.address",
+            address.trim_matches(['[', ']']).to_owned(),
+        );
         if let Some(port) = port {
             s.set("server.port", port);
         }

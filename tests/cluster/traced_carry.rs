@@ -49,22 +49,27 @@ async fn a_carried_stream_is_one_trace_across_the_replicas() {
     let on = |node: &str| {
         spans
             .iter()
-            .filter(|s| {
-                s.resource_attr("service.instance.id").as_deref() == Some(node)
-            })
+            .filter(|s| s.resource_attr("service.instance.id").as_deref() == Some(node))
             .collect::<Vec<_>>()
     };
     let (on_a, on_b) = (on("a"), on("b"));
-    let b_server = on_b.iter().find(|s| s.kind() == 2).expect("b's SERVER span");
-    assert_eq!(b_server.parent(), "00f067aa0ba902b7");
-    let carry = on_b
+    let b_server = on_b
         .iter()
-        .find(|s| s.kind() == 3)
-        .expect("b's carry span");
+        .find(|s| s.kind() == 2)
+        .expect("b's SERVER span");
+    assert_eq!(b_server.parent(), "00f067aa0ba902b7");
+    let carry = on_b.iter().find(|s| s.kind() == 3).expect("b's carry span");
     assert_eq!(carry.parent(), b_server.id());
     assert_eq!(carry.attr("wiregate.cluster.owner").as_deref(), Some("a"));
-    let a_server = on_a.iter().find(|s| s.kind() == 2).expect("a's SERVER span");
-    assert_eq!(a_server.parent(), carry.id(), "the owner continues the carry's span");
+    let a_server = on_a
+        .iter()
+        .find(|s| s.kind() == 2)
+        .expect("a's SERVER span");
+    assert_eq!(
+        a_server.parent(),
+        carry.id(),
+        "the owner continues the carry's span"
+    );
     let turn = on_a
         .iter()
         .find(|s| s.span.name == "sid turn")

@@ -67,7 +67,13 @@ impl Exported {
 }
 
 fn attr(attrs: &[KeyValue], key: &str) -> Option<String> {
-    let v = attrs.iter().find(|a| a.key == key)?.value.as_ref()?.value.as_ref()?;
+    let v = attrs
+        .iter()
+        .find(|a| a.key == key)?
+        .value
+        .as_ref()?
+        .value
+        .as_ref()?;
     Some(match v {
         any_value::Value::StringValue(s) => s.clone(),
         any_value::Value::IntValue(i) => i.to_string(),
@@ -171,7 +177,10 @@ impl Collector {
                 return spans;
             }
             if tokio::time::Instant::now() > deadline {
-                panic!("the collector never saw {what}; it has: {:#?}", summary(&spans));
+                panic!(
+                    "the collector never saw {what}; it has: {:#?}",
+                    summary(&spans)
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -197,7 +206,13 @@ pub fn summary(spans: &[Exported]) -> Vec<String> {
                 .span
                 .attributes
                 .iter()
-                .map(|a| format!("{}={}", a.key, attr(&e.span.attributes, &a.key).unwrap_or_default()))
+                .map(|a| {
+                    format!(
+                        "{}={}",
+                        a.key,
+                        attr(&e.span.attributes, &a.key).unwrap_or_default()
+                    )
+                })
                 .collect();
             format!(
                 "{} kind={} trace={} id={} parent={} [{}]",
@@ -240,7 +255,11 @@ impl Shared {
     }
 }
 
-async fn http_export(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
+async fn http_export(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
     assert_eq!(headers["content-type"], "application/x-protobuf");
     match s.take(&headers, &body).await {
         true => StatusCode::OK,
@@ -249,7 +268,11 @@ async fn http_export(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -
 }
 
 /// One unary gRPC call, answered trailers-only (`grpc-status` in the head).
-async fn grpc_export(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
+async fn grpc_export(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
     assert_eq!(headers["content-type"], "application/grpc");
     assert_eq!(body[0], 0, "not compressed");
     let len = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
@@ -260,6 +283,9 @@ async fn grpc_export(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -
     };
     (
         StatusCode::OK,
-        [("content-type", "application/grpc"), ("grpc-status", status)],
+        [
+            ("content-type", "application/grpc"),
+            ("grpc-status", status),
+        ],
     )
 }

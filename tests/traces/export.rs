@@ -25,7 +25,9 @@ async fn spans_go_over_grpc_with_the_configured_headers() {
         })
         .start()
         .await;
-    let a = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"})).await;
+    let a = gw
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"}))
+        .await;
     assert_eq!(a.status, 200);
     let spans = collector.until("two spans", |s| s.len() >= 2).await;
     let server = one(&spans, SERVER, "POST /rpc");
@@ -45,7 +47,8 @@ async fn sampling_at_zero_exports_nothing_and_still_propagates_the_context() {
         .start()
         .await;
     for id in 0..20 {
-        gw.rpc(&json!({"jsonrpc": "2.0", "id": id, "method": "m"})).await;
+        gw.rpc(&json!({"jsonrpc": "2.0", "id": id, "method": "m"}))
+            .await;
     }
     // A client's sampled trace is followed whatever the ratio.
     let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -102,7 +105,10 @@ async fn a_collector_down_slow_or_refusing_costs_no_call_and_full_queues_are_cou
                         let r = http
                             .post(&url)
                             .header("content-type", "application/json")
-                            .body(json!({"jsonrpc": "2.0", "id": w * 100 + i, "method": "m"}).to_string())
+                            .body(
+                                json!({"jsonrpc": "2.0", "id": w * 100 + i, "method": "m"})
+                                    .to_string(),
+                            )
                             .send()
                             .await
                             .expect("answered");
@@ -129,11 +135,18 @@ async fn a_collector_down_slow_or_refusing_costs_no_call_and_full_queues_are_cou
         if what == "slow" {
             // 800 spans into a queue of 64 while the one export in flight waits.
             let dropped = gw.counter("wiregate_trace_spans_dropped_total").await;
-            assert!(dropped > 0, "{what}: spans beyond queue_max are dropped and counted");
+            assert!(
+                dropped > 0,
+                "{what}: spans beyond queue_max are dropped and counted"
+            );
         } else {
-            crate::support::until("an export failure counted", Duration::from_secs(10), async || {
-                (gw.counter("wiregate_trace_export_failures_total").await > 0).then_some(())
-            })
+            crate::support::until(
+                "an export failure counted",
+                Duration::from_secs(10),
+                async || {
+                    (gw.counter("wiregate_trace_export_failures_total").await > 0).then_some(())
+                },
+            )
             .await;
         }
     }
@@ -147,17 +160,24 @@ async fn a_reload_changes_the_endpoint_and_the_ratio() {
     let gw = traced(routing_all_to(&up.url(), Dialect::Jsonrpc), &first)
         .start()
         .await;
-    gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"})).await;
-    first.until("the first call's spans", |s| s.len() >= 2).await;
+    gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"}))
+        .await;
+    first
+        .until("the first call's spans", |s| s.len() >= 2)
+        .await;
     let running = gw.running.as_ref().unwrap();
     let mut next = traced(routing_all_to(&up.url(), Dialect::Jsonrpc), &second).into_config();
     assert!(running.reload(&next).reloaded);
-    gw.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "m"})).await;
-    second.until("the second call's spans", |s| s.len() >= 2).await;
+    gw.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "m"}))
+        .await;
+    second
+        .until("the second call's spans", |s| s.len() >= 2)
+        .await;
     next.tracing.sample_ratio = 0.0;
     assert!(running.reload(&next).reloaded);
     let before = second.spans().len();
-    gw.rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "m"})).await;
+    gw.rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "m"}))
+        .await;
     next.tracing.otlp_endpoint = String::new();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(second.spans().len(), before, "ratio 0 after the reload");

@@ -40,7 +40,10 @@ async fn a_split_names_the_side_that_served_each_call() {
         let spans = collector.trace(&trace, 2).await;
         let server = one(&spans, SERVER, "POST /rpc");
         let client = one(&spans, CLIENT, "POST");
-        assert_eq!(server.attr("wiregate.route").as_deref(), Some("plans-split"));
+        assert_eq!(
+            server.attr("wiregate.route").as_deref(),
+            Some("plans-split")
+        );
         let side = server.attr("wiregate.split_side").expect("a split side");
         let upstream = client.attr("wiregate.upstream").unwrap();
         match side.as_str() {
@@ -61,7 +64,10 @@ async fn a_shadowed_call_exports_the_shadows_exchange_in_the_same_trace() {
     let collector = Collector::start(Mode::Accept).await;
     let (old, new) = (legacy_echo().run().await, jsonrpc_echo().run().await);
     let gw = traced(old_and_new(&old, &new), &collector)
-        .with(|c| c.routes.push(shadowed("plans-shadow", &["plan.*"], "old", "new")))
+        .with(|c| {
+            c.routes
+                .push(shadowed("plans-shadow", &["plan.*"], "old", "new"))
+        })
         .start()
         .await;
     let parent = "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -73,7 +79,10 @@ async fn a_shadowed_call_exports_the_shadows_exchange_in_the_same_trace() {
     let server = one(&spans, SERVER, "POST /rpc");
     let shadow = one(&spans, INTERNAL, "shadow plans-shadow");
     assert_eq!(shadow.parent(), server.id());
-    assert_eq!(shadow.attr("wiregate.route").as_deref(), Some("plans-shadow"));
+    assert_eq!(
+        shadow.attr("wiregate.route").as_deref(),
+        Some("plans-shadow")
+    );
     assert_eq!(shadow.attr("wiregate.upstream").as_deref(), Some("new"));
     assert!(shadow.attr("wiregate.shadow.verdict").is_some());
     let clients = of_kind(&spans, CLIENT);

@@ -35,16 +35,25 @@ async fn a_passed_through_post_is_a_server_and_a_client_span() {
     let server = one(&spans, SERVER, "POST");
     assert_eq!(server.parent(), "00f067aa0ba902b7");
     assert_eq!(server.attr("url.path").as_deref(), Some("/files/report"));
-    assert_eq!(server.attr("http.response.status_code").as_deref(), Some("200"));
+    assert_eq!(
+        server.attr("http.response.status_code").as_deref(),
+        Some("200")
+    );
     assert_eq!(server.attr("wiregate.passthrough").as_deref(), Some("true"));
     let client = one(&spans, CLIENT, "POST");
     assert_eq!(client.parent(), server.id());
     assert_eq!(client.attr("wiregate.upstream").as_deref(), Some("site"));
-    assert_eq!(client.attr("http.response.status_code").as_deref(), Some("200"));
+    assert_eq!(
+        client.attr("http.response.status_code").as_deref(),
+        Some("200")
+    );
     let seen = site.seen();
     assert_eq!(
         seen[0].headers["traceparent"].to_str().unwrap(),
         format!("00-6bf92f3577b34da6a3ce929d0e0e4736-{}-01", client.id())
     );
-    assert!(!format!("{spans:?}").contains("q-secret"), "no query string exported");
+    assert!(
+        !format!("{spans:?}").contains("q-secret"),
+        "no query string exported"
+    );
 }

@@ -14,7 +14,9 @@ use crate::{one, traced, CLIENT, INTERNAL, SERVER};
 #[tokio::test]
 async fn a_streamed_turn_is_a_span_from_its_request_to_its_final_update() {
     let collector = Collector::start(Mode::Accept).await;
-    let gw = traced(gateway().sid("traces-turn"), &collector).start().await;
+    let gw = traced(gateway().sid("traces-turn"), &collector)
+        .start()
+        .await;
     let parent = "00-7bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let body = json!({"jsonrpc": "2.0", "id": "s-1", "method": "SendStreamingMessage",
         "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
@@ -31,7 +33,10 @@ async fn a_streamed_turn_is_a_span_from_its_request_to_its_final_update() {
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let events = SseReader::new(resp).collect(Duration::from_secs(10)).await;
     let last = &events.last().expect("events").data["result"]["statusUpdate"];
-    assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED", "{events:?}");
+    assert_eq!(
+        last["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
     let (task, context) = (
         last["taskId"].as_str().unwrap().to_owned(),
         last["contextId"].as_str().unwrap().to_owned(),
@@ -39,14 +44,26 @@ async fn a_streamed_turn_is_a_span_from_its_request_to_its_final_update() {
     let spans = collector.trace("7bf92f3577b34da6a3ce929d0e0e4736", 2).await;
     let server = one(&spans, SERVER, "POST /rpc");
     assert_eq!(server.parent(), "00f067aa0ba902b7");
-    assert_eq!(server.attr("rpc.method").as_deref(), Some("SendStreamingMessage"));
-    assert_eq!(server.attr("wiregate.client_dialect").as_deref(), Some("a2a-1.0"));
-    assert_eq!(server.attr("rpc.jsonrpc.request_id").as_deref(), Some("s-1"));
+    assert_eq!(
+        server.attr("rpc.method").as_deref(),
+        Some("SendStreamingMessage")
+    );
+    assert_eq!(
+        server.attr("wiregate.client_dialect").as_deref(),
+        Some("a2a-1.0")
+    );
+    assert_eq!(
+        server.attr("rpc.jsonrpc.request_id").as_deref(),
+        Some("s-1")
+    );
     let turn = one(&spans, INTERNAL, "sid turn");
     assert_eq!(turn.parent(), server.id());
     assert_eq!(turn.attr("wiregate.task_id"), Some(task));
     assert_eq!(turn.attr("wiregate.context_id"), Some(context));
-    assert_eq!(turn.attr("wiregate.task_state").as_deref(), Some("completed"));
+    assert_eq!(
+        turn.attr("wiregate.task_state").as_deref(),
+        Some("completed")
+    );
     assert!(!turn.failed());
     // The stream's span lasts until the stream ended: past the turn's final update.
     assert!(server.span.end_time_unix_nano >= turn.span.end_time_unix_nano);
@@ -66,7 +83,10 @@ async fn each_webhook_notification_is_a_span_of_the_trace_that_made_the_webhook(
         "message": {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "hold on"}]},
         "configuration": {"taskPushNotificationConfig": {"url": hook.url()}}}});
     let a = gw.rpc_with(&send, &[("traceparent", parent)]).await;
-    let task = a.json()["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let task = a.json()["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let cancel = json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task}});
     assert_eq!(gw.rpc(&cancel).await.status, 200);
     let spans = collector
@@ -84,13 +104,19 @@ async fn each_webhook_notification_is_a_span_of_the_trace_that_made_the_webhook(
         .iter()
         .filter(|s| s.span.name == "push notification")
         .collect();
-    assert!(pushes.iter().all(|p| p.parent() == server.id() && p.kind() == INTERNAL));
+    assert!(pushes
+        .iter()
+        .all(|p| p.parent() == server.id() && p.kind() == INTERNAL));
     assert_eq!(pushes[0].attr("wiregate.task_id"), Some(task));
     let post = spans
         .iter()
         .find(|s| s.kind() == CLIENT && s.parent() == pushes[0].id())
         .expect("the webhook POST's span");
-    let status: u16 = post.attr("http.response.status_code").unwrap().parse().unwrap();
+    let status: u16 = post
+        .attr("http.response.status_code")
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!((200..300).contains(&status), "{status}");
     let seen = hook.seen();
     let sent: Vec<&str> = seen

@@ -274,7 +274,12 @@ impl Push {
         }
         // Its notifications are spans of the trace of the request that made it.
         let trace = crate::http::scope::parent();
-        tokio::spawn(deliver(self.allow_private, config.without_queue(), rx, trace));
+        tokio::spawn(deliver(
+            self.allow_private,
+            config.without_queue(),
+            rx,
+            trace,
+        ));
         if first {
             self.watch(bridge, &task_id)?;
         }
@@ -608,17 +613,22 @@ async fn deliver(
         let notify = notify(allow_private, &c, &client, authorization.as_deref(), &body);
         let outcome = match &trace {
             Some(parent) => {
-                crate::http::scope::run_as(parent.clone(), Kind::Internal, "push notification", async {
-                    let outcome = notify.await;
-                    crate::http::scope::annotate(|s| {
-                        s.set("wiregate.task_id", c.task_id.clone());
-                        s.set("wiregate.push.outcome", outcome);
-                        if outcome != "delivered" {
-                            s.fail(outcome);
-                        }
-                    });
-                    outcome
-                })
+                crate::http::scope::run_as(
+                    parent.clone(),
+                    Kind::Internal,
+                    "push notification",
+                    async {
+                        let outcome = notify.await;
+                        crate::http::scope::annotate(|s| {
+                            s.set("wiregate.task_id", c.task_id.clone());
+                            s.set("wiregate.push.outcome", outcome);
+                            if outcome != "delivered" {
+                                s.fail(outcome);
+                            }
+                        });
+                        outcome
+                    },
+                )
                 .await
             }
             None => notify.await,
@@ -645,8 +655,7 @@ async fn notify(
                 outcome = "refused";
                 break;
             }
-            match client.post(body, authorization, Default::default()).await
-            {
+            match client.post(body, authorization, Default::default()).await {
                 Ok(a) if a.status.is_success() => {
                     outcome = "delivered";
                     break;

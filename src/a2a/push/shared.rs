@@ -106,7 +106,12 @@ impl Push {
                     tx: Some(tx),
                     live: Arc::new(AtomicBool::new(true)),
                 };
-                tokio::spawn(deliver(self.allow_private, config.without_queue(), rx, None));
+                tokio::spawn(deliver(
+                    self.allow_private,
+                    config.without_queue(),
+                    rx,
+                    None,
+                ));
                 let mut t = self.lock();
                 let list = t.by_task.entry(task.clone()).or_default();
                 list.retain(|c| c.id != config.id);

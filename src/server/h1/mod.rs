@@ -187,7 +187,15 @@ where
             stopping: &mut w.stopping,
             complete,
         };
-        let call = start(front, live, lane, (parts, head.path), read, &mut buf, head.body);
+        let call = start(
+            front,
+            live,
+            lane,
+            (parts, head.path),
+            read,
+            &mut buf,
+            head.body,
+        );
         let written = match call {
             Call::Reply(call) => answer_reply(io, &mut out, &mut buf, wait, call).await,
             Call::Response(call) => answer_response(io, &mut out, &mut buf, wait, call).await,
@@ -259,9 +267,7 @@ fn start(
     len: usize,
 ) -> Call {
     match (read, map) {
-        (Some(read), None) => {
-            Call::Reply(front.rpc_reply(live, raw, read, target))
-        }
+        (Some(read), None) => Call::Reply(front.rpc_reply(live, raw, read, target)),
         (read, map) => {
             let body = match read {
                 Some(_) => Body::empty(),

@@ -39,11 +39,11 @@ impl Target {
     fn new(settings: Arc<Tracing>) -> Option<Self> {
         let (protocol, url) = settings.target()?;
         let transport = match protocol {
-            OtlpProtocol::Http => Transport::Http(
-                Client::builder(hyper_util::rt::TokioExecutor::new()).build(
+            OtlpProtocol::Http => {
+                Transport::Http(Client::builder(hyper_util::rt::TokioExecutor::new()).build(
                     crate::config::tls::connector(None, Some(Duration::from_secs(5))),
-                ),
-            ),
+                ))
+            }
             OtlpProtocol::Grpc => {
                 let mut http = HttpConnector::new();
                 http.set_nodelay(true);
@@ -106,13 +106,20 @@ impl Target {
             .map_err(|e| format!("{e:?}"))?;
             let status = resp.status();
             let head_grpc = resp.headers().get("grpc-status").cloned();
-            let collected = resp.into_body().collect().await.map_err(|e| e.to_string())?;
+            let collected = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?;
             match self.transport {
                 Transport::Http(_) if status.is_success() => Ok(()),
                 Transport::Http(_) => Err(format!("the collector answered {status}")),
                 Transport::Grpc(_) => {
-                    let grpc = head_grpc
-                        .or_else(|| collected.trailers().and_then(|t| t.get("grpc-status").cloned()));
+                    let grpc = head_grpc.or_else(|| {
+                        collected
+                            .trailers()
+                            .and_then(|t| t.get("grpc-status").cloned())
+                    });
                     match (status, grpc.as_ref().map(HeaderValue::as_bytes)) {
                         (StatusCode::OK, Some(b"0")) => Ok(()),
                         (s, g) => Err(format!(

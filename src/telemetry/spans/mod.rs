@@ -74,7 +74,8 @@ impl Tracer {
             (ratio * u64::MAX as f64) as u64
         };
         self.threshold.store(threshold, Ordering::Relaxed);
-        self.queue_max.store(config.queue_max.max(1), Ordering::Relaxed);
+        self.queue_max
+            .store(config.queue_max.max(1), Ordering::Relaxed);
         self.settings.store(Arc::new(config.clone()));
         self.on.store(config.enabled(), Ordering::Release);
         self.wake.notify_one();
@@ -169,7 +170,10 @@ mod tests {
         let t = Tracer::new(&Tracing::default(), "i".into());
         let mut trace = TraceContext::for_parent(None).0;
         assert!(!t.sample(&mut trace));
-        assert!(trace.sampled(), "a trace started here is marked sampled as before");
+        assert!(
+            trace.sampled(),
+            "a trace started here is marked sampled as before"
+        );
     }
 
     #[test]

@@ -2,9 +2,7 @@
 //! per batch, the gateway as its one resource and instrumentation scope. Pure.
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{
-    any_value, AnyValue, InstrumentationScope, KeyValue,
-};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{status, ResourceSpans, ScopeSpans, Span, Status};
 
@@ -68,7 +66,13 @@ fn span(s: SpanRecord) -> Span {
         },
         // Sampled, and (bits 8 and 9) whether the parent is known to be remote: a SERVER
         // span's parent, when it has one, is the client's.
-        flags: 0x100 | 1 | if s.kind as i32 == 2 && s.parent_id != [0; 8] { 0x200 } else { 0 },
+        flags: 0x100
+            | 1
+            | if s.kind as i32 == 2 && s.parent_id != [0; 8] {
+                0x200
+            } else {
+                0
+            },
         name: s.name.into_owned(),
         kind: s.kind as i32,
         start_time_unix_nano: s.start_ns,
@@ -122,7 +126,10 @@ mod tests {
         let got = &rs.scope_spans[0].spans[0];
         assert_eq!(got.trace_id, ctx.trace_id);
         assert_eq!(got.span_id, ctx.span_id);
-        assert_eq!(got.parent_span_id, [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]);
+        assert_eq!(
+            got.parent_span_id,
+            [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]
+        );
         assert_eq!(got.kind, 2);
         assert_eq!(got.name, "POST /rpc");
         assert_eq!(got.status.as_ref().unwrap().code, 2);
