@@ -169,7 +169,8 @@ impl Config {
         }
     }
 
-    /// The configuration as TOML, with credentials in upstream URLs masked.
+    /// The configuration as TOML, with credentials in upstream URLs, tokens and the span
+    /// exporter's headers masked.
     pub fn to_masked_toml(&self) -> String {
         let mut c = self.clone();
         for u in &mut c.upstreams {
@@ -179,6 +180,10 @@ impl Config {
             }
         }
         c.cluster.redis = c.cluster.masked_redis();
+        c.tracing.otlp_endpoint = mask_userinfo(&c.tracing.otlp_endpoint);
+        for v in c.tracing.headers.values_mut() {
+            *v = "***".into();
+        }
         for t in c
             .sid
             .bearer_tokens

@@ -1,4 +1,4 @@
-//! `check-config` refuses each bad value of the TLS, CORS, RPC path and log keys, naming its key path: the real
+//! `check-config` refuses each bad value of the TLS, CORS, RPC path, log and tracing keys, naming its key path: the real
 //! binary over files, certificates made in the test (`support::pki`).
 
 use crate::check_config;
@@ -180,4 +180,26 @@ fn bad_files(dir: &tempfile::TempDir) -> (String, String) {
         garbage.to_string_lossy().into_owned(),
         missing.to_string_lossy().into_owned(),
     )
+}
+
+#[test]
+fn bad_tracing_keys_are_refused_by_key_and_export_headers_never_printed() {
+    refused(
+        "[tracing]\notlp_endpoint = \"udp://collector:4317\"\n",
+        "tracing.otlp_endpoint",
+        "grpc://host:port",
+    );
+    refused("[tracing]\nsample_ratio = 2.0\n", "tracing.sample_ratio", "between 0 and 1");
+    refused("[tracing]\nqueue_max = 0\n", "tracing.queue_max", "1 to 1048576");
+    refused(
+        "[tracing]\nexport_interval_ms = 1\n",
+        "tracing.export_interval_ms",
+        "10 to 60000",
+    );
+    let good = "[tracing]\notlp_endpoint = \"http://u:pw@127.0.0.1:4318\"\n\
+                headers = { authorization = \"Bearer collector-secret\" }\n";
+    let (ok, out, err) = check_config(Some(good), &[]);
+    assert!(ok, "{err}");
+    assert!(out.contains("[tracing.headers]") && out.contains("authorization = \"***\""), "{out}");
+    assert!(!out.contains("collector-secret") && !out.contains(":pw@"), "{out}");
 }
