@@ -16,6 +16,10 @@
 #                                     # redis-server the script starts (about 1 minute)
 #   benches/callgrind.sh auth         # proxy, jwt, apikey, ratelimit and shared in one run, each
 #                                     # with its ratio to proxy (about 6 minutes)
+#   benches/callgrind.sh traced       # a proxied call with spans exported (`[tracing]`, ratio
+#                                     # TRACE_RATIO, default 1.0) to examples/otlp_sink (about 1 minute)
+#   benches/callgrind.sh tracing      # proxy, traced at 0.01 and traced at 1.0 in one run, each
+#                                     # with its ratio to proxy (about 4 minutes)
 #   benches/callgrind.sh nginx        # nginx's proxy_pass on the same upstream, the peer of
 #                                     # the proxy part (about 1 minute; `all` runs it too)
 #   REV=712ed07 benches/callgrind.sh proxy   # the same, for a past commit (built in a worktree)
@@ -71,6 +75,11 @@
 #        exchange is `forward`, or the `PollFn` of a `join!` when polled beside a noise
 #        exchange), and where the added instructions go, per crate (all threads).
 #
+# traced: the proxy part with `[tracing] otlp_endpoint` on examples/otlp_sink (SINK_PORT),
+#        `sample_ratio = TRACE_RATIO`, `export_interval_ms = 100`: every sampled call's SERVER and
+#        CLIENT spans recorded, batched, encoded and POSTed by the exporter task, all counted
+#        (the exporter runs in the same process). The script prints the spans the sink took.
+#
 # UNGATED=1 with apikey sends the same requests (the key's header on every call) to a gateway
 # with no gate: what the extra header costs the plain proxy, apart from checking it.
 #
@@ -92,6 +101,7 @@ SHADOW_PORT=${SHADOW_PORT:-19212}
 FLEET_PORT_2=${FLEET_PORT_2:-19213}
 FLEET_PORT_3=${FLEET_PORT_3:-19214}
 REDIS_PORT=${REDIS_PORT:-19215}
+SINK_PORT=${SINK_PORT:-19216}
 SHORT_S=${SHORT_S:-3}
 LONG_S=${LONG_S:-9}
 
@@ -154,7 +164,7 @@ build() {
     root=$work/tree
     target=$PWD/target/callgrind-rev
   fi
-  [ -n "${NO_BUILD:-}" ] || (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --quiet --bin wiregate --example legacy_upstream ${MINT:+--example jwt_mint})
+  [ -n "${NO_BUILD:-}" ] || (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --quiet --bin wiregate --example legacy_upstream ${MINT:+--example jwt_mint} ${SINK:+--example otlp_sink})
   need wrk wrk
   for port in "$@"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -164,6 +174,10 @@ build() {
   done
   "$target/release/examples/legacy_upstream" "127.0.0.1:$UP_PORT" >/dev/null &
   pids+=($!)
+  if [ "${MODE:-}" = traced ]; then
+    "$target/release/examples/otlp_sink" "127.0.0.1:$SINK_PORT" >/dev/null &
+    pids+=($!)
+  fi
   if [ "${MODE:-}" = fleet ]; then
     for port in "$FLEET_PORT_2" "$FLEET_PORT_3"; do
       "$target/release/examples/legacy_upstream" "127.0.0.1:$port" >/dev/null &
@@ -310,11 +324,19 @@ proxy() {
     what="passed-through POST /a2a"
   fi
   case $MODE in jwt | apikey | ratelimit | shared) gate "$MODE" ;; esac
+  if [ "$MODE" = traced ]; then
+    printf '[tracing]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s\nexport_interval_ms = 100\n' \
+      "$SINK_PORT" "${TRACE_RATIO:-1.0}" >>"$work/plain.toml"
+    what="proxied JSON-RPC -> legacy call, spans exported at sample_ratio ${TRACE_RATIO:-1.0}"
+  fi
   read -r a n_a < <(run plain "$SHORT_S")
   read -r b n_b < <(run plain "$LONG_S")
   echo "$what, ${GW_BIN:-${REV:-this tree}}, $CONNS connections: $((n_b - n_a)) calls between a ${SHORT_S} s and a ${LONG_S} s run"
   awk -v a="$a" -v b="$b" -v na="$n_a" -v nb="$n_b" \
     'BEGIN { printf "instructions per call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
+  if [ "$MODE" = traced ]; then
+    echo "spans the sink took over both runs: $(curl -s "http://127.0.0.1:$SINK_PORT/spans") for $((n_a + n_b)) calls"
+  fi
   if [ "$MODE" = shared ]; then
     awk -v r="$(cat "$work/redis.$LONG_S")" -v n="$n_b" \
       'BEGIN { printf "redis commands in the long run: %d for %d calls (%.2f per 100 calls)\n", r, n, 100 * r / n }'
@@ -584,8 +606,24 @@ auth_part() {
   done
 }
 
+# tracing: the proxy part, then traced at 0.01 and at 1.0, each a run of this script, and each
+# one's instructions per call over the plain proxy's.
+tracing_part() {
+  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream --example otlp_sink
+  local m ratio per base=
+  for m in proxy traced:0.01 traced:1.0; do
+    ratio=${m#*:}
+    TRACE_RATIO=$ratio NO_BUILD=1 "$0" "${m%%:*}" | tee "$work/tracing.$m"
+    per=$(awk '/^instructions per call:/ { print $4; exit }' "$work/tracing.$m")
+    [ -z "$base" ] && base=$per
+    awk -v m="$m" -v p="$per" -v b="$base" 'BEGIN { printf "%s / proxy: %.3f (%+.1f %%)\n\n", m, p / b, 100 * (p - b) / b }'
+  done
+}
+
 case $PART in
   pure) pure ;;
+  traced) SINK=1 CONNS=${CONNS:-4} proxy "$PART" ;;
+  tracing) CONNS=${CONNS:-4} tracing_part ;;
   proxy | passthrough | fleet) CONNS=${CONNS:-4} proxy "$PART" ;;
   jwt | apikey | ratelimit | shared) MINT=1 CONNS=${CONNS:-4} proxy "$PART" ;;
   auth) CONNS=${CONNS:-4} auth_part ;;
@@ -593,5 +631,5 @@ case $PART in
   nginx) CONNS=${CONNS:-4} nginx_part ;;
   shadow) CONNS=${CONNS:-4} shadow ;;
   all) pure; echo; CONNS=${CONNS:-4} proxy proxy; echo; CONNS=${CONNS:-4} nginx_part ;;
-  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|fleet|jwt|apikey|ratelimit|shared|auth|nginx|shadow|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [pure|proxy|passthrough|pipelined|fleet|jwt|apikey|ratelimit|shared|auth|traced|tracing|nginx|shadow|all]" >&2; exit 2 ;;
 esac
