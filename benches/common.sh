@@ -9,7 +9,7 @@ need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq && apt-get inst
 # begin_run -> builds the release binaries (unless NO_BUILD is set), makes the scratch directory
 # $work and the empty list $pids of the processes the script starts, and runs cleanup on exit.
 begin_run() {
-  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream --example jwt_mint
+  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin wiregate --example legacy_upstream --example jwt_mint --example otlp_sink
   work=$(mktemp -d)
   pids=()
   trap cleanup EXIT

@@ -30,8 +30,9 @@
 #                                                    # (nginx's and wiregate's
 #                                                    # TLS rows) fleet (the three rows over
 #                                                    # three upstreams) gate (the two rows
-#                                                    # below); a ratio is printed when both
-#                                                    # its rows ran
+#                                                    # below) traced (the translating gateway
+#                                                    # exporting spans); a ratio is printed
+#                                                    # when both its rows ran
 #
 # "gate" is the translating gateway behind its gate: `[auth] mode = "required"` with a
 # `[[auth.jwt]]` issuer (an ES256 key set on disk made by examples/jwt_mint, every call sending
@@ -40,6 +41,11 @@
 # above the load, so every call spends a token and none is refused; beside it nginx's proxy_pass
 # with `limit_req` at the same rate, keyed by the client's address (nginx checks no JWT). Its
 # ratios: the gated gateway against the plain translating one and against that nginx.
+#
+# "traced" is the translating gateway with `[tracing]` exporting its spans over OTLP/HTTP to
+# examples/otlp_sink (SINK_PORT), a collector that decodes and accepts everything, at
+# `sample_ratio = TRACE_RATIO` (1.0 unless set) and `export_interval_ms = 100`; its ratio is
+# traced/wiregate, and the spans the sink took are printed at the end.
 #
 # "fleet" runs three upstream processes (ports FLEET_UP1_PORT, FLEET_UP2_PORT, FLEET_UP3_PORT) and
 # measures balancing over them, each proxy least-loaded first: nginx's `upstream` block with the
@@ -100,12 +106,15 @@ HAPROXY_FLEET_PORT=${HAPROXY_FLEET_PORT:-19015}
 GW_FLEET_PORT=${GW_FLEET_PORT:-19016}
 GW_GATE_PORT=${GW_GATE_PORT:-19017}
 NGINX_LIMIT_PORT=${NGINX_LIMIT_PORT:-19018}
+GW_TRACED_PORT=${GW_TRACED_PORT:-19019}
+SINK_PORT=${SINK_PORT:-19020}
+TRACE_RATIO=${TRACE_RATIO:-1.0}
 GATE_RATE=${GATE_RATE:-1000000}
 PIPELINE=${PIPELINE:-256}
 WG_BIN=${WG_BIN:-./target/release/wiregate}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
 nginx_forwards='proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$http_host\""; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $http_host; proxy_set_header Via "1.1 nginx"; proxy_set_header traceparent "00-$request_id-b7ad6b7169203331-01";'
-ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls fleet gate"}
+ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls fleet gate traced"}
 # wants ROW -> exit 0 when ROW was asked for.
 wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -271,6 +280,17 @@ TOML
   gate_pid=$!
   pids+=($!)
 fi
+# The traced gateway: the translating one exporting its spans to the sink.
+if wants traced; then
+  ./target/release/examples/otlp_sink "127.0.0.1:$SINK_PORT" >/dev/null &
+  pids+=($!)
+  sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_TRACED_PORT/" "$work/base.toml" >"$work/traced.toml"
+  printf '[tracing]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s\nexport_interval_ms = 100\n' \
+    "$SINK_PORT" "$TRACE_RATIO" >>"$work/traced.toml"
+  RUST_LOG=warn "$WG_BIN" --config "$work/traced.toml" >/dev/null 2>&1 &
+  traced_pid=$!
+  pids+=($!)
+fi
 # The fleet's gateway: the translating one with three endpoints, least_request, and the posted
 # method retried; its log kept, to show why if it does not start.
 fleet_gw_pid=
@@ -306,6 +326,9 @@ if wants gate; then
   answers "$legacy_ok" "$legacy_body" "http://127.0.0.1:$NGINX_LIMIT_PORT/a2a"
   answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_GATE_PORT/rpc" "$gate_auth"
   ! answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_GATE_PORT/rpc" || { echo "the gated gateway answered a call without a token" >&2; exit 1; }
+fi
+if wants traced; then
+  answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_TRACED_PORT/rpc"
 fi
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$BASE_TLS_PORT/rpc"
@@ -421,7 +444,8 @@ def haproxy_fleet fleet "haproxy x3 leastconn" "http://127.0.0.1:$HAPROXY_FLEET_
 def wiregate_fleet fleet "wiregate x3 ${FLEET_BALANCE:-least_request} (transl.)" "http://127.0.0.1:$GW_FLEET_PORT/rpc" "$work/rpc.lua" "$fleet_gw_pid" "$rpc_ok" "$rpc_body"
 def nginx_limit gate "nginx proxy_pass + limit_req" "http://127.0.0.1:$NGINX_LIMIT_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def wiregate_gate gate "wiregate JWT + limit (transl.)" "http://127.0.0.1:$GW_GATE_PORT/rpc" "$work/gate.lua" "${gate_pid:-}" "$rpc_ok" "$rpc_body" "$gate_auth"
-order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet nginx_limit wiregate_gate)
+def wiregate_traced traced "wiregate traced $TRACE_RATIO (transl.)" "http://127.0.0.1:$GW_TRACED_PORT/rpc" "$work/rpc.lua" "${traced_pid:-}" "$rpc_ok" "$rpc_body"
+order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet nginx_limit wiregate_gate wiregate_traced)
 if [ -n "${BASE_BIN:-}" ]; then
   def base wiregate "wiregate BASE_BIN (transl.)" "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$base_pid" "$rpc_ok" "$rpc_body"
   def base_tls tls "wiregate BASE_BIN TLS" "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$base_tls_pid" "$rpc_ok" "$rpc_body"
@@ -463,6 +487,7 @@ for c in $CONNS; do
   read -r fw_rps fw_p50 fw_p99 fw_u fw_s fw_err <<<"$(fields wiregate_fleet)"
   read -r nl_rps nl_p50 nl_p99 nl_u nl_s nl_err <<<"$(fields nginx_limit)"
   read -r g_rps g_p50 g_p99 g_u g_s g_err <<<"$(fields wiregate_gate)"
+  read -r t_rps t_p50 t_p99 t_u t_s t_err <<<"$(fields wiregate_traced)"
   read -r b_rps b_p50 b_p99 b_u b_s b_err <<<"$(fields base)"
   read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err <<<"$(fields base_tls)"
   read -r bq_rps bq_p50 bq_p99 bq_u bq_s bq_err <<<"$(fields base_pipe)"
@@ -475,7 +500,7 @@ for c in $CONNS; do
       echo "  ^ did not start or answer; its log's last lines are printed above"
     fi
   done
-  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$nl_err$g_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$nl_err$g_err$t_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
@@ -514,6 +539,10 @@ for c in $CONNS; do
     awk -v g="$g_rps" -v w="$w_rps" -v n="$nl_rps" -v gp="$g_p99" -v np="$nl_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: gated/wiregate %.2f  gated/nginx limit_req %.2f  p99 gated/nginx limit_req %.2f\n", c, g/w, g/n, gp/np }'
   fi
+  if wants traced && wants wiregate; then
+    awk -v t="$t_rps" -v w="$w_rps" -v tp="$t_p99" -v wp="$w_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: traced/wiregate %.2f  p99 traced/wiregate %.2f\n", c, t/w, tp/wp }'
+  fi
   if [ -n "${BASE_BIN:-}" ] && wants wiregate && wants nginx; then
     awk -v w="$w_rps" -v b="$b_rps" -v n="$n_rps" -v wp="$w_p99" -v bp="$b_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: wiregate/BASE_BIN %.2f  wiregate/nginx %.2f vs BASE_BIN/nginx %.2f  p99 wiregate/BASE_BIN %.2f\n", c, w/b, w/n, b/n, wp/bp }'
@@ -528,3 +557,7 @@ for c in $CONNS; do
   fi
   echo
 done
+if wants traced; then
+  sleep 0.5
+  echo "spans the sink took from the traced gateway: $(curl -s "http://127.0.0.1:$SINK_PORT/spans")"
+fi
