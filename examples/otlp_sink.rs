@@ -22,15 +22,16 @@ async fn main() -> std::io::Result<()> {
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:4318".into());
     let spans = Arc::new(AtomicU64::new(0));
-    let app = axum::Router::new()
-        .route("/v1/traces", post(take))
-        .route(
-            "/spans",
-            get(|State(n): State<Arc<AtomicU64>>| async move {
-                n.load(Ordering::Relaxed).to_string()
-            }),
-        )
-        .with_state(spans);
+    let app =
+        axum::Router::new()
+            .route("/v1/traces", post(take))
+            .route(
+                "/spans",
+                get(|State(n): State<Arc<AtomicU64>>| async move {
+                    n.load(Ordering::Relaxed).to_string()
+                }),
+            )
+            .with_state(spans);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     axum::serve(listener, app).await
 }

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use super::streams::stream_route;
 use super::Front;
 use crate::http::sse_conn;
+use crate::http::trace::TraceContext;
 use crate::telemetry::activity::Activity;
 
 /// Accepts connections and serves each on its own task until `stopped`; then lets every open
@@ -123,9 +124,14 @@ async fn serve_conn(
                 sse_conn::Head::Gone => return,
                 sse_conn::Head::Other(read) => read,
                 sse_conn::Head::Get(get, read) => {
-                    if let Some((resp, access)) = stream_response(&front, &get).await {
+                    if let Some((resp, access, span)) = stream_response(&front, &get).await {
+                        let trace = span.as_ref().map(|(t, _)| *t);
+                        let _span = span.map(|(_, s)| {
+                            s.answered(resp.status().as_u16());
+                            crate::http::scope::EndsSpan(Some(s))
+                        });
                         let (io, _permit) = conn.into_stream();
-                        serve_stream(io, &get, resp, access).await;
+                        serve_stream(io, &get, resp, access, trace).await;
                         return;
                     }
                     read
@@ -148,13 +154,36 @@ async fn serve_conn(
     .await;
 }
 
-/// The answer to an event-stream GET served off hyper, with its CORS headers, and whether the
-/// access log is on; `None`: not a stream route, hyper serves it. Only what the stream needs is kept across it (an idle
+/// The answer to an event-stream GET served off hyper, with its CORS headers, whether the
+/// access log is on, and its SERVER span when tracing records it (ended when the stream does);
+/// `None`: not a stream route, hyper serves it. Only what the stream needs is kept across it (an idle
 /// subscriber's task is all this future holds): not the configuration, and the rare CORS step's
 /// state boxed apart.
-async fn stream_response(front: &Front, get: &sse_conn::Get) -> Option<(Response<Body>, bool)> {
+async fn stream_response(
+    front: &Front,
+    get: &sse_conn::Get,
+) -> Option<(
+    Response<Body>,
+    bool,
+    Option<(TraceContext, Box<crate::http::scope::Recording>)>,
+)> {
     let live = front.live.load_full();
     let resp = stream_route(&live.state, &get.uri, &get.headers)?;
+    let span = match live.state.gateway.tracer().is_on() {
+        true => {
+            let mut trace = TraceContext::for_call(&get.headers);
+            super::front::server_span(
+                &live,
+                &mut trace,
+                &axum::http::Method::GET,
+                get.uri.path(),
+                super::front::Lane::Router,
+                front.tls,
+            )
+            .map(|s| (trace, s))
+        }
+        false => None,
+    };
     let resp = match &live.cors {
         Some(cors) => {
             Box::pin(super::cors::stream_headers(
@@ -167,15 +196,17 @@ async fn stream_response(front: &Front, get: &sse_conn::Get) -> Option<(Response
         }
         None => resp,
     };
-    Some((resp, live.access))
+    Some((resp, live.access, span))
 }
 
-/// Writes an event stream to its end, and its access line after when the log is on.
+/// Writes an event stream to its end, and its access line after when the log is on (with the
+/// trace id of the stream's span, `trace`, when it has one).
 async fn serve_stream(
     io: tokio::net::TcpStream,
     get: &sse_conn::Get,
     resp: Response<Body>,
     access: bool,
+    trace: Option<TraceContext>,
 ) {
     let line = access.then(|| {
         Box::new(crate::server::access::Line {
@@ -183,7 +214,9 @@ async fn serve_stream(
             path: get.uri.path().to_owned(),
             status: resp.status(),
             started: std::time::Instant::now(),
-            trace_id: crate::http::trace::TraceContext::for_call(&get.headers).trace_id_hex(),
+            trace_id: trace
+                .unwrap_or_else(|| TraceContext::for_call(&get.headers))
+                .trace_id_hex(),
             note: crate::http::scope::Note::default(),
         })
     });

@@ -333,7 +333,7 @@ impl Front {
 /// The request's SERVER span, when tracing is on and its trace is sampled (decided here):
 /// named by its method and, where the gateway knows it, its route; `url.path` without the
 /// query (which may carry anything).
-fn server_span(
+pub(super) fn server_span(
     live: &Live,
     trace: &mut TraceContext,
     method: &Method,

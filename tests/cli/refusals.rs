@@ -189,8 +189,16 @@ fn bad_tracing_keys_are_refused_by_key_and_export_headers_never_printed() {
         "tracing.otlp_endpoint",
         "grpc://host:port",
     );
-    refused("[tracing]\nsample_ratio = 2.0\n", "tracing.sample_ratio", "between 0 and 1");
-    refused("[tracing]\nqueue_max = 0\n", "tracing.queue_max", "1 to 1048576");
+    refused(
+        "[tracing]\nsample_ratio = 2.0\n",
+        "tracing.sample_ratio",
+        "between 0 and 1",
+    );
+    refused(
+        "[tracing]\nqueue_max = 0\n",
+        "tracing.queue_max",
+        "1 to 1048576",
+    );
     refused(
         "[tracing]\nexport_interval_ms = 1\n",
         "tracing.export_interval_ms",
@@ -200,6 +208,12 @@ fn bad_tracing_keys_are_refused_by_key_and_export_headers_never_printed() {
                 headers = { authorization = \"Bearer collector-secret\" }\n";
     let (ok, out, err) = check_config(Some(good), &[]);
     assert!(ok, "{err}");
-    assert!(out.contains("[tracing.headers]") && out.contains("authorization = \"***\""), "{out}");
-    assert!(!out.contains("collector-secret") && !out.contains(":pw@"), "{out}");
+    assert!(
+        out.contains("[tracing.headers]") && out.contains("authorization = \"***\""),
+        "{out}"
+    );
+    assert!(
+        !out.contains("collector-secret") && !out.contains(":pw@"),
+        "{out}"
+    );
 }

@@ -128,3 +128,42 @@ async fn each_webhook_notification_is_a_span_of_the_trace_that_made_the_webhook(
         "the webhook saw the POST's span: {sent:?}"
     );
 }
+
+#[tokio::test]
+async fn a_task_event_stream_is_a_server_span_named_by_its_route() {
+    let collector = Collector::start(Mode::Accept).await;
+    let gw = traced(gateway().sid("traces-stream-get"), &collector)
+        .start()
+        .await;
+    let sent = gw
+        .call("message/send", crate::support::text_message("hello"))
+        .await;
+    let task = sent["result"]["id"].as_str().unwrap().to_owned();
+    let parent = "00-abf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let resp = gw
+        .http
+        .get(format!("{}/tasks/{task}/events", gw.base()))
+        .header("traceparent", parent)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    SseReader::new(resp)
+        .until_final(Duration::from_secs(10))
+        .await;
+    let spans = collector.trace("abf92f3577b34da6a3ce929d0e0e4736", 1).await;
+    let server = one(&spans, SERVER, "GET /tasks/{taskId}/events");
+    assert_eq!(server.parent(), "00f067aa0ba902b7");
+    assert_eq!(
+        server.attr("http.route").as_deref(),
+        Some("/tasks/{taskId}/events")
+    );
+    assert_eq!(
+        server.attr("url.path"),
+        Some(format!("/tasks/{task}/events"))
+    );
+    assert_eq!(
+        server.attr("http.response.status_code").as_deref(),
+        Some("200")
+    );
+}
