@@ -10,7 +10,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use prost::Message;
 
 use super::otlp::{self, Service};
 use super::{Tracer, BATCH, EXPORT_FAILURES, SPANS_EXPORTED};
@@ -175,7 +174,7 @@ pub(super) async fn run(tracer: Weak<Tracer>, wake: Arc<tokio::sync::Notify>) {
         while !spans.is_empty() {
             let rest = spans.split_off(spans.len().min(BATCH));
             let n = spans.len() as u64;
-            let body = otlp::request(&service, std::mem::replace(&mut spans, rest)).encode_to_vec();
+            let body = otlp::encode(&service, &std::mem::replace(&mut spans, rest));
             match target.send(body).await {
                 Ok(()) => exported.increment(n),
                 Err(e) => {
