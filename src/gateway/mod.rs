@@ -10,6 +10,7 @@ mod gate;
 pub(crate) use gate::Refusals;
 mod legacy;
 mod sid;
+mod spans;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -156,7 +157,7 @@ impl Gateway {
             Some(link) => crate::cluster::feed::start(config.events.clone(), link.clone()),
             None => Feed::start(config.events.clone()),
         });
-        let tracer = Tracer::new(&config.tracing, instance_id(config));
+        let tracer = Tracer::new(&config.tracing, spans::instance_id(config));
         Self::with_services(config, bridge, a2a, feed, None, cluster, tracer)
     }
 
@@ -364,18 +365,7 @@ impl Gateway {
                         if let Some(refused) = self.refused_stream(&req, spec, meta) {
                             return refused;
                         }
-                        crate::http::scope::annotate(|s| {
-                            s.set("rpc.system", "jsonrpc");
-                            s.set("rpc.method", req.method.clone());
-                            s.set("wiregate.upstream", "sid");
-                            s.set(
-                                "wiregate.client_dialect",
-                                spec.map_or("jsonrpc", |s| s.version.label()),
-                            );
-                            if let Some(text) = req.id.as_ref().and_then(Id::as_text) {
-                                s.set("rpc.jsonrpc.request_id", text);
-                            }
-                        });
+                        spans::stream(&req, spec.map_or("jsonrpc", |s| s.version.label()));
                         return Box::pin(self.open_stream(req, spec, meta)).await;
                     }
                 }
@@ -401,7 +391,7 @@ impl Gateway {
                 crate::http::scope::in_call(span, async move {
                     let answer = self.handle_entry(e, meta).await;
                     if let Some((_, resp, _)) = &answer {
-                        annotate_answer(resp);
+                        spans::answered(resp);
                     }
                     answer
                 })
@@ -568,35 +558,13 @@ impl Gateway {
         let outcome = outcome_label(&result);
         if traced {
             let route = route_seen.map(|(r, p)| self.migration.describe(r, p));
-            crate::http::scope::annotate(|s| {
-                s.set("rpc.system", "jsonrpc");
-                s.set("rpc.method", call.method.clone());
-                s.set("wiregate.client_dialect", client_dialect);
-                s.set("wiregate.upstream", upstream.to_owned());
-                if let Some(d) = served {
-                    s.set("wiregate.upstream_dialect", d.as_str());
-                }
-                if let Some((name, side)) = route {
-                    s.set("wiregate.route", name.to_owned());
-                    if let Some(side) = side {
-                        s.set("wiregate.split_side", side.to_owned());
-                    }
-                }
-                match &result {
-                    Err(e) => {
-                        s.set("rpc.jsonrpc.error_code", e.jsonrpc_code());
-                        s.fail(e.kind());
-                    }
-                    Ok(Done {
-                        outcome: Outcome::Error(e),
-                        ..
-                    }) => {
-                        s.set("rpc.jsonrpc.error_code", e.code);
-                        s.fail("jsonrpc_error");
-                    }
-                    Ok(_) => {}
-                }
-            });
+            spans::dispatched(
+                &call.method,
+                client_dialect,
+                (upstream, served),
+                route,
+                &result,
+            );
         }
         let elapsed = elapsed.unwrap_or_else(|| started.elapsed());
         telemetry::record_routed_call(
@@ -678,33 +646,6 @@ impl Gateway {
 }
 
 /// What the agent card says of how callers prove who they are.
-/// The spans' `service.instance.id`: the cluster's node id, else the host name and the
-/// process id.
-fn instance_id(config: &Config) -> String {
-    if config.cluster.enabled() {
-        return config.cluster.resolved_node_id();
-    }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "wiregate".into());
-    format!("{host}:{}", std::process::id())
-}
-
-/// A batch call's answer on its span: the error code the client sees (a refusal before
-/// dispatch included).
-fn annotate_answer(resp: &Response) {
-    if let Outcome::Error(e) = &resp.outcome {
-        crate::http::scope::annotate(|s| {
-            if !s.attrs.iter().any(|(k, _)| *k == "rpc.jsonrpc.error_code") {
-                s.set("rpc.jsonrpc.error_code", e.code);
-                s.fail("jsonrpc_error");
-            }
-        });
-    }
-}
-
 fn card_security(config: &Config) -> a2a::card::Security {
     let auth = &config.auth;
     a2a::card::Security {

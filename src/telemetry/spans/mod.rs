@@ -122,7 +122,7 @@ impl Tracer {
         }))
     }
 
-    /// A root span of work that no request carries (none today but tests').
+    /// How many spans wait for export.
     #[cfg(test)]
     fn waiting(&self) -> usize {
         self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
