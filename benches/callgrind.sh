@@ -76,7 +76,7 @@
 #        exchange), and where the added instructions go, per crate (all threads).
 #
 # traced: the proxy part with `[tracing] otlp_endpoint` on examples/otlp_sink (SINK_PORT),
-#        `sample_ratio = TRACE_RATIO`, `export_interval_ms = 100`: every sampled call's SERVER and
+#        `sample_ratio = TRACE_RATIO`, the other keys at their defaults: every sampled call's SERVER and
 #        CLIENT spans recorded, batched, encoded and POSTed by the exporter task, all counted
 #        (the exporter runs in the same process). The script prints the spans the sink took.
 #
@@ -292,6 +292,7 @@ run() {
   local calls
   calls=$(curl -s "http://127.0.0.1:$GW_PORT/metrics" | awk -v m="$counter" '$0 ~ "^" m { s += $NF } END { print s + 0 }')
   [ "$1" = shadowed ] && curl -s "http://127.0.0.1:$GW_PORT/migration" >"$work/migration.$2"
+  curl -s "http://127.0.0.1:$GW_PORT/metrics" | awk '/^wiregate_trace_spans_dropped_total/ { print $2; f = 1 } END { if (!f) print 0 }' >"$work/dropped.$2"
   kill -TERM "$gw"
   wait "$gw" || true
   # quanta's clock calibration at start-up (the metrics recorder's) runs for a fixed wall time,
@@ -325,7 +326,7 @@ proxy() {
   fi
   case $MODE in jwt | apikey | ratelimit | shared) gate "$MODE" ;; esac
   if [ "$MODE" = traced ]; then
-    printf '[tracing]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s\nexport_interval_ms = 100\n' \
+    printf '[tracing]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s\n' \
       "$SINK_PORT" "${TRACE_RATIO:-1.0}" >>"$work/plain.toml"
     what="proxied JSON-RPC -> legacy call, spans exported at sample_ratio ${TRACE_RATIO:-1.0}"
   fi
@@ -335,7 +336,7 @@ proxy() {
   awk -v a="$a" -v b="$b" -v na="$n_a" -v nb="$n_b" \
     'BEGIN { printf "instructions per call: %.0f (%.1f k)\n", (b - a) / (nb - na), (b - a) / (nb - na) / 1000 }'
   if [ "$MODE" = traced ]; then
-    echo "spans the sink took over both runs: $(curl -s "http://127.0.0.1:$SINK_PORT/spans") for $((n_a + n_b)) calls"
+    echo "spans the sink took over both runs: $(curl -s "http://127.0.0.1:$SINK_PORT/spans") for $((n_a + n_b)) calls (2 spans a sampled call; none may be dropped: $(cat "$work/dropped.$SHORT_S") and $(cat "$work/dropped.$LONG_S") dropped)"
   fi
   if [ "$MODE" = shared ]; then
     awk -v r="$(cat "$work/redis.$LONG_S")" -v n="$n_b" \

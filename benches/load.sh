@@ -44,7 +44,7 @@
 #
 # "traced" is the translating gateway with `[tracing]` exporting its spans over OTLP/HTTP to
 # examples/otlp_sink (SINK_PORT), a collector that decodes and accepts everything, at
-# `sample_ratio = TRACE_RATIO` (1.0 unless set) and `export_interval_ms = 100`; its ratio is
+# `sample_ratio = TRACE_RATIO` (1.0 unless set), the other keys at their defaults; its ratio is
 # traced/wiregate, and the spans the sink took are printed at the end.
 #
 # "fleet" runs three upstream processes (ports FLEET_UP1_PORT, FLEET_UP2_PORT, FLEET_UP3_PORT) and
@@ -285,7 +285,7 @@ if wants traced; then
   ./target/release/examples/otlp_sink "127.0.0.1:$SINK_PORT" >/dev/null &
   pids+=($!)
   sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_TRACED_PORT/" "$work/base.toml" >"$work/traced.toml"
-  printf '[tracing]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s\nexport_interval_ms = 100\n' \
+  printf '[tracing]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s\n' \
     "$SINK_PORT" "$TRACE_RATIO" >>"$work/traced.toml"
   RUST_LOG=warn "$WG_BIN" --config "$work/traced.toml" >/dev/null 2>&1 &
   traced_pid=$!
@@ -559,5 +559,5 @@ for c in $CONNS; do
 done
 if wants traced; then
   sleep 0.5
-  echo "spans the sink took from the traced gateway: $(curl -s "http://127.0.0.1:$SINK_PORT/spans")"
+  echo "spans the sink took from the traced gateway: $(curl -s "http://127.0.0.1:$SINK_PORT/spans"); dropped at its full queue: $(curl -s "http://127.0.0.1:$GW_TRACED_PORT/metrics" | awk '/^wiregate_trace_spans_dropped_total/ { print $2; f = 1 } END { if (!f) print 0 }')"
 fi

@@ -65,7 +65,7 @@ pub(super) fn stream(req: &Request, client_dialect: &'static str) {
 pub(super) fn answered(resp: &Response) {
     if let Outcome::Error(e) = &resp.outcome {
         crate::http::scope::annotate(|s| {
-            if !s.attrs.iter().any(|(k, _)| *k == "rpc.jsonrpc.error_code") {
+            if !s.has("rpc.jsonrpc.error_code") {
                 s.set("rpc.jsonrpc.error_code", e.code);
                 s.fail("jsonrpc_error");
             }

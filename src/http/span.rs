@@ -101,7 +101,8 @@ impl SpanRecord {
             kind,
             start_ns: now_ns(),
             end_ns: 0,
-            attrs: Vec::with_capacity(8),
+            // A SERVER span of a call has about a dozen attributes, a CLIENT span ten.
+            attrs: Vec::with_capacity(16),
             error: None,
         }
     }
@@ -131,17 +132,22 @@ impl SpanRecord {
         }
     }
 
-    /// Sets attribute `key` (replacing an earlier value).
+    /// Adds attribute `key`. Appended, not looked up: the call path sets each key once (a key
+    /// set twice is exported twice), which keeps a call's dozen attributes a dozen stores.
     pub(crate) fn set(&mut self, key: &'static str, value: impl Into<Value>) {
-        let value = value.into();
-        match self.attrs.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => *v = value,
-            None => self.attrs.push((key, value)),
-        }
+        self.attrs.push((key, value.into()));
     }
 
-    /// Marks the span failed with `error.type` `kind`.
+    /// Whether attribute `key` is set.
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.attrs.iter().any(|(k, _)| *k == key)
+    }
+
+    /// Marks the span failed with `error.type` `kind`; the first failure named stays.
     pub(crate) fn fail(&mut self, kind: impl Into<Cow<'static, str>>) {
+        if self.error.is_some() {
+            return;
+        }
         let kind = kind.into();
         self.set("error.type", Value::Str(kind.clone()));
         self.error = Some(kind);
@@ -212,11 +218,24 @@ mod tests {
         assert_eq!(child.parent_id, root.span_id);
         assert_ne!(child.span_id, root.span_id);
         assert_eq!(child.context().span_id, child.span_id);
-        child.set("wiregate.retry", 0i64);
         child.set("wiregate.retry", 1i64);
         assert_eq!(child.attrs, vec![("wiregate.retry", Value::Int(1))]);
+        assert!(child.has("wiregate.retry") && !child.has("error.type"));
         child.fail("timeout");
-        assert_eq!(child.error.as_deref(), Some("timeout"));
+        child.fail("502");
+        assert_eq!(
+            child.error.as_deref(),
+            Some("timeout"),
+            "the first failure stays"
+        );
+        assert_eq!(
+            child
+                .attrs
+                .iter()
+                .filter(|(k, _)| *k == "error.type")
+                .count(),
+            1
+        );
         child.end();
         let ended = child.end_ns;
         assert!(ended >= child.start_ns && ended > 0);

@@ -106,16 +106,17 @@ impl Tracer {
     }
 
     /// The SERVER span of a request whose trace is `trace` (its sampling decided here, see
-    /// [`Tracer::sample`]), named `name`, when it is to be recorded.
-    pub(crate) fn server(
+    /// [`Tracer::sample`]), named by `name`, when it is to be recorded. The name is made only
+    /// then: a trace not sampled costs no formatting.
+    pub(crate) fn server<N: Into<std::borrow::Cow<'static, str>>>(
         self: &Arc<Self>,
         trace: &mut TraceContext,
-        name: impl Into<std::borrow::Cow<'static, str>>,
+        name: impl FnOnce() -> N,
     ) -> Option<Box<Recording>> {
         if !self.sample(trace) {
             return None;
         }
-        let span = SpanRecord::start(trace, trace.parent_id, Kind::Server, name);
+        let span = SpanRecord::start(trace, trace.parent_id, Kind::Server, name());
         Some(Box::new(Recording {
             sink: self.clone(),
             span: RefCell::new(span),
@@ -128,9 +129,14 @@ impl Tracer {
         self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// The spans waiting, taken for export.
+    /// The spans waiting, taken for export; the queue starts again with room for a batch (grown
+    /// from empty, it was copied nine times on the way to 512).
     fn take(&self) -> Vec<SpanRecord> {
-        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
+        let fresh = Vec::with_capacity(BATCH.min(self.queue_max.load(Ordering::Relaxed)));
+        std::mem::replace(
+            &mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()),
+            fresh,
+        )
     }
 }
 

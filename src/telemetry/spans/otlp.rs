@@ -22,7 +22,8 @@ const FIXED64: u32 = 1;
 const LEN: u32 = 2;
 const FIXED32: u32 = 5;
 
-/// The export request for `spans`, encoded.
+/// The export request for `spans`, encoded. Each message's length is computed once (a span's,
+/// then its attributes' while it is written) and written before it, as protobuf asks.
 pub(crate) fn encode(service: &Service, spans: &[SpanRecord]) -> Vec<u8> {
     let resource = [
         ("service.name", Str(&service.name)),
@@ -32,7 +33,8 @@ pub(crate) fn encode(service: &Service, spans: &[SpanRecord]) -> Vec<u8> {
     ];
     let resource_len: usize = resource.iter().map(|(k, v)| field(kv_len(k, v))).sum();
     let scope_len = field("wiregate".len()) + field(env!("CARGO_PKG_VERSION").len());
-    let spans_len: usize = spans.iter().map(|s| field(span_len(s))).sum();
+    let lens: Vec<usize> = spans.iter().map(span_len).collect();
+    let spans_len: usize = lens.iter().map(|l| field(*l)).sum();
     // ResourceSpans: resource = 1, scope_spans = 2.
     let scope_spans_len = field(scope_len) + spans_len;
     let resource_spans_len = field(resource_len) + field(scope_spans_len);
@@ -45,7 +47,7 @@ pub(crate) fn encode(service: &Service, spans: &[SpanRecord]) -> Vec<u8> {
     for (k, v) in &resource {
         // Resource.attributes = 1
         key(&mut out, 1, LEN);
-        put_kv(&mut out, k, v);
+        put_kv(&mut out, k, v, kv_len(k, v));
     }
     key(&mut out, 2, LEN);
     varint(&mut out, scope_spans_len as u64);
@@ -54,12 +56,13 @@ pub(crate) fn encode(service: &Service, spans: &[SpanRecord]) -> Vec<u8> {
     varint(&mut out, scope_len as u64);
     put_str(&mut out, 1, "wiregate");
     put_str(&mut out, 2, env!("CARGO_PKG_VERSION"));
-    for s in spans {
+    for (s, len) in spans.iter().zip(lens) {
         // ScopeSpans.spans = 2
         key(&mut out, 2, LEN);
-        varint(&mut out, span_len(s) as u64);
+        varint(&mut out, len as u64);
         put_span(&mut out, s);
     }
+    debug_assert_eq!(out.len(), field(resource_spans_len));
     out
 }
 
@@ -124,25 +127,41 @@ fn status_len(s: &SpanRecord) -> usize {
 }
 
 fn put_span(out: &mut Vec<u8>, s: &SpanRecord) {
-    put_bytes(out, 1, &s.trace_id);
-    put_bytes(out, 2, &s.span_id);
-    if s.parent_id != [0; 8] {
-        put_bytes(out, 4, &s.parent_id);
-    }
+    // The fixed-size fields in one copy: trace_id = 1, span_id = 2, parent_span_id = 4.
+    let mut ids = [0u8; 18 + 10 + 10];
+    ids[0] = 0x0a;
+    ids[1] = 16;
+    ids[2..18].copy_from_slice(&s.trace_id);
+    ids[18] = 0x12;
+    ids[19] = 8;
+    ids[20..28].copy_from_slice(&s.span_id);
+    let n = if s.parent_id == [0; 8] {
+        28
+    } else {
+        ids[28] = 0x22;
+        ids[29] = 8;
+        ids[30..38].copy_from_slice(&s.parent_id);
+        38
+    };
+    out.extend_from_slice(&ids[..n]);
     key(out, 16, FIXED32);
     out.extend_from_slice(&flags(s).to_le_bytes());
     if !s.name.is_empty() {
         put_str(out, 5, &s.name);
     }
-    key(out, 6, VARINT);
-    varint(out, s.kind as u64);
-    key(out, 7, FIXED64);
-    out.extend_from_slice(&s.start_ns.to_le_bytes());
-    key(out, 8, FIXED64);
-    out.extend_from_slice(&s.end_ns.max(s.start_ns).to_le_bytes());
+    // kind = 6, start = 7, end = 8.
+    let mut times = [0u8; 2 + 18];
+    times[0] = 0x30;
+    times[1] = s.kind as u8;
+    times[2] = 0x39;
+    times[3..11].copy_from_slice(&s.start_ns.to_le_bytes());
+    times[11] = 0x41;
+    times[12..20].copy_from_slice(&s.end_ns.max(s.start_ns).to_le_bytes());
+    out.extend_from_slice(&times);
     for (k, v) in &s.attrs {
+        let v = v.into();
         key(out, 9, LEN);
-        put_kv(out, k, &v.into());
+        put_kv(out, k, &v, kv_len(k, &v));
     }
     // Status = 15, always present (empty: UNSET).
     key(out, 15, LEN);
@@ -168,8 +187,50 @@ fn any_len(v: &Val<'_>) -> usize {
     }
 }
 
-fn put_kv(out: &mut Vec<u8>, k: &str, v: &Val<'_>) {
-    varint(out, kv_len(k, v) as u64);
+/// A KeyValue of length `len` (its [`kv_len`]), with its length first. A short one (nearly
+/// every attribute: a key and a value of a few dozen bytes) is laid out on the stack and copied
+/// in once, where a push per byte checked the buffer's room each time.
+fn put_kv(out: &mut Vec<u8>, k: &str, v: &Val<'_>, len: usize) {
+    const SHORT: usize = 126;
+    if len <= SHORT {
+        let mut b = [0u8; SHORT + 1];
+        b[0] = len as u8;
+        b[1] = 0x0a; // key = 1
+        b[2] = k.len() as u8;
+        b[3..3 + k.len()].copy_from_slice(k.as_bytes());
+        let mut i = 3 + k.len();
+        b[i] = 0x12; // value = 2
+        b[i + 1] = any_len(v) as u8;
+        i += 2;
+        match *v {
+            Val::Str(s) => {
+                b[i] = 0x0a; // string_value = 1
+                b[i + 1] = s.len() as u8;
+                b[i + 2..i + 2 + s.len()].copy_from_slice(s.as_bytes());
+                i += 2 + s.len();
+            }
+            Val::Bool(x) => {
+                b[i] = 0x10; // bool_value = 2
+                b[i + 1] = u8::from(x);
+                i += 2;
+            }
+            Val::Int(n) => {
+                b[i] = 0x18; // int_value = 3
+                i += 1;
+                let mut n = n as u64;
+                while n >= 0x80 {
+                    b[i] = n as u8 | 0x80;
+                    n >>= 7;
+                    i += 1;
+                }
+                b[i] = n as u8;
+                i += 1;
+            }
+        }
+        out.extend_from_slice(&b[..i]);
+        return;
+    }
+    varint(out, len as u64);
     put_str(out, 1, k);
     key(out, 2, LEN);
     varint(out, any_len(v) as u64);
@@ -192,6 +253,7 @@ fn field(len: usize) -> usize {
     1 + varint_len(len as u64) + len
 }
 
+#[inline]
 fn key(out: &mut Vec<u8>, tag: u32, wire: u32) {
     varint(out, u64::from(tag << 3 | wire));
 }
@@ -206,7 +268,13 @@ fn put_bytes(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+#[inline]
 fn varint(out: &mut Vec<u8>, mut v: u64) {
+    if v < 0x80 {
+        // Keys and most lengths: one byte.
+        out.push(v as u8);
+        return;
+    }
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
