@@ -18,7 +18,6 @@ pub(crate) struct Service {
 
 // Protobuf wire types.
 const VARINT: u32 = 0;
-const FIXED64: u32 = 1;
 const LEN: u32 = 2;
 const FIXED32: u32 = 5;
 
