@@ -264,7 +264,8 @@ impl Running {
     /// Stops accepting, lets in-flight calls finish, stops every sid child (which ends the
     /// event streams), all side by side and within `grace`: sid children still running then are
     /// killed, and calls still running are left to end with the process. What it can take
-    /// beyond `grace` is the wait for a killed child to be reaped.
+    /// beyond `grace` is the wait for a killed child to be reaped. Last, the spans waiting are
+    /// sent (within `grace`, at most 2 s).
     pub async fn shutdown(self, grace: Duration) {
         let _ = self.stop.send(true);
         let gateway = self.gateway();
@@ -283,6 +284,11 @@ impl Running {
             }
         };
         tokio::join!(bridge, calls);
+        // The spans of the last calls, sent before the process ends.
+        gateway
+            .tracer()
+            .flush(grace.min(Duration::from_secs(2)))
+            .await;
     }
 
     /// The gateway being served now: the last configuration applied (its upstreams, routes

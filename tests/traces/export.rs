@@ -1,7 +1,7 @@
 //! The exporter: OTLP/gRPC as well as HTTP, the export headers, sampling at 0 (nothing exported,
 //! the context still propagated), a collector that is down, slow or refusing under load (no call
 //! failed or slowed; spans beyond the queue dropped and counted), and a reload that changes the
-//! endpoint and the ratio.
+//! endpoint and the ratio; a stopping gateway sends what waits.
 
 use std::time::{Duration, Instant};
 
@@ -182,4 +182,37 @@ async fn a_reload_changes_the_endpoint_and_the_ratio() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(second.spans().len(), before, "ratio 0 after the reload");
     assert_eq!(first.spans().len(), 2, "nothing more to the old endpoint");
+}
+
+#[tokio::test]
+async fn a_stopping_gateway_sends_the_spans_still_waiting() {
+    let collector = Collector::start(Mode::Accept).await;
+    let up = jsonrpc_echo().run().await;
+    let endpoint = collector.http();
+    let mut gw = routing_all_to(&up.url(), Dialect::Jsonrpc)
+        .with(move |c| {
+            c.tracing.otlp_endpoint = endpoint;
+            c.tracing.export_interval_ms = 60_000;
+        })
+        .start()
+        .await;
+    gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        collector.spans().is_empty(),
+        "nothing sent before the interval"
+    );
+    gw.running
+        .take()
+        .unwrap()
+        .shutdown(Duration::from_secs(2))
+        .await;
+    let spans = collector.spans();
+    assert_eq!(
+        spans.len(),
+        2,
+        "{:#?}",
+        crate::support::otlp::summary(&spans)
+    );
 }

@@ -157,18 +157,21 @@ pub(super) async fn run(tracer: Weak<Tracer>, wake: Arc<tokio::sync::Notify>) {
         };
         let settings = t.settings.load_full();
         let mut spans = t.take();
+        let rounds = t.rounds.clone();
         let service = Service {
             name: settings.service_name.clone(),
             instance: t.instance.clone(),
         };
         drop(t);
         if spans.is_empty() || !settings.enabled() {
+            rounds.send_modify(|r| *r += 1);
             continue;
         }
         if target.as_ref().is_none_or(|t| t.settings != settings) {
             target = Target::new(settings.clone());
         }
         let Some(target) = &target else {
+            rounds.send_modify(|r| *r += 1);
             continue;
         };
         while !spans.is_empty() {
@@ -191,5 +194,6 @@ pub(super) async fn run(tracer: Weak<Tracer>, wake: Arc<tokio::sync::Notify>) {
                 }
             }
         }
+        rounds.send_modify(|r| *r += 1);
     }
 }

@@ -39,6 +39,8 @@ pub struct Tracer {
     settings: ArcSwap<Tracing>,
     instance: String,
     wake: Arc<tokio::sync::Notify>,
+    /// Export rounds done, for [`Tracer::flush`] to wait on.
+    rounds: tokio::sync::watch::Sender<u64>,
     dropped: metrics::Counter,
 }
 
@@ -55,6 +57,7 @@ impl Tracer {
             settings: ArcSwap::from_pointee(config.clone()),
             instance,
             wake: Arc::new(tokio::sync::Notify::new()),
+            rounds: tokio::sync::watch::channel(0).0,
             dropped: metrics::counter!(SPANS_DROPPED),
         });
         tracer.reconfigure(config);
@@ -79,6 +82,25 @@ impl Tracer {
         self.settings.store(Arc::new(config.clone()));
         self.on.store(config.enabled(), Ordering::Release);
         self.wake.notify_one();
+    }
+
+    /// Sends the spans waiting now, within `within`: what a stopping gateway does last, so the
+    /// spans of its last calls are not lost with the process.
+    pub async fn flush(&self, within: std::time::Duration) {
+        if !self.is_on()
+            || self
+                .queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+        {
+            return;
+        }
+        let mut rounds = self.rounds.subscribe();
+        let at = *rounds.borrow_and_update();
+        self.wake.notify_one();
+        // The round under way may have taken its spans before these arrived: the one after.
+        let _ = tokio::time::timeout(within, rounds.wait_for(|r| *r >= at + 2)).await;
     }
 
     /// Whether spans are recorded.
