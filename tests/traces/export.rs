@@ -1,7 +1,8 @@
 //! The exporter: OTLP/gRPC as well as HTTP, the export headers, sampling at 0 (nothing exported,
 //! the context still propagated), a collector that is down, slow or refusing under load (no call
 //! failed or slowed; spans beyond the queue dropped and counted), and a reload that changes the
-//! endpoint and the ratio; a stopping gateway sends what waits.
+//! endpoint and the ratio; a stopping gateway sends what waits; export errors logged once a
+//! minute, and the access line naming the exported trace (the binary, its log read).
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,9 @@ use serde_json::json;
 use wiregate::config::Dialect;
 
 use crate::support::otlp::{Collector, Mode};
-use crate::support::{dead_url, jsonrpc_echo, routing_all_to};
+use serde_json::Value;
+
+use crate::support::{dead_url, jsonrpc_echo, routing_all_to, until, GatewayProcess};
 use crate::{one, traced, CLIENT, SERVER};
 
 #[tokio::test]
@@ -215,4 +218,130 @@ async fn a_stopping_gateway_sends_the_spans_still_waiting() {
         "{:#?}",
         crate::support::otlp::summary(&spans)
     );
+}
+
+/// The gateway binary with `sections` (and a listener on a free port), its log in JSON, and
+/// the address it listens on once it says so.
+async fn gateway_process(sections: &str) -> (GatewayProcess, String, tempfile::TempDir) {
+    let toml = format!("{sections}\n[log]\nformat = \"json\"\naccess = true\n");
+    crate::support::schema::check_toml(&toml);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let gw = GatewayProcess::spawn(|c| {
+        c.current_dir(dir.path())
+            .arg("--config")
+            .arg(&path)
+            .args(["--listen", "127.0.0.1:0"])
+    });
+    let log = gw.log.clone();
+    let addr = until("the listening line", Duration::from_secs(10), async || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v.to_string().contains("wiregate listening"))
+            .and_then(|v| {
+                v["addr"]
+                    .as_str()
+                    .or_else(|| v["fields"]["addr"].as_str())
+                    .map(str::to_owned)
+            })
+    })
+    .await;
+    (gw, addr, dir)
+}
+
+fn upstream_section(url: &str) -> String {
+    format!(
+        "[[upstreams]]\nname = \"up\"\nurl = \"{url}\"\ndialect = \"jsonrpc\"\n\
+         [[routes]]\nmethods = [\"*\"]\nupstream = \"up\"\n"
+    )
+}
+
+#[tokio::test]
+async fn export_errors_are_logged_once_a_minute_without_the_headers() {
+    let up = jsonrpc_echo().run().await;
+    let dead = dead_url().await;
+    let (gw, addr, _dir) = gateway_process(&format!(
+        "{}[tracing]\notlp_endpoint = \"{dead}\"\nexport_interval_ms = 20\n\
+         headers = {{ authorization = \"Bearer log-secret\" }}\n",
+        upstream_section(&up.url())
+    ))
+    .await;
+    let http = reqwest::Client::new();
+    let failures = async || {
+        let text = http
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("wiregate_trace_export_failures_total ")?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    until("five failed exports", Duration::from_secs(20), async || {
+        let r = http
+            .post(format!("http://{addr}/rpc"))
+            .header("content-type", "application/json")
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        (failures().await >= 5).then_some(())
+    })
+    .await;
+    let log = gw.log.lock().unwrap().clone();
+    let logged: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("span export failed"))
+        .collect();
+    assert_eq!(logged.len(), 1, "one line for five failures: {logged:#?}");
+    assert!(log.iter().all(|l| !l.contains("log-secret")), "{log:#?}");
+}
+
+#[tokio::test]
+async fn the_access_line_names_the_exported_trace() {
+    let collector = Collector::start(Mode::Accept).await;
+    let up = jsonrpc_echo().run().await;
+    let (gw, addr, _dir) = gateway_process(&format!(
+        "{}[tracing]\notlp_endpoint = \"{}\"\nexport_interval_ms = 20\n",
+        upstream_section(&up.url()),
+        collector.http()
+    ))
+    .await;
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/rpc"))
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let spans = collector.until("the call's spans", |s| s.len() >= 2).await;
+    let server = one(&spans, SERVER, "POST /rpc");
+    let log = gw.log.clone();
+    let line = until("the access line", Duration::from_secs(10), async || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v.to_string().contains("\"access\"") && v.to_string().contains("/rpc"))
+    })
+    .await;
+    let trace_id = line["trace_id"]
+        .as_str()
+        .or_else(|| line["fields"]["trace_id"].as_str())
+        .unwrap_or_else(|| panic!("no trace_id in {line}"));
+    assert_eq!(trace_id, server.trace());
 }

@@ -49,6 +49,8 @@ impl Tracer {
     /// (`service.instance.id`). The exporter task starts with it when a runtime is running,
     /// and ends with the tracer.
     pub fn new(config: &Tracing, instance: String) -> Arc<Self> {
+        // The recorder first, so the counters' handles are live ones.
+        crate::telemetry::install();
         let tracer = Arc::new(Tracer {
             on: AtomicBool::new(false),
             threshold: AtomicU64::new(0),
