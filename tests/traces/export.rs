@@ -252,6 +252,18 @@ async fn gateway_process(sections: &str) -> (GatewayProcess, String, tempfile::T
     (gw, addr, dir)
 }
 
+/// One JSON-RPC call to the gateway at `addr`, answered 200.
+async fn one_call(http: &reqwest::Client, addr: &str) {
+    let r = http
+        .post(format!("http://{addr}/rpc"))
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
 fn upstream_section(url: &str) -> String {
     format!(
         "[[upstreams]]\nname = \"up\"\nurl = \"{url}\"\ndialect = \"jsonrpc\"\n\
@@ -289,14 +301,7 @@ async fn export_errors_are_logged_once_a_minute_without_the_headers() {
             .unwrap_or(0)
     };
     until("five failed exports", Duration::from_secs(20), async || {
-        let r = http
-            .post(format!("http://{addr}/rpc"))
-            .header("content-type", "application/json")
-            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        one_call(&http, &addr).await;
         tokio::time::sleep(Duration::from_millis(30)).await;
         (failures().await >= 5).then_some(())
     })
@@ -320,14 +325,7 @@ async fn the_access_line_names_the_exported_trace() {
         collector.http()
     ))
     .await;
-    let r = reqwest::Client::new()
-        .post(format!("http://{addr}/rpc"))
-        .header("content-type", "application/json")
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "m"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    one_call(&reqwest::Client::new(), &addr).await;
     let spans = collector.until("the call's spans", |s| s.len() >= 2).await;
     let server = one(&spans, SERVER, "POST /rpc");
     let log = gw.log.clone();
