@@ -147,7 +147,7 @@ impl Bridge {
         // The span ends with the owner's answer head: a stream's events are the owner's spans.
         if let Some((parent, mut span)) = traced.take() {
             match &answer {
-                Ok(a) => span.set("http.response.status_code", i64::from(a.status.as_u16())),
+                Ok(a) => span.set_status(a.status.as_u16()),
                 Err(_) => span.fail("owner_unreachable"),
             }
             parent.submit(span);

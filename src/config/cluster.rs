@@ -30,6 +30,16 @@ impl Default for Cluster {
     }
 }
 
+/// This machine's host name (`wiregate` when it cannot be read): what names a replica, and
+/// a span exporter's instance, when the configuration does not.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "wiregate".into())
+}
+
 /// Shortest lease: renewing at a third of it must outpace scheduling delays under load.
 const MIN_LEASE_MS: u64 = 300;
 
@@ -44,12 +54,7 @@ impl Cluster {
         if !self.node_id.is_empty() {
             return self.node_id.clone();
         }
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_owned())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "wiregate".into());
-        format!("{host}-{}", std::process::id())
+        format!("{}-{}", host_name(), std::process::id())
     }
 
     /// `redis` with its password masked, for `check-config` and logs.

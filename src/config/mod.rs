@@ -23,6 +23,7 @@ pub use auth::{
     check_allow, load_api_keys, read_jwks_file, ApiKeyEntry, ApiKeys, Auth, AuthMode, Jwt,
     LimitKey, Mtls, MtlsIdentity, RateLimit, JWT_ALGORITHMS,
 };
+pub(crate) use cluster::host_name;
 pub use cluster::Cluster;
 pub use events::{Events, EventsMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 pub use fleet::{Balance, Health, Outlier, Retry, MAX_ENDPOINTS};

@@ -79,10 +79,5 @@ pub(super) fn instance_id(config: &Config) -> String {
     if config.cluster.enabled() {
         return config.cluster.resolved_node_id();
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "wiregate".into());
-    format!("{host}:{}", std::process::id())
+    format!("{}:{}", crate::config::host_name(), std::process::id())
 }

@@ -48,14 +48,11 @@ impl Recording {
         self.sink.submit(span);
     }
 
-    /// Sets the answer's status on the span: `http.response.status_code`, and a failure for a
-    /// 5xx (a 4xx is the client's error, not the server span's, by the HTTP conventions).
-    pub(crate) fn answered(&self, status: u16) {
-        let mut span = self.span.borrow_mut();
-        span.set("http.response.status_code", i64::from(status));
-        if status >= 500 {
-            span.fail(status.to_string());
-        }
+    /// The answer's `status` set on the span ([`SpanRecord::set_status`]), and the guard that
+    /// ends it: held by whatever sends the answer, so a stream's span ends with the stream.
+    pub(crate) fn answered(self: Box<Self>, status: u16) -> EndsSpan {
+        self.span.borrow_mut().set_status(status);
+        EndsSpan(Some(self))
     }
 }
 
@@ -118,16 +115,22 @@ pub(crate) async fn run<F: Future>(
         .await
 }
 
-/// Whether the current request records spans.
-pub(crate) fn recording() -> bool {
+/// `f` of the current request's SERVER span (`None`: no request, or one that records none).
+/// The span is taken out of its cell for `f` and put back: the one way the calls below read it.
+fn with_recording<T>(f: impl FnOnce(Option<&Recording>) -> T) -> Option<T> {
     SCOPE
         .try_with(|s| {
             let r = s.span.take();
-            let on = r.is_some();
+            let out = f(r.as_deref());
             s.span.set(r);
-            on
+            out
         })
-        .unwrap_or(false)
+        .ok()
+}
+
+/// Whether the current request records spans.
+pub(crate) fn recording() -> bool {
+    with_recording(|r| r.is_some()).unwrap_or(false)
 }
 
 /// Writes on the current call's span: a batch call's INTERNAL span, else the request's SERVER
@@ -135,21 +138,15 @@ pub(crate) fn recording() -> bool {
 pub(crate) fn annotate(f: impl FnOnce(&mut SpanRecord)) {
     let mut f = Some(f);
     if CALL
-        .try_with(|c| {
-            if let Some(f) = f.take() {
-                f(&mut c.borrow_mut());
-            }
-        })
+        .try_with(|c| f.take().map(|f| f(&mut c.borrow_mut())))
         .is_ok()
     {
         return;
     }
-    let _ = SCOPE.try_with(|s| {
-        let r = s.span.take();
-        if let (Some(r), Some(f)) = (&r, f.take()) {
+    with_recording(|r| {
+        if let (Some(r), Some(f)) = (r, f.take()) {
             f(&mut r.span.borrow_mut());
         }
-        s.span.set(r);
     });
 }
 
@@ -157,23 +154,15 @@ pub(crate) fn annotate(f: impl FnOnce(&mut SpanRecord)) {
 /// try, a shadow's exchange, a sid turn), with the sink they go to; `None` when the request
 /// records none.
 pub(crate) fn parent() -> Option<Parent> {
-    SCOPE
-        .try_with(|s| {
-            let r = s.span.take();
-            let parent = r.as_ref().map(|r| {
-                let ctx = CALL
-                    .try_with(|c| c.borrow().context())
-                    .unwrap_or_else(|_| r.span.borrow().context());
-                Parent {
-                    sink: r.sink.clone(),
-                    ctx,
-                }
-            });
-            s.span.set(r);
-            parent
+    with_recording(|r| {
+        r.map(|r| Parent {
+            sink: r.sink.clone(),
+            ctx: CALL
+                .try_with(|c| c.borrow().context())
+                .unwrap_or_else(|_| r.span.borrow().context()),
         })
-        .ok()
-        .flatten()
+    })
+    .flatten()
 }
 
 /// The INTERNAL span of one call of a batch, named `name`, under the request's SERVER span,

@@ -143,6 +143,30 @@ impl SpanRecord {
         self.attrs.iter().any(|(k, _)| *k == key)
     }
 
+    /// An HTTP answer's status: `http.response.status_code`, and a failure for a 5xx (a 4xx
+    /// is the client's error, not the span's, by the HTTP conventions). Every span of an HTTP
+    /// exchange, server or client, says it so.
+    pub(crate) fn set_status(&mut self, status: u16) {
+        self.set("http.response.status_code", i64::from(status));
+        if status >= 500 {
+            self.fail(status.to_string());
+        }
+    }
+
+    /// The peer a CLIENT span went to, from its `host:port` label: `server.address` (an IPv6
+    /// address without its brackets) and `server.port`, and the label as `wiregate.endpoint`.
+    pub(crate) fn set_server(&mut self, label: &str) {
+        let (host, port) = match label.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<i64>().ok()),
+            None => (label, None),
+        };
+        self.set("server.address", host.trim_matches(['[', ']']).to_owned());
+        if let Some(port) = port {
+            self.set("server.port", port);
+        }
+        self.set("wiregate.endpoint", label.to_owned());
+    }
+
     /// Marks the span failed with `error.type` `kind`; the first failure named stays.
     pub(crate) fn fail(&mut self, kind: impl Into<Cow<'static, str>>) {
         if self.error.is_some() {

@@ -367,23 +367,9 @@ impl Target {
             span.set("http.request.method", parts.method.as_str().to_owned());
             span.set("url.path", parts.uri.path().to_owned());
             span.set("wiregate.upstream", self.name.clone());
-            span.set("wiregate.endpoint", endpoint.label().to_owned());
-            if let Some((host, port)) = endpoint.label().rsplit_once(':') {
-                span.set("server.address", host.trim_matches(['[', ']']).to_owned());
-                if let Ok(port) = port.parse::<i64>() {
-                    span.set("server.port", port);
-                }
-            }
+            span.set_server(endpoint.label());
             match &sent {
-                Ok(answer) => {
-                    span.set(
-                        "http.response.status_code",
-                        i64::from(answer.status.as_u16()),
-                    );
-                    if answer.status.is_server_error() {
-                        span.fail(answer.status.as_u16().to_string());
-                    }
-                }
+                Ok(answer) => span.set_status(answer.status.as_u16()),
                 Err(e) => span.fail(e.kind()),
             }
             parent.submit(span);

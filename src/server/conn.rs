@@ -126,10 +126,7 @@ async fn serve_conn(
                 sse_conn::Head::Get(get, read) => {
                     if let Some((resp, access, span)) = stream_response(&front, &get).await {
                         let trace = span.as_ref().map(|(t, _)| *t);
-                        let _span = span.map(|(_, s)| {
-                            s.answered(resp.status().as_u16());
-                            crate::http::scope::EndsSpan(Some(s))
-                        });
+                        let _span = span.map(|(_, s)| s.answered(resp.status().as_u16()));
                         let (io, _permit) = conn.into_stream();
                         serve_stream(io, &get, resp, access, trace).await;
                         return;

@@ -261,8 +261,7 @@ fn finished(
     span: Option<Box<scope::Recording>>,
 ) -> Response {
     if let Some(span) = span {
-        span.answered(resp.status().as_u16());
-        let end = scope::EndsSpan(Some(span));
+        let end = span.answered(resp.status().as_u16());
         resp = resp.map(|b| Body::new(activity::GuardedBody::new(b, end)));
     }
     if let Some((method, path, started)) = access {

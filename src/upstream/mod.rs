@@ -313,31 +313,14 @@ impl UpstreamClient {
         attempt: u32,
         result: &Result<Answer, endpoint::Failure>,
     ) {
-        let label = e.label();
-        let (address, port) = match label.rsplit_once(':') {
-            Some((h, p)) => (h, p.parse::<i64>().ok()),
-            None => (label, None),
-        };
         s.set("http.request.method", "POST");
-        s.set(
-            "server.address",
-            address.trim_matches(['[', ']']).to_owned(),
-        );
-        if let Some(port) = port {
-            s.set("server.port", port);
-        }
+        s.set_server(e.label());
         s.set("url.path", e.path().to_owned());
         s.set("wiregate.upstream", self.name().to_owned());
         s.set("wiregate.upstream_dialect", self.dialect().as_str());
-        s.set("wiregate.endpoint", label.to_owned());
         s.set("wiregate.retry", i64::from(attempt) - 1);
         match result {
-            Ok(a) => {
-                s.set("http.response.status_code", i64::from(a.status.as_u16()));
-                if a.status.is_server_error() {
-                    s.fail(a.status.as_u16().to_string());
-                }
-            }
+            Ok(a) => s.set_status(a.status.as_u16()),
             Err(failure) => s.fail(failure.error.kind()),
         }
     }

@@ -123,15 +123,7 @@ access = true
             .await
         }
     };
-    let listening = find("the listening line", |v| {
-        v.to_string().contains("wiregate listening")
-    })
-    .await;
-    let addr = listening["addr"]
-        .as_str()
-        .or_else(|| listening["fields"]["addr"].as_str())
-        .unwrap_or_else(|| panic!("no addr in {listening}"))
-        .to_owned();
+    let addr = gateway.listening_addr().await;
     let http = reqwest::Client::new();
     let r = http
         .post(format!("http://{addr}/rpc"))

@@ -342,6 +342,31 @@ impl GatewayProcess {
     pub fn id(&self) -> u32 {
         self.child.id()
     }
+
+    /// The address its `wiregate listening` line names, once it is written (the log in JSON,
+    /// `[log] format = "json"`), within 10 s.
+    pub async fn listening_addr(&self) -> String {
+        let log = self.log.clone();
+        super::until(
+            "the listening line",
+            std::time::Duration::from_secs(10),
+            async || {
+                log.lock()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .find(|v| v.to_string().contains("wiregate listening"))
+                    .map(|v| {
+                        v["addr"]
+                            .as_str()
+                            .or_else(|| v["fields"]["addr"].as_str())
+                            .unwrap_or_else(|| panic!("no addr in {v}"))
+                            .to_owned()
+                    })
+            },
+        )
+        .await
+    }
 }
 
 impl Drop for GatewayProcess {

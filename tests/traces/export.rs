@@ -234,21 +234,7 @@ async fn gateway_process(sections: &str) -> (GatewayProcess, String, tempfile::T
             .arg(&path)
             .args(["--listen", "127.0.0.1:0"])
     });
-    let log = gw.log.clone();
-    let addr = until("the listening line", Duration::from_secs(10), async || {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|v| v.to_string().contains("wiregate listening"))
-            .and_then(|v| {
-                v["addr"]
-                    .as_str()
-                    .or_else(|| v["fields"]["addr"].as_str())
-                    .map(str::to_owned)
-            })
-    })
-    .await;
+    let addr = gw.listening_addr().await;
     (gw, addr, dir)
 }
 

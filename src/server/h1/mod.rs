@@ -327,10 +327,7 @@ where
     let ((reply, request_id), _, span) =
         watch_client(call, io, buf, wait.flag, wait.stopping, wait.complete).await?;
     // The span ends once the answer is written (a stream's, when the stream ends).
-    let _span = span.map(|s| {
-        s.answered(reply.status.as_u16());
-        crate::http::scope::EndsSpan(Some(s))
-    });
+    let _span = span.map(|s| s.answered(reply.status.as_u16()));
     let close = *wait.stopping || !wait.complete;
     let written = match reply.body {
         ReplyBody::Stream(_) => {

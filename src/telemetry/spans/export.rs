@@ -14,6 +14,7 @@ use hyper_util::client::legacy::Client;
 use super::otlp::{self, Service};
 use super::{Tracer, BATCH, EXPORT_FAILURES, SPANS_EXPORTED};
 use crate::config::{OtlpProtocol, Tracing};
+use crate::http::span::SpanRecord;
 
 /// How long one export may take before it counts as failed.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -135,12 +136,15 @@ impl Target {
     }
 }
 
-/// The exporter's loop, until the tracer is gone.
+/// The exporter's loop, until the tracer is gone: each round, whatever it found, is counted
+/// for [`Tracer::flush`].
 pub(super) async fn run(tracer: Weak<Tracer>, wake: Arc<tokio::sync::Notify>) {
-    let mut target: Option<Target> = None;
-    let mut logged: Option<Instant> = None;
-    let exported = metrics::counter!(SPANS_EXPORTED);
-    let failures = metrics::counter!(EXPORT_FAILURES);
+    let mut exporter = Exporter {
+        target: None,
+        logged: None,
+        exported: metrics::counter!(SPANS_EXPORTED),
+        failures: metrics::counter!(EXPORT_FAILURES),
+    };
     loop {
         let Some(interval) = tracer
             .upgrade()
@@ -156,34 +160,47 @@ pub(super) async fn run(tracer: Weak<Tracer>, wake: Arc<tokio::sync::Notify>) {
             return;
         };
         let settings = t.settings.load_full();
-        let mut spans = t.take();
+        let spans = t.take();
         let rounds = t.rounds.clone();
         let service = Service {
             name: settings.service_name.clone(),
             instance: t.instance.clone(),
         };
         drop(t);
+        exporter.round(settings, &service, &spans).await;
+        rounds.send_modify(|r| *r += 1);
+    }
+}
+
+/// What the loop keeps between rounds: the collector's client, when the last error was
+/// logged, the counters.
+struct Exporter {
+    target: Option<Target>,
+    logged: Option<Instant>,
+    exported: metrics::Counter,
+    failures: metrics::Counter,
+}
+
+impl Exporter {
+    /// Sends `spans` to the collector of `settings`, a batch at a time.
+    async fn round(&mut self, settings: Arc<Tracing>, service: &Service, spans: &[SpanRecord]) {
         if spans.is_empty() || !settings.enabled() {
-            rounds.send_modify(|r| *r += 1);
-            continue;
+            return;
         }
-        if target.as_ref().is_none_or(|t| t.settings != settings) {
-            target = Target::new(settings.clone());
+        if self.target.as_ref().is_none_or(|t| t.settings != settings) {
+            self.target = Target::new(settings.clone());
         }
-        let Some(target) = &target else {
-            rounds.send_modify(|r| *r += 1);
-            continue;
+        let Some(target) = &self.target else {
+            return;
         };
-        while !spans.is_empty() {
-            let rest = spans.split_off(spans.len().min(BATCH));
-            let n = spans.len() as u64;
-            let body = otlp::encode(&service, &std::mem::replace(&mut spans, rest));
-            match target.send(body).await {
-                Ok(()) => exported.increment(n),
+        for batch in spans.chunks(BATCH) {
+            let n = batch.len() as u64;
+            match target.send(otlp::encode(service, batch)).await {
+                Ok(()) => self.exported.increment(n),
                 Err(e) => {
-                    failures.increment(1);
-                    if logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
-                        logged = Some(Instant::now());
+                    self.failures.increment(1);
+                    if self.logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+                        self.logged = Some(Instant::now());
                         tracing::warn!(
                             endpoint = %crate::config::mask_userinfo(&settings.otlp_endpoint),
                             error = %e,
@@ -194,6 +211,5 @@ pub(super) async fn run(tracer: Weak<Tracer>, wake: Arc<tokio::sync::Notify>) {
                 }
             }
         }
-        rounds.send_modify(|r| *r += 1);
     }
 }
