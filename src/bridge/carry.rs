@@ -107,9 +107,9 @@ impl Bridge {
         let mut traced = crate::http::scope::parent().map(|p| {
             let mut span = p.child(Kind::Client, "POST");
             span.set("http.request.method", "POST");
-            span.set("url.path", path.to_owned());
-            span.set("wiregate.cluster.owner", node.clone());
-            span.set("wiregate.endpoint", advertise.clone());
+            span.set("url.path", path);
+            span.set("wiregate.cluster.owner", &*node);
+            span.set("wiregate.endpoint", &*advertise);
             (p, span)
         });
         let traceparent = match (&traced, crate::http::scope::trace()) {

@@ -26,8 +26,8 @@ impl TurnSpans {
             return;
         };
         let mut span = parent.child(Kind::Internal, "sid turn");
-        span.set("wiregate.task_id", task_id.to_owned());
-        span.set("wiregate.context_id", context_id.to_owned());
+        span.set("wiregate.task_id", task_id);
+        span.set("wiregate.context_id", context_id);
         let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
         if spans.len() >= MAX_OPEN {
             return;
@@ -50,7 +50,7 @@ impl TurnSpans {
         };
         if let Some((parent, mut span)) = taken {
             if let Some(state) = state {
-                span.set("wiregate.task_state", state.to_owned());
+                span.set("wiregate.task_state", state);
             }
             if failed {
                 span.fail("task_failed");

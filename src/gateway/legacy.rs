@@ -13,7 +13,7 @@ use super::{Gateway, Meta};
 impl Gateway {
     pub(super) async fn handle_legacy(&self, req: LegacyRequest, meta: &Meta<'_>) -> Reply {
         let request_id = req.request_id.clone();
-        crate::http::scope::annotate(|s| s.set("rpc.jsonrpc.request_id", request_id.clone()));
+        crate::http::scope::annotate(|s| s.set("rpc.jsonrpc.request_id", &request_id));
         let call = Call {
             method: req.operation,
             params: Some(req.params),

@@ -461,9 +461,7 @@ impl Gateway {
         let client_dialect = spec.map_or("jsonrpc", |s| s.version.label());
         if let Some(id) = &id {
             crate::http::scope::annotate(|s| {
-                if let Some(text) = id.as_text() {
-                    s.set("rpc.jsonrpc.request_id", text);
-                }
+                id.with_text(|text| s.set("rpc.jsonrpc.request_id", text));
             });
         }
         let result = self.dispatch(call, client_dialect, meta).await;

@@ -5,7 +5,7 @@
 use crate::config::{Config, Dialect};
 use crate::model::error::GatewayError;
 use crate::upstream::call::Done;
-use crate::wire::jsonrpc::{Id, Outcome, Request, Response};
+use crate::wire::jsonrpc::{Outcome, Request, Response};
 
 /// A dispatched call: its method, the client's dialect, the upstream that served it (and that
 /// upstream's dialect), the route and split side it took, and how it ended.
@@ -18,16 +18,16 @@ pub(super) fn dispatched(
 ) {
     crate::http::scope::annotate(|s| {
         s.set("rpc.system", "jsonrpc");
-        s.set("rpc.method", method.to_owned());
+        s.set("rpc.method", method);
         s.set("wiregate.client_dialect", client_dialect);
-        s.set("wiregate.upstream", upstream.to_owned());
+        s.set("wiregate.upstream", upstream);
         if let Some(d) = served {
             s.set("wiregate.upstream_dialect", d.as_str());
         }
         if let Some((name, side)) = route {
-            s.set("wiregate.route", name.to_owned());
+            s.set("wiregate.route", name);
             if let Some(side) = side {
-                s.set("wiregate.split_side", side.to_owned());
+                s.set("wiregate.split_side", side);
             }
         }
         match result {
@@ -51,11 +51,11 @@ pub(super) fn dispatched(
 pub(super) fn stream(req: &Request, client_dialect: &'static str) {
     crate::http::scope::annotate(|s| {
         s.set("rpc.system", "jsonrpc");
-        s.set("rpc.method", req.method.clone());
+        s.set("rpc.method", &*req.method);
         s.set("wiregate.upstream", "sid");
         s.set("wiregate.client_dialect", client_dialect);
-        if let Some(text) = req.id.as_ref().and_then(Id::as_text) {
-            s.set("rpc.jsonrpc.request_id", text);
+        if let Some(id) = &req.id {
+            id.with_text(|text| s.set("rpc.jsonrpc.request_id", text));
         }
     });
 }

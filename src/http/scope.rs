@@ -166,10 +166,10 @@ pub(crate) fn parent() -> Option<Parent> {
 }
 
 /// The INTERNAL span of one call of a batch, named `name`, under the request's SERVER span,
-/// started now: `None` (and no copy of the name) when the request records no spans.
+/// started now: `None` when the request records no spans.
 pub(crate) fn call_span(name: &str) -> Option<(Parent, SpanRecord)> {
     parent().map(|p| {
-        let span = p.child(Kind::Internal, name.to_owned());
+        let span = p.child(Kind::Internal, name);
         (p, span)
     })
 }
@@ -192,12 +192,7 @@ pub(crate) async fn in_call<F: Future>(span: Option<(Parent, SpanRecord)>, f: F)
 /// Runs `f` as span `name` of kind `kind`, a child of `parent`, in a scope of its own: work
 /// done off the request's task (a shadow's exchange, a sid turn) whose upstream tries are then
 /// CLIENT spans under it and carry its trace. `f` writes its attributes with [`annotate`].
-pub(crate) async fn run_as<F: Future>(
-    parent: Parent,
-    kind: Kind,
-    name: impl Into<std::borrow::Cow<'static, str>>,
-    f: F,
-) -> F::Output {
+pub(crate) async fn run_as<F: Future>(parent: Parent, kind: Kind, name: &str, f: F) -> F::Output {
     let span = parent.child(kind, name);
     let trace = span.context();
     let recording = Box::new(Recording {

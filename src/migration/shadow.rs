@@ -195,7 +195,7 @@ async fn run(mut job: Job) {
     match job.trace.take() {
         Some(parent) => {
             let name = format!("shadow {}", job.target.route);
-            crate::http::scope::run_as(parent, Kind::Internal, name, exchange(job)).await;
+            crate::http::scope::run_as(parent, Kind::Internal, &name, exchange(job)).await;
         }
         None => exchange(job).await,
     }
@@ -228,9 +228,9 @@ async fn exchange(job: Job) {
             t.stats.shadow_error.fetch_add(1, Ordering::Relaxed);
             telemetry::record_shadow(&t.route, &method, "shadow_error");
             crate::http::scope::annotate(|s| {
-                s.set("wiregate.route", t.route.clone());
-                s.set("wiregate.upstream", t.shadow.name().to_owned());
-                s.set("rpc.method", method.to_string());
+                s.set("wiregate.route", &*t.route);
+                s.set("wiregate.upstream", t.shadow.name());
+                s.set("rpc.method", &*method.to_string());
                 s.fail(e.kind());
             });
         }
@@ -246,9 +246,9 @@ async fn exchange(job: Job) {
                 ),
             };
             crate::http::scope::annotate(|s| {
-                s.set("wiregate.route", t.route.clone());
-                s.set("wiregate.upstream", t.shadow.name().to_owned());
-                s.set("rpc.method", method.to_string());
+                s.set("wiregate.route", &*t.route);
+                s.set("wiregate.upstream", t.shadow.name());
+                s.set("rpc.method", &*method.to_string());
                 s.set("wiregate.shadow.verdict", verdict.label());
             });
             t.stats.record(&t.route, &method, &request_id, verdict);

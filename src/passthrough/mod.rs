@@ -323,7 +323,7 @@ impl Target {
         let (parts, body) = req.into_parts();
         // The upstream request is a CLIENT span of the request's, when it records spans.
         let traced = crate::http::scope::parent().map(|p| {
-            let span = p.child(Kind::Client, parts.method.as_str().to_owned());
+            let span = p.child(Kind::Client, parts.method.as_str());
             (p, span)
         });
         let (head, sending, no_body) = self.head(
@@ -364,10 +364,10 @@ impl Target {
             self.client.record(&endpoint, tried);
         }
         if let Some((parent, mut span)) = traced {
-            span.set("http.request.method", parts.method.as_str().to_owned());
-            span.set("url.path", parts.uri.path().to_owned());
-            span.set("wiregate.upstream", self.name.clone());
-            span.set_server(endpoint.label());
+            span.set("http.request.method", parts.method.as_str());
+            span.set("url.path", parts.uri.path());
+            span.set("wiregate.upstream", &*self.name);
+            span.set_server(endpoint.peer(), endpoint.label());
             match &sent {
                 Ok(answer) => span.set_status(answer.status.as_u16()),
                 Err(e) => span.fail(e.kind()),

@@ -71,6 +71,9 @@ pub(crate) struct Endpoint {
     addr: String,
     /// The `Host` header.
     host: String,
+    /// The host (an IPv6 address without its brackets) and port connected to, as a span's
+    /// `server.address` and `server.port` name them.
+    peer: (String, u16),
     /// The request target (origin form).
     path: String,
     idle: Arc<Mutex<Vec<Pooled>>>,
@@ -190,6 +193,7 @@ impl Endpoint {
             pipe,
             addr,
             host: self::authority(url).to_owned(),
+            peer: (host.to_owned(), port),
             path,
             idle: Arc::new(Mutex::new(Vec::new())),
             pipeline: config.pipeline,
@@ -432,6 +436,11 @@ impl Endpoint {
     /// The path its calls are POSTed to.
     pub(crate) fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The host and port connected to.
+    pub(crate) fn peer(&self) -> (&str, u16) {
+        (&self.peer.0, self.peer.1)
     }
 
     /// Its `host:port` (the `Host` it gets): how logs, metrics and `/readyz` name it.

@@ -314,9 +314,9 @@ impl UpstreamClient {
         result: &Result<Answer, endpoint::Failure>,
     ) {
         s.set("http.request.method", "POST");
-        s.set_server(e.label());
-        s.set("url.path", e.path().to_owned());
-        s.set("wiregate.upstream", self.name().to_owned());
+        s.set_server(e.peer(), e.label());
+        s.set("url.path", e.path());
+        s.set("wiregate.upstream", self.name());
         s.set("wiregate.upstream_dialect", self.dialect().as_str());
         s.set("wiregate.retry", i64::from(attempt) - 1);
         match result {

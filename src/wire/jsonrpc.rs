@@ -175,6 +175,16 @@ impl Id {
         }
     }
 
+    /// `f` of the id's text ([`Id::as_text`]) without a copy of it: `None` for a null id.
+    pub(crate) fn with_text<T>(&self, f: impl FnOnce(&str) -> T) -> Option<T> {
+        match self {
+            Id::Null => None,
+            Id::Number(IdNumber(NumberText::Int(n))) => Some(f(itoa::Buffer::new().format(*n))),
+            Id::Number(IdNumber(NumberText::Raw(r))) => Some(f(r.get())),
+            Id::String(s) => Some(f(s)),
+        }
+    }
+
     /// The id of a member read as raw JSON: `None` when it is not a string, a number or null.
     pub fn from_raw(raw: &RawValue) -> Option<Self> {
         let text = raw.get();

@@ -8,6 +8,7 @@ pub mod dialect;
 pub(crate) mod head;
 pub mod jsonrpc;
 pub mod legacy;
+pub(crate) mod protobuf;
 pub mod raw;
 pub(crate) mod scan;
 pub mod sse;

@@ -620,7 +620,7 @@ async fn deliver(
                     async {
                         let outcome = notify.await;
                         crate::http::scope::annotate(|s| {
-                            s.set("wiregate.task_id", c.task_id.clone());
+                            s.set("wiregate.task_id", &*c.task_id);
                             s.set("wiregate.push.outcome", outcome);
                             if outcome != "delivered" {
                                 s.fail(outcome);

@@ -12,9 +12,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 
 use super::otlp::{self, Service};
-use super::{Tracer, BATCH, EXPORT_FAILURES, SPANS_EXPORTED};
+use super::{Pending, Tracer, EXPORT_FAILURES, SPANS_EXPORTED};
 use crate::config::{OtlpProtocol, Tracing};
-use crate::http::span::SpanRecord;
 
 /// How long one export may take before it counts as failed.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,24 +73,20 @@ impl Target {
         })
     }
 
-    /// Sends one batch; `Err` says why it was not accepted (never a header's value).
-    async fn send(&self, body: Vec<u8>) -> Result<(), String> {
-        let (content_type, body) = match self.transport {
-            Transport::Http(_) => ("application/x-protobuf", Bytes::from(body)),
-            Transport::Grpc(_) => {
-                // One length-prefixed, uncompressed message.
-                let mut framed = Vec::with_capacity(5 + body.len());
-                framed.push(0);
-                framed.extend_from_slice(&(body.len() as u32).to_be_bytes());
-                framed.extend_from_slice(&body);
-                ("application/grpc", Bytes::from(framed))
-            }
+    /// Sends one batch (its spans after [`otlp::HEAD_ROOM`]); `Err` says why it was not
+    /// accepted (never a header's value).
+    async fn send(&self, batch: Vec<u8>, service: &Service) -> Result<(), String> {
+        let grpc = matches!(self.transport, Transport::Grpc(_));
+        let body = otlp::request(service, batch, grpc);
+        let content_type = match grpc {
+            false => "application/x-protobuf",
+            true => "application/grpc",
         };
         let mut req = Request::builder()
             .method(Method::POST)
             .uri(self.url.clone())
             .header(header::CONTENT_TYPE, content_type);
-        if matches!(self.transport, Transport::Grpc(_)) {
+        if grpc {
             req = req.header(header::TE, "trailers");
         }
         for (k, v) in &self.headers {
@@ -160,14 +155,14 @@ pub(super) async fn run(tracer: Weak<Tracer>, wake: Arc<tokio::sync::Notify>) {
             return;
         };
         let settings = t.settings.load_full();
-        let spans = t.take();
+        let pending = t.take();
         let rounds = t.rounds.clone();
         let service = Service {
             name: settings.service_name.clone(),
             instance: t.instance.clone(),
         };
         drop(t);
-        exporter.round(settings, &service, &spans).await;
+        exporter.round(settings, &service, pending).await;
         rounds.send_modify(|r| *r += 1);
     }
 }
@@ -182,9 +177,9 @@ struct Exporter {
 }
 
 impl Exporter {
-    /// Sends `spans` to the collector of `settings`, a batch at a time.
-    async fn round(&mut self, settings: Arc<Tracing>, service: &Service, spans: &[SpanRecord]) {
-        if spans.is_empty() || !settings.enabled() {
+    /// Sends the spans `pending` to the collector of `settings`, a batch at a time.
+    async fn round(&mut self, settings: Arc<Tracing>, service: &Service, pending: Pending) {
+        if pending.spans == 0 || !settings.enabled() {
             return;
         }
         if self.target.as_ref().is_none_or(|t| t.settings != settings) {
@@ -193,9 +188,9 @@ impl Exporter {
         let Some(target) = &self.target else {
             return;
         };
-        for batch in spans.chunks(BATCH) {
-            let n = batch.len() as u64;
-            match target.send(otlp::encode(service, batch)).await {
+        for batch in pending.batches {
+            let n = batch.spans as u64;
+            match target.send(batch.bytes, service).await {
                 Ok(()) => self.exported.increment(n),
                 Err(e) => {
                     self.failures.increment(1);

@@ -28,6 +28,29 @@ pub const EXPORT_FAILURES: &str = "wiregate_trace_export_failures_total";
 /// Spans sent in one export request; the exporter wakes early when this many are waiting.
 const BATCH: usize = 512;
 
+/// Spans waiting for export, already encoded ([`otlp::put_span`]), in batches of [`BATCH`]:
+/// submitting a span is writing it once, exporting a batch one copy into its request.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    /// The batches, the last one filling.
+    pub batches: Vec<Batch>,
+    /// Spans in all of them.
+    pub spans: usize,
+}
+
+/// Spans for one export request.
+#[derive(Debug)]
+pub(super) struct Batch {
+    /// [`otlp::HEAD_ROOM`] bytes for the request's envelope, then `ScopeSpans.spans` fields,
+    /// one after the other.
+    pub bytes: Vec<u8>,
+    /// How many.
+    pub spans: usize,
+}
+
+/// Room a batch starts with: a call's SERVER or CLIENT span is about 450 bytes encoded.
+const BATCH_BYTES: usize = BATCH * 512;
+
 /// One gateway's tracer: its settings (reloadable), its queue, its exporter task.
 #[derive(Debug)]
 pub struct Tracer {
@@ -35,7 +58,7 @@ pub struct Tracer {
     /// Traces the gateway starts are sampled when their id's low 64 bits are below this.
     threshold: AtomicU64,
     queue_max: AtomicUsize,
-    queue: Mutex<Vec<SpanRecord>>,
+    queue: Mutex<Pending>,
     settings: ArcSwap<Tracing>,
     instance: String,
     wake: Arc<tokio::sync::Notify>,
@@ -55,7 +78,7 @@ impl Tracer {
             on: AtomicBool::new(false),
             threshold: AtomicU64::new(0),
             queue_max: AtomicUsize::new(config.queue_max),
-            queue: Mutex::new(Vec::new()),
+            queue: Mutex::new(Pending::default()),
             settings: ArcSwap::from_pointee(config.clone()),
             instance,
             wake: Arc::new(tokio::sync::Notify::new()),
@@ -89,13 +112,7 @@ impl Tracer {
     /// Sends the spans waiting now, within `within`: what a stopping gateway does last, so the
     /// spans of its last calls are not lost with the process.
     pub async fn flush(&self, within: std::time::Duration) {
-        if !self.is_on()
-            || self
-                .queue
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_empty()
-        {
+        if !self.is_on() || self.queue.lock().unwrap_or_else(|e| e.into_inner()).spans == 0 {
             return;
         }
         let mut rounds = self.rounds.subscribe();
@@ -130,17 +147,16 @@ impl Tracer {
     }
 
     /// The SERVER span of a request whose trace is `trace` (its sampling decided here, see
-    /// [`Tracer::sample`]), named by `name`, when it is to be recorded. The name is made only
-    /// then: a trace not sampled costs no formatting.
-    pub(crate) fn server<N: Into<std::borrow::Cow<'static, str>>>(
+    /// [`Tracer::sample`]), named by the concatenation of `name`, when it is to be recorded.
+    pub(crate) fn server(
         self: &Arc<Self>,
         trace: &mut TraceContext,
-        name: impl FnOnce() -> N,
+        name: &[&str],
     ) -> Option<Box<Recording>> {
         if !self.sample(trace) {
             return None;
         }
-        let span = SpanRecord::start(trace, trace.parent_id, Kind::Server, name());
+        let span = SpanRecord::start(trace, trace.parent_id, Kind::Server, name);
         Some(Box::new(Recording {
             sink: self.clone(),
             span: RefCell::new(span),
@@ -150,33 +166,41 @@ impl Tracer {
     /// How many spans wait for export.
     #[cfg(test)]
     fn waiting(&self) -> usize {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).spans
     }
 
-    /// The spans waiting, taken for export; the queue starts again with room for a batch (grown
-    /// from empty, it was copied nine times on the way to 512).
-    fn take(&self) -> Vec<SpanRecord> {
-        let fresh = Vec::with_capacity(BATCH.min(self.queue_max.load(Ordering::Relaxed)));
-        std::mem::replace(
-            &mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()),
-            fresh,
-        )
+    /// The spans waiting, taken for export.
+    fn take(&self) -> Pending {
+        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
 impl SpanSink for Tracer {
     fn submit(&self, span: SpanRecord) {
-        let waiting = {
+        let full = {
             let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if q.len() >= self.queue_max.load(Ordering::Relaxed) {
+            if q.spans >= self.queue_max.load(Ordering::Relaxed) {
                 drop(q);
                 self.dropped.increment(1);
                 return;
             }
-            q.push(span);
-            q.len()
+            q.spans += 1;
+            let batch = match q.batches.last_mut() {
+                Some(b) if b.spans < BATCH => b,
+                _ => {
+                    let room = BATCH_BYTES.min(self.queue_max.load(Ordering::Relaxed) * 512);
+                    let mut bytes = Vec::with_capacity(otlp::HEAD_ROOM + room);
+                    bytes.resize(otlp::HEAD_ROOM, 0);
+                    q.batches.push(Batch { bytes, spans: 0 });
+                    q.batches.last_mut().expect("just pushed")
+                }
+            };
+            otlp::put_span(&mut batch.bytes, &span);
+            batch.spans += 1;
+            batch.spans == BATCH
         };
-        if waiting == BATCH {
+        span.recycle();
+        if full {
             self.wake.notify_one();
         }
     }
@@ -237,7 +261,7 @@ mod tests {
         let t = Tracer::new(&tracing(1.0), "i".into());
         let ctx = TraceContext::for_parent(None).0;
         for _ in 0..5 {
-            t.submit(SpanRecord::start(&ctx, [0; 8], Kind::Server, "x"));
+            t.submit(SpanRecord::start(&ctx, [0; 8], Kind::Server, &["x"]));
         }
         assert_eq!(t.waiting(), 3);
         t.reconfigure(&tracing(0.0));
