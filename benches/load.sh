@@ -31,7 +31,8 @@
 #                                                    # TLS rows) fleet (the three rows over
 #                                                    # three upstreams) gate (the two rows
 #                                                    # below) traced (the translating gateway
-#                                                    # exporting spans); a ratio is printed
+#                                                    # exporting spans) all (every feature
+#                                                    # at once, below); a ratio is printed
 #                                                    # when both its rows ran
 #
 # "gate" is the translating gateway behind its gate: `[auth] mode = "required"` with a
@@ -43,9 +44,16 @@
 # ratios: the gated gateway against the plain translating one and against that nginx.
 #
 # "traced" is the translating gateway with `[tracing]` exporting its spans over OTLP/HTTP to
-# examples/otlp_sink (SINK_PORT), a collector that decodes and accepts everything, at
+# examples/otlp_sink (SINK_PORT), a collector that accepts everything (it walks each request's
+# fields and counts its spans; SINK_DECODE=1 has it decode them whole, see the example), at
 # `sample_ratio = TRACE_RATIO` (1.0 unless set), the other keys at their defaults; its ratio is
 # traced/wiregate, and the spans the sink took are printed at the end.
+#
+# "all" is the translating gateway with every feature a fleet's gateway runs, at once: the
+# fleet's three endpoints (`least_request`, the posted method retried) with active health checks
+# (`[upstreams.health] path = "/health"`, every second), the gate's JWT and rate limit, and
+# `[tracing]` to the sink at `sample_ratio = ALL_RATIO` (0.01 unless set); its ratio is
+# all/wiregate.
 #
 # "fleet" runs three upstream processes (ports FLEET_UP1_PORT, FLEET_UP2_PORT, FLEET_UP3_PORT) and
 # measures balancing over them, each proxy least-loaded first: nginx's `upstream` block with the
@@ -108,13 +116,15 @@ GW_GATE_PORT=${GW_GATE_PORT:-19017}
 NGINX_LIMIT_PORT=${NGINX_LIMIT_PORT:-19018}
 GW_TRACED_PORT=${GW_TRACED_PORT:-19019}
 SINK_PORT=${SINK_PORT:-19020}
+ALL_PORT=${ALL_PORT:-19021}
+ALL_RATIO=${ALL_RATIO:-0.01}
 TRACE_RATIO=${TRACE_RATIO:-1.0}
 GATE_RATE=${GATE_RATE:-1000000}
 PIPELINE=${PIPELINE:-256}
 WG_BIN=${WG_BIN:-./target/release/wiregate}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
 nginx_forwards='proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$http_host\""; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $http_host; proxy_set_header Via "1.1 nginx"; proxy_set_header traceparent "00-$request_id-b7ad6b7169203331-01";'
-ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls fleet gate traced"}
+ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls fleet gate traced all"}
 # wants ROW -> exit 0 when ROW was asked for.
 wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -132,7 +142,7 @@ begin_run
 up_pid=$!
 pids+=($!)
 # The fleet's three upstreams.
-if wants fleet; then
+if wants fleet || wants all; then
   for port in "$FLEET_UP1_PORT" "$FLEET_UP2_PORT" "$FLEET_UP3_PORT"; do
     ./target/release/examples/legacy_upstream "127.0.0.1:$port" >/dev/null &
     pids+=($!)
@@ -263,12 +273,10 @@ if [ -n "${BASE_BIN:-}" ]; then
   base_pipe_pid=$!
   pids+=($!)
 fi
-# The gated gateway: the translating one behind a JWT and a rate limit.
-if wants gate; then
+# The gate's key set, token and `[auth]` (the gated gateway's and everything's).
+if wants gate || wants all; then
   ./target/release/examples/jwt_mint "$work"
-  sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_GATE_PORT/" "$work/base.toml" >"$work/gate.toml"
-  cat "$work/auth.toml" >>"$work/gate.toml"
-  cat >>"$work/gate.toml" <<TOML
+  cat >"$work/limit.toml" <<TOML
 [[rate_limits]]
 name = "per-caller"
 match = ["*"]
@@ -276,19 +284,39 @@ key = "caller"
 rate_per_s = $GATE_RATE
 burst = $GATE_RATE
 TOML
+fi
+# The gated gateway: the translating one behind a JWT and a rate limit.
+if wants gate; then
+  sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_GATE_PORT/" "$work/base.toml" >"$work/gate.toml"
+  cat "$work/auth.toml" "$work/limit.toml" >>"$work/gate.toml"
   RUST_LOG=warn "$WG_BIN" --config "$work/gate.toml" >/dev/null 2>&1 &
   gate_pid=$!
   pids+=($!)
 fi
 # The traced gateway: the translating one exporting its spans to the sink.
-if wants traced; then
-  ./target/release/examples/otlp_sink "127.0.0.1:$SINK_PORT" >/dev/null &
+if wants traced || wants all; then
+  ./target/release/examples/otlp_sink "127.0.0.1:$SINK_PORT" ${SINK_DECODE:+--decode} >/dev/null &
+  sink_pid=$!
   pids+=($!)
+fi
+if wants traced; then
   sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$GW_TRACED_PORT/" "$work/base.toml" >"$work/traced.toml"
   printf '[tracing]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s\n' \
     "$SINK_PORT" "$TRACE_RATIO" >>"$work/traced.toml"
   RUST_LOG=warn "$WG_BIN" --config "$work/traced.toml" >/dev/null 2>&1 &
   traced_pid=$!
+  pids+=($!)
+fi
+# Everything at once: the fleet's gateway, its endpoints checked, behind the gate, traced.
+if wants all; then
+  GW_FLEET_PORT=$ALL_PORT fleet_toml "$work/all.toml"
+  cat "$work/auth.toml" "$work/limit.toml" >>"$work/all.toml"
+  printf '[tracing]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s\n' \
+    "$SINK_PORT" "$ALL_RATIO" >>"$work/all.toml"
+  # (TOML: [upstreams.health] after the other tables is the last [[upstreams]]' own.)
+  printf '[upstreams.health]\npath = "/health"\ninterval_ms = 1000\n' >>"$work/all.toml"
+  RUST_LOG=warn "$WG_BIN" --config "$work/all.toml" >/dev/null 2>&1 &
+  all_pid=$!
   pids+=($!)
 fi
 # The fleet's gateway: the translating one with three endpoints, least_request, and the posted
@@ -305,7 +333,7 @@ sleep 1
 lua "$legacy_body" "$work/legacy.lua"
 lua "$rpc_body" "$work/rpc.lua"
 gate_auth=
-if wants gate; then
+if wants gate || wants all; then
   gate_auth="authorization: Bearer $(cat "$work/token")"
   cp "$work/rpc.lua" "$work/gate.lua"
   printf 'wrk.headers["Authorization"] = "Bearer %s"\n' "$(cat "$work/token")" >>"$work/gate.lua"
@@ -329,6 +357,10 @@ if wants gate; then
 fi
 if wants traced; then
   answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_TRACED_PORT/rpc"
+fi
+if wants all; then
+  answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$ALL_PORT/rpc" "$gate_auth"
+  ! answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$ALL_PORT/rpc" || { echo "the gateway with every feature answered a call without a token" >&2; exit 1; }
 fi
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$BASE_PORT/rpc"
 [ -z "${BASE_BIN:-}" ] || answers "$rpc_ok" "$rpc_body" "https://127.0.0.1:$BASE_TLS_PORT/rpc"
@@ -445,7 +477,8 @@ def wiregate_fleet fleet "wiregate x3 ${FLEET_BALANCE:-least_request} (transl.)"
 def nginx_limit gate "nginx proxy_pass + limit_req" "http://127.0.0.1:$NGINX_LIMIT_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def wiregate_gate gate "wiregate JWT + limit (transl.)" "http://127.0.0.1:$GW_GATE_PORT/rpc" "$work/gate.lua" "${gate_pid:-}" "$rpc_ok" "$rpc_body" "$gate_auth"
 def wiregate_traced traced "wiregate traced $TRACE_RATIO (transl.)" "http://127.0.0.1:$GW_TRACED_PORT/rpc" "$work/rpc.lua" "${traced_pid:-}" "$rpc_ok" "$rpc_body"
-order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet nginx_limit wiregate_gate wiregate_traced)
+def wiregate_all all "wiregate everything (transl.)" "http://127.0.0.1:$ALL_PORT/rpc" "$work/gate.lua" "${all_pid:-}" "$rpc_ok" "$rpc_body" "$gate_auth"
+order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet nginx_limit wiregate_gate wiregate_traced wiregate_all)
 if [ -n "${BASE_BIN:-}" ]; then
   def base wiregate "wiregate BASE_BIN (transl.)" "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$base_pid" "$rpc_ok" "$rpc_body"
   def base_tls tls "wiregate BASE_BIN TLS" "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$base_tls_pid" "$rpc_ok" "$rpc_body"
@@ -488,6 +521,7 @@ for c in $CONNS; do
   read -r nl_rps nl_p50 nl_p99 nl_u nl_s nl_err <<<"$(fields nginx_limit)"
   read -r g_rps g_p50 g_p99 g_u g_s g_err <<<"$(fields wiregate_gate)"
   read -r t_rps t_p50 t_p99 t_u t_s t_err <<<"$(fields wiregate_traced)"
+  read -r a_rps a_p50 a_p99 a_u a_s a_err <<<"$(fields wiregate_all)"
   read -r b_rps b_p50 b_p99 b_u b_s b_err <<<"$(fields base)"
   read -r bt_rps bt_p50 bt_p99 bt_u bt_s bt_err <<<"$(fields base_tls)"
   read -r bq_rps bq_p50 bq_p99 bq_u bq_s bq_err <<<"$(fields base_pipe)"
@@ -500,7 +534,7 @@ for c in $CONNS; do
       echo "  ^ did not start or answer; its log's last lines are printed above"
     fi
   done
-  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$nl_err$g_err$t_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$nl_err$g_err$t_err$a_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
@@ -543,6 +577,10 @@ for c in $CONNS; do
     awk -v t="$t_rps" -v w="$w_rps" -v tp="$t_p99" -v wp="$w_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: traced/wiregate %.2f  p99 traced/wiregate %.2f\n", c, t/w, tp/wp }'
   fi
+  if wants all && wants wiregate; then
+    awk -v a="$a_rps" -v w="$w_rps" -v ap="$a_p99" -v wp="$w_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: everything/wiregate %.2f  p99 everything/wiregate %.2f\n", c, a/w, ap/wp }'
+  fi
   if [ -n "${BASE_BIN:-}" ] && wants wiregate && wants nginx; then
     awk -v w="$w_rps" -v b="$b_rps" -v n="$n_rps" -v wp="$w_p99" -v bp="$b_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: wiregate/BASE_BIN %.2f  wiregate/nginx %.2f vs BASE_BIN/nginx %.2f  p99 wiregate/BASE_BIN %.2f\n", c, w/b, w/n, b/n, wp/bp }'
@@ -559,5 +597,5 @@ for c in $CONNS; do
 done
 if wants traced; then
   sleep 0.5
-  echo "spans the sink took from the traced gateway: $(curl -s "http://127.0.0.1:$SINK_PORT/spans"); dropped at its full queue: $(curl -s "http://127.0.0.1:$GW_TRACED_PORT/metrics" | awk '/^wiregate_trace_spans_dropped_total/ { print $2; f = 1 } END { if (!f) print 0 }')"
+  echo "spans the sink took (the traced row's, and the everything row's when it ran): $(curl -s "http://127.0.0.1:$SINK_PORT/spans"); dropped at its full queue: $(curl -s "http://127.0.0.1:$GW_TRACED_PORT/metrics" | awk '/^wiregate_trace_spans_dropped_total/ { print $2; f = 1 } END { if (!f) print 0 }'); the sink's CPU (user, system s): $(cpu "$sink_pid")"
 fi

@@ -3,7 +3,8 @@
 //! It speaks the legacy envelope only and knows a few operations: `session.create`,
 //! `_cleveragents/plan/status` (plan `P1` exists; any other is `NOT_FOUND`), `echo`, and `slow`
 //! (sleeps `params.ms`, 1500 by default, at most 30 000). `GET /events` is its domain-event feed
-//! (NDJSON, `?after=ID` resumes): a new plan's life cycle every few seconds.
+//! (NDJSON, `?after=ID` resumes): a new plan's life cycle every few seconds. `GET /health`
+//! answers 200, for a gateway's active health checks (`[upstreams.health] path = "/health"`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,7 @@ pub async fn legacy_upstream(addr: SocketAddr) -> std::io::Result<(SocketAddr, J
     tokio::spawn(generate(feed.clone()));
     let app = axum::Router::new()
         .route("/a2a", post(handle))
+        .route("/health", get(|| async { "ok" }))
         .route("/events", get(events).with_state(feed));
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;

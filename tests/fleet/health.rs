@@ -156,3 +156,30 @@ async fn a_check_that_times_out_or_is_refused_counts_as_failed() {
     );
     assert_eq!(ups[0].calls() + ups[1].calls(), 12);
 }
+
+#[tokio::test]
+async fn the_demo_legacy_server_passes_the_checks() {
+    const UP: &str = "health-demo";
+    let mut urls = Vec::new();
+    for _ in 0..2 {
+        let (addr, _task) = wiregate::demo::legacy_upstream("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        urls.push(format!("http://{addr}/a2a"));
+    }
+    // One failed check would take an endpoint out.
+    let gw = fleet(UP, &urls, Dialect::Legacy, |u| {
+        u.health = quick_checks(1, 1);
+        u.outlier.consecutive_failures = 0;
+    })
+    .start()
+    .await;
+    // Ten rounds of checks.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    for url in &urls {
+        assert_eq!(gw.state(UP, &authority(url)).await, "healthy", "{url}");
+    }
+    let a = gw.rpc(&call(json!(1), "echo", json!({"x": 1}))).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.json()["result"], json!({"x": 1}), "{}", a.text);
+}
