@@ -200,7 +200,7 @@ impl Passthrough {
             Some(&req.bytes[v.clone()])
         };
         let endpoint = t.client.pick_request(get, origin.ip()).endpoint.clone();
-        let mut request = Vec::new();
+        let mut request = Vec::with_capacity(request_room(req, body));
         upstream_request(&mut request, req, body, endpoint.label(), origin, trusted);
         Some(Ready {
             target: t,
@@ -208,6 +208,12 @@ impl Passthrough {
             request,
         })
     }
+}
+
+/// Room for the upstream's request of `req` and `body`: the client's head and body, and the
+/// lines this hop adds.
+fn request_room(req: &raw::Request<'_>, body: &[u8]) -> usize {
+    req.bytes.len() + body.len() + 256
 }
 
 /// Writes in `out` the request `req` (a `POST` with `body`, from `origin`; `trusted`: a
@@ -235,7 +241,7 @@ pub fn upstream_request(
     };
     let length =
         (!body.is_empty() || req.get(&header::CONTENT_LENGTH).is_some()).then_some(body.len());
-    out.reserve(req.bytes.len() + body.len() + 256);
+    out.reserve(request_room(req, body));
     let told = origin.peer.is_some();
     raw::request_head(out, req, authority, &hop, told, length, &origin.edits);
     out.extend_from_slice(body);

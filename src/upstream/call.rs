@@ -81,7 +81,7 @@ async fn to_legacy_upstream(
         call.auth.as_ref(),
     );
     let answer = up.post(&body, None, hint).await?;
-    let resp: LegacyResponse = crate::wire::from_json(&answer.body)
+    let resp = LegacyResponse::from_json(&answer.body)
         .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
     let timing_ms = resp.timing_ms;
     let outcome = match resp.body {
@@ -110,7 +110,7 @@ async fn to_jsonrpc_upstream(
             timing_ms: None,
         });
     }
-    let resp: Response = crate::wire::from_json(&answer.body)
+    let resp = Response::from_json(&answer.body)
         .map_err(|e| up.bad_envelope(answer.status, e.to_string()))?;
     Ok(Done {
         outcome: resp.outcome,

@@ -3,6 +3,11 @@
 //! A body whose top-level object has an `operation` member is a legacy envelope; anything else
 //! (an array, any other object, a scalar) is JSON-RPC 2.0. Every member either dialect knows is
 //! read in the same pass; `params` and `auth` stay raw.
+//!
+//! The pass is the strict scanner's ([`super::scan`]) when it can vouch for the object (what
+//! nearly every request is: members named without escapes, each once, the string members
+//! strings), with no serde machinery between the bytes and the members; serde_json reads every
+//! other body, so whatever it refuses is refused with its own error, as before.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -14,7 +19,7 @@ use serde_json::Value;
 
 use super::jsonrpc::{first_byte, ErrorObject, Id, Request, Response, VERSION};
 use super::legacy::{self, Auth, LegacyError, LegacyRequest};
-use super::present;
+use super::{present, scan};
 
 /// A parsed request body, in the dialect it was written in.
 #[derive(Debug)]
@@ -71,7 +76,10 @@ pub fn parse_bounded(body: &[u8], max_batch_len: usize) -> Result<Inbound, Respo
     match first_byte(body.as_bytes()) {
         Some(b'[') => parse_batch(body, max_batch_len).map(|m| Inbound::JsonRpc(Message::Batch(m))),
         Some(b'{') => {
-            let probe = read_probe(body)?;
+            let probe = match scan_probe(body) {
+                Some(p) => p,
+                None => read_probe(body)?,
+            };
             Ok(match probe.operation.is_some() {
                 true => Inbound::Legacy(probe.into_legacy()),
                 false => Inbound::JsonRpc(Message::Single(probe.into_jsonrpc())),
@@ -114,7 +122,8 @@ fn parse_batch(body: &str, max: usize) -> Result<Vec<Entry>, Response> {
         .map(|m| match first_byte(m.get().as_bytes()) {
             // The batch was read as JSON, so a member that cannot be decoded (a lone surrogate in
             // a member name, a number out of range) is an invalid request, not a parse error.
-            Some(b'{') => serde_json::from_str::<Probe<'_>>(m.get())
+            Some(b'{') => scan_probe(m.get())
+                .map_or_else(|| serde_json::from_str::<Probe<'_>>(m.get()), Ok)
                 .map_err(|e| invalid(Id::Null, e))
                 .and_then(Probe::into_jsonrpc),
             _ => Err(Response::error(
@@ -162,6 +171,48 @@ fn read_probe(body: &str) -> Result<Probe<'_>, Response> {
     serde_json::from_str(body).map_err(unreadable)
 }
 
+/// The probe of the object `body` is, read by the strict scanner: `None` when it cannot vouch
+/// for it, when a member the probe knows comes twice (serde's "duplicate field" to answer), or
+/// when one that should be a string is not (serde's to keep as it was sent, for the error).
+/// Raw members are validated by serde_json as `Box<RawValue>`s are, and copied as they are.
+fn scan_probe(body: &str) -> Option<Probe<'_>> {
+    fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
+        match slot {
+            Some(_) => None,
+            None => value.map(|v| *slot = Some(v)),
+        }
+    }
+    fn loose(raw: &str, escaped: bool) -> Option<Loose<'_>> {
+        scan::string(raw, escaped).map(Loose::Str)
+    }
+    fn boxed(raw: &str) -> Option<Box<RawValue>> {
+        RawValue::from_string(raw.to_owned()).ok()
+    }
+    let mut p = Probe::default();
+    scan::members_deferring(
+        body,
+        |name| matches!(name, "params" | "auth"),
+        |name, raw, escaped| match name {
+            "jsonrpc" => once(&mut p.jsonrpc, loose(raw, escaped)),
+            "method" => once(&mut p.method, loose(raw, escaped)),
+            "params" => once(&mut p.params, boxed(raw)),
+            "id" => once(&mut p.id, Some(raw)),
+            "operation" => once(&mut p.operation, loose(raw, escaped)),
+            "a2a_version" => once(&mut p.a2a_version, loose(raw, escaped)),
+            "request_id" => once(&mut p.request_id, loose(raw, escaped)),
+            "auth" => once(&mut p.auth, boxed(raw)),
+            _ => Some(()),
+        },
+    )?;
+    Some(p)
+}
+
+/// serde's path alone, for the tests that hold the scanner's to it.
+#[cfg(test)]
+fn probe_by_serde(body: &str) -> Option<Probe<'_>> {
+    serde_json::from_str(body).ok()
+}
+
 /// The error a body that could not be read earns: JSON of the wrong shape is an invalid request,
 /// anything else (bad syntax, bad UTF-8) a parse error.
 fn unreadable(e: serde_json::Error) -> Response {
@@ -174,8 +225,9 @@ fn unreadable(e: serde_json::Error) -> Response {
 }
 
 /// Every top-level member either dialect defines; unknown members are ignored. The members that
-/// should be strings are borrowed from the body when they hold no escapes.
-#[derive(Deserialize)]
+/// should be strings are borrowed from the body when they hold no escapes, as is the id's text.
+#[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Probe<'a> {
     #[serde(default, borrow, deserialize_with = "present")]
     jsonrpc: Option<Loose<'a>>,
@@ -183,8 +235,8 @@ struct Probe<'a> {
     method: Option<Loose<'a>>,
     #[serde(default, deserialize_with = "present")]
     params: Option<Box<RawValue>>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw_text")]
+    id: Option<&'a str>,
     #[serde(default, borrow, deserialize_with = "present")]
     operation: Option<Loose<'a>>,
     #[serde(default, borrow, deserialize_with = "present")]
@@ -195,8 +247,14 @@ struct Probe<'a> {
     auth: Option<Box<RawValue>>,
 }
 
+/// A value's text as it was sent (serde_json's `RawValue`, borrowed).
+fn raw_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de str>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(|r| Some(r.get()))
+}
+
 /// A member that ought to be a string: the string (borrowed when it has no escapes), or whatever
 /// else was sent, kept for the error message.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 enum Loose<'a> {
     Str(Cow<'a, str>),
     Other(Value),
@@ -273,7 +331,7 @@ impl Probe<'_> {
         // The id is answered back whenever it could be read, even on an invalid request.
         let id = match self.id {
             None => None,
-            Some(raw) => match Id::from_raw(raw) {
+            Some(raw) => match Id::from_text(raw) {
                 Some(id) => Some(id),
                 None => return Err(invalid(Id::Null, "id must be a string, a number or null")),
             },
@@ -393,6 +451,115 @@ pub fn empty_object() -> Box<RawValue> {
 mod tests {
     use super::*;
     use crate::wire::jsonrpc::code;
+    use proptest::prelude::*;
+
+    /// A member's value as a client might write it: strings with and without escapes, numbers
+    /// (some not JSON), literals, nested values, broken text.
+    fn value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            4 => "[a-zA-Z0-9 ._/-]{0,10}".prop_map(|s| format!("\"{s}\"")),
+            1 => any::<String>().prop_map(|s| serde_json::to_string(&s).unwrap()),
+            1 => "[a-z0-9 ./\\\\\"]{0,12}".prop_map(|s| format!("\"{s}\"")),
+            3 => Just("\"2.0\"".to_owned()),
+            2 => Just("\"1.0\"".to_owned()),
+            1 => Just("\"m\\u00e9\"".to_owned()),
+            1 => prop_oneof![Just("1"), Just("-0"), Just("1.5e3"), Just("01"), Just("1e999"), Just("-"), Just("2.")]
+                .prop_map(str::to_owned),
+            1 => prop_oneof![Just("null"), Just("true"), Just("false"), Just("tru"), Just("nul")]
+                .prop_map(str::to_owned),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(("[a-z]{1,3}", inner), 0..4).prop_map(|v| {
+                    let m: Vec<String> = v.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
+                    format!("{{{}}}", m.join(","))
+                }),
+                Just("[1,]".to_owned()),
+            ]
+        })
+    }
+
+    /// An object of members of the names either dialect knows (some twice, some escaped),
+    /// spaced at random, sometimes with text after it.
+    fn body() -> impl Strategy<Value = String> {
+        const NAMES: [&str; 11] = [
+            "jsonrpc",
+            "method",
+            "params",
+            "id",
+            "operation",
+            "a2a_version",
+            "request_id",
+            "auth",
+            "other",
+            "metho\\u0064",
+            "\\\"q",
+        ];
+        let space = prop_oneof![Just(""), Just(" "), Just("\n\t ")];
+        // Each name at most once (a call as clients write it), or any names, repeats included.
+        let names = prop_oneof![
+            prop::sample::subsequence(NAMES[..9].to_vec(), 0..7).prop_shuffle(),
+            prop::collection::vec(prop::sample::select(NAMES.to_vec()), 0..5),
+        ];
+        let members = names.prop_flat_map(move |names| {
+            let n = names.len();
+            (
+                Just(names),
+                prop::collection::vec((value(), space.clone()), n),
+            )
+        });
+        (
+            members,
+            prop_oneof![Just(""), Just(" "), Just("\n\t ")],
+            prop_oneof![8 => Just(""), 1 => Just(" x"), 1 => Just("}")],
+        )
+            .prop_map(|((names, values), sp, tail)| {
+                let m: Vec<String> = names
+                    .iter()
+                    .zip(&values)
+                    .map(|(k, (v, s))| format!("{s}\"{k}\"{s}:{s}{v}{s}"))
+                    .collect();
+                format!("{sp}{{{}}}{sp}{tail}", m.join(","))
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Whatever the scanner reads, serde_json reads too, to the same members; and a body
+        /// it leaves to serde_json is parsed as serde_json alone would.
+        #[test]
+        fn the_scanner_reads_what_serde_reads(body in body()) {
+            let scanned = scan_probe(&body).map(|p| format!("{p:?}"));
+            let by_serde = probe_by_serde(&body).map(|p| format!("{p:?}"));
+            if scanned.is_some() {
+                prop_assert_eq!(scanned, by_serde, "{}", body);
+            }
+        }
+    }
+
+    #[test]
+    fn the_scanner_takes_the_usual_calls_and_leaves_the_rest() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":{"plan_id":"P1","n":1}}"#,
+            r#" {"a2a_version": "1.0", "request_id": "r\"1", "operation": "op", "auth": null} "#,
+            r#"{"jsonrpc":"2.0","method":"n","params":[1,{"a":null}],"other":{"x":[]}}"#,
+        ] {
+            let (a, b) = (scan_probe(body), probe_by_serde(body));
+            assert!(a.is_some(), "{body}");
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{body}");
+        }
+        for body in [
+            r#"{"jsonrpc":"2.0","method":"a","method":"b"}"#,
+            r#"{"jsonrpc":2.0,"method":"a"}"#,
+            r#"{"metho\u0064":"a"}"#,
+            r#"{"method":"\u00e9"}"#,
+            r#"{"method":"a"} x"#,
+        ] {
+            assert!(scan_probe(body).is_none(), "{body}");
+        }
+    }
 
     fn err_code(r: &Response) -> i64 {
         r.error_object().expect("an error").code

@@ -187,7 +187,11 @@ impl Id {
 
     /// The id of a member read as raw JSON: `None` when it is not a string, a number or null.
     pub fn from_raw(raw: &RawValue) -> Option<Self> {
-        let text = raw.get();
+        Self::from_text(raw.get())
+    }
+
+    /// [`Id::from_raw`] of a value's text, when it is known to be one JSON value.
+    pub(crate) fn from_text(text: &str) -> Option<Self> {
         match text.as_bytes().first()? {
             b'n' => Some(Id::Null),
             // Most string ids hold no escape: their text between the quotes is the string.
@@ -569,6 +573,52 @@ impl TryFrom<ResponseWire> for Response {
     }
 }
 
+impl Response {
+    /// Reads an upstream's answer to one call: by the strict scanner ([`super::scan`]) when it
+    /// can vouch for the object (what nearly every answer is), else by serde_json, which accepts
+    /// or refuses it with its own error, as it always has.
+    pub fn from_json(bytes: &[u8]) -> serde_json::Result<Self> {
+        std::str::from_utf8(bytes)
+            .ok()
+            .and_then(Self::scanned)
+            .map_or_else(|| super::from_json(bytes), Ok)
+    }
+
+    /// The response `text` is, read by the scanner: `None` when it cannot vouch for it, when a
+    /// member comes twice, or when one is not of its type (serde's errors to give). `error` is
+    /// read by serde_json on its own text, as the whole would.
+    fn scanned(text: &str) -> Option<Self> {
+        fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
+            match slot {
+                Some(_) => None,
+                None => value.map(|v| *slot = Some(v)),
+            }
+        }
+        let (mut version, mut id, mut result, mut error) = (None, None, None, None);
+        super::scan::members_deferring(
+            text,
+            |name| matches!(name, "result" | "error"),
+            |name, raw, escaped| match name {
+                "jsonrpc" => once(
+                    &mut version,
+                    super::scan::string(raw, escaped).map(std::borrow::Cow::into_owned),
+                ),
+                "id" => once(&mut id, Id::from_text(raw)),
+                "result" => once(&mut result, RawValue::from_string(raw.to_owned()).ok()),
+                "error" => once(&mut error, serde_json::from_str(raw).ok()),
+                _ => Some(()),
+            },
+        )?;
+        Response::try_from(ResponseWire {
+            jsonrpc: version?,
+            id: id?,
+            result,
+            error: error.flatten(),
+        })
+        .ok()
+    }
+}
+
 /// Serialises a value we built ourselves into raw JSON text.
 pub fn to_raw(v: &Value) -> Box<RawValue> {
     // A `Value` always serialises; the fallback is unreachable but keeps this total.
@@ -600,6 +650,54 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    /// An answer as an upstream might write it: a response's members (some twice, some of the
+    /// wrong type), spaced at random, sometimes with text after it.
+    fn answer() -> impl Strategy<Value = String> {
+        let member = prop_oneof![
+            6 => Just(r#""jsonrpc":"2.0""#.to_owned()),
+            1 => Just(r#""jsonrpc":"1.0""#.to_owned()),
+            1 => Just(r#""jsonrpc":2"#.to_owned()),
+            4 => prop_oneof![
+                Just("1"), Just("\"a\\\"b\""), Just("null"), Just("-0"), Just("1.5"),
+                Just("1e999"), Just("{}"), Just("\"x\""),
+            ]
+            .prop_map(|t| format!(r#""id":{t}"#)),
+            4 => Just(r#""result":{"plan_id":"P1","n":[1,2.5,null]}"#.to_owned()),
+            1 => Just(r#""result":null"#.to_owned()),
+            1 => any::<String>().prop_map(|s| format!(r#""result":{}"#, json!(s))),
+            1 => Just(r#""error":{"code":-32001,"message":"no","data":{"a":1}}"#.to_owned()),
+            1 => Just(r#""error":{"code":"X"}"#.to_owned()),
+            1 => Just(r#""error":null"#.to_owned()),
+            1 => Just(r#""other":[{}]"#.to_owned()),
+        ];
+        let space = prop_oneof![Just(""), Just(" "), Just("\r\n")];
+        (
+            prop::collection::vec(member, 0..5),
+            space,
+            prop_oneof![8 => Just(""), 1 => Just(","), 1 => Just("]")],
+        )
+            .prop_map(|(m, sp, tail)| format!("{sp}{{{}}}{sp}{tail}", m.join(&format!(",{sp}"))))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// The scanner's reading of an answer is serde_json's: the same response when both take
+        /// it, and serde_json's own answer (its error included) for one the scanner leaves.
+        #[test]
+        fn an_answer_is_read_as_serde_reads_it(text in answer()) {
+            let scanned = Response::scanned(&text).map(|r| format!("{r:?}"));
+            let by_serde = crate::wire::from_json::<Response>(text.as_bytes());
+            if let Some(s) = scanned {
+                prop_assert_eq!(Some(s), by_serde.as_ref().ok().map(|r| format!("{r:?}")), "{}", text);
+            }
+            let read = Response::from_json(text.as_bytes());
+            prop_assert_eq!(
+                read.map(|r| format!("{r:?}")).map_err(|e| e.to_string()),
+                by_serde.map(|r| format!("{r:?}")).map_err(|e| e.to_string())
+            );
+        }
+    }
 
     fn any_id() -> impl Strategy<Value = Id> {
         prop_oneof![

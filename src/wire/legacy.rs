@@ -236,6 +236,59 @@ impl LegacyResponse {
             timing_ms: None,
         }
     }
+
+    /// Reads an upstream's answer body: by the strict scanner ([`super::scan`]) when it can
+    /// vouch for the envelope (what nearly every answer is), else by serde_json, which accepts
+    /// or refuses it with its own error, as it always has.
+    pub fn from_json(bytes: &[u8]) -> serde_json::Result<Self> {
+        std::str::from_utf8(bytes)
+            .ok()
+            .and_then(Self::scanned)
+            .map_or_else(|| super::from_json(bytes), Ok)
+    }
+
+    /// The envelope `text` is, read by the scanner: `None` when it cannot vouch for it, when a
+    /// member comes twice, or when one is not of its type (serde's errors to give). `error`,
+    /// `data` and `timing_ms` are read by serde_json on their own text, as the whole would.
+    fn scanned(text: &str) -> Option<Self> {
+        fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
+            match slot {
+                Some(_) => None,
+                None => value.map(|v| *slot = Some(v)),
+            }
+        }
+        let (mut id, mut status, mut data, mut error, mut timing) = (None, None, None, None, None);
+        super::scan::members_deferring(
+            text,
+            |name| matches!(name, "data" | "error"),
+            |name, raw, escaped| match name {
+                "request_id" => once(
+                    &mut id,
+                    super::scan::string(raw, escaped).map(Cow::into_owned),
+                ),
+                "status" => once(
+                    &mut status,
+                    match raw {
+                        "\"success\"" => Some(Status::Success),
+                        "\"error\"" => Some(Status::Error),
+                        _ => None,
+                    },
+                ),
+                "data" => once(&mut data, serde_json::from_str(raw).ok()),
+                "error" => once(&mut error, serde_json::from_str(raw).ok()),
+                "timing_ms" => once(&mut timing, serde_json::from_str(raw).ok()),
+                _ => Some(()),
+            },
+        )?;
+        LegacyResponse::try_from(LegacyResponseWire {
+            request_id: id.unwrap_or_default(),
+            status: status?,
+            data: data.flatten(),
+            error: error.flatten(),
+            timing_ms: timing.flatten(),
+        })
+        .ok()
+    }
 }
 
 impl Serialize for LegacyResponse {
@@ -341,6 +394,66 @@ mod tests {
             json!({"scheme": "bearer", "token": "abc"})
         );
         assert_eq!(a.to_header().unwrap(), "Bearer abc");
+    }
+
+    /// An answer as an upstream might write it: the envelope's members (some twice, some of
+    /// the wrong type) spaced at random, sometimes with text after it.
+    fn answer() -> impl Strategy<Value = String> {
+        let member = prop_oneof![
+            6 => Just(r#""status":"success""#.to_owned()),
+            1 => Just(r#""a2a_version":"1.0""#.to_owned()),
+            1 => any::<String>().prop_map(|s| format!(r#""request_id":{}"#, json!(s))),
+            1 => Just(r#""request_id":null"#.to_owned()),
+            1 => Just(r#""status":"success""#.to_owned()),
+            1 => Just(r#""status":"error""#.to_owned()),
+            1 => Just(r#""status":"maybe""#.to_owned()),
+            1 => Just(r#""status":"succ\u0065ss""#.to_owned()),
+            1 => Just(r#""data":{"plan_id":"P1","n":[1,2.5,null]}"#.to_owned()),
+            1 => Just(r#""data":null"#.to_owned()),
+            1 => Just(r#""data":"text""#.to_owned()),
+            1 => Just(r#""error":{"code":"NOT_FOUND","message":"no","details":{"a":1}}"#.to_owned()),
+            1 => Just(r#""error":{"code":"X"}"#.to_owned()),
+            1 => Just(r#""error":null"#.to_owned()),
+            1 => prop_oneof![Just("0.01"), Just("12"), Just("1e400"), Just("null"), Just("\"1\"")]
+                .prop_map(|t| format!(r#""timing_ms":{t}"#)),
+            1 => Just(r#""other":[{}]"#.to_owned()),
+        ];
+        let space = prop_oneof![Just(""), Just(" "), Just("\r\n")];
+        (
+            prop::collection::vec(member, 0..4),
+            space,
+            prop_oneof![8 => Just(""), 1 => Just(","), 1 => Just("]")],
+        )
+            .prop_map(|(m, sp, tail)| format!("{sp}{{{}}}{sp}{tail}", m.join(&format!(",{sp}"))))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// The scanner's reading of an answer is serde_json's: the same envelope when both take
+        /// it, and serde_json's own answer (its error included) for one the scanner leaves.
+        #[test]
+        fn an_answer_is_read_as_serde_reads_it(text in answer()) {
+            let scanned = LegacyResponse::scanned(&text).map(|r| format!("{r:?}"));
+            let by_serde = crate::wire::from_json::<LegacyResponse>(text.as_bytes());
+            if let Some(s) = scanned {
+                prop_assert_eq!(Some(s), by_serde.as_ref().ok().map(|r| format!("{r:?}")), "{}", text);
+            }
+            let read = LegacyResponse::from_json(text.as_bytes());
+            prop_assert_eq!(
+                read.map(|r| format!("{r:?}")).map_err(|e| e.to_string()),
+                by_serde.map(|r| format!("{r:?}")).map_err(|e| e.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn the_usual_answers_are_scanned() {
+        for text in [
+            r#"{"a2a_version":"1.0","request_id":"r-1","status":"success","data":{"plan_id":"P1","n":1},"timing_ms":0.01}"#,
+            r#"{"request_id":"r","status":"error","error":{"code":"NOT_FOUND","message":"m"}}"#,
+        ] {
+            assert!(LegacyResponse::scanned(text).is_some(), "{text}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! A strict scanner over one JSON object's top-level members, for the hottest line of a stream
-//! (sid's text deltas): it hands each member's name and raw value text to the caller in one pass
-//! over the bytes, with no tree and no serde machinery.
+//! A strict scanner over one JSON object's top-level members, for the hottest lines and bodies
+//! (sid's text deltas, a call's request object, a legacy answer's envelope): it hands each
+//! member's name and raw value text to the caller in one pass over the bytes, with no tree and no
+//! serde machinery.
 //!
 //! It only ever vouches for text serde_json accepts too. Anything it is not sure of (a member
 //! name with an escape, a `\u` escape anywhere, nesting deeper than [`MAX_DEPTH`], bad syntax,
@@ -16,6 +17,20 @@ const MAX_DEPTH: u32 = 64;
 /// again). `each` returning `None` stops the scan (and the answer is `None`).
 pub(crate) fn members<'a>(
     text: &'a str,
+    each: impl FnMut(&'a str, &'a str, bool) -> Option<()>,
+) -> Option<()> {
+    members_deferring(text, |_| false, each)
+}
+
+/// [`members`], but the object or array value of a member whose name `defers` is only
+/// delimited (its brackets matched, its strings skipped), not checked: for the members whose
+/// caller reads the value with serde_json all the same (a call's `params`, an answer's `data`),
+/// so the bytes are checked once. `each` must refuse (answer `None` for) such a value that
+/// serde_json does not accept: what the scanner vouches for is then still only what serde_json
+/// accepts.
+pub(crate) fn members_deferring<'a>(
+    text: &'a str,
+    defers: impl Fn(&str) -> bool,
     mut each: impl FnMut(&'a str, &'a str, bool) -> Option<()>,
 ) -> Option<()> {
     let mut s = Scan {
@@ -39,6 +54,7 @@ pub(crate) fn members<'a>(
             // Most of a line's values are strings: read here, without the call into `value`.
             let escaped = match s.b.get(s.i) {
                 Some(b'"') => s.string()?,
+                Some(b'{' | b'[') if defers(name) => s.delimit()?,
                 _ => s.value(1)?,
             };
             each(name, &text[start..s.i], escaped)?;
@@ -197,6 +213,43 @@ impl Scan<'_> {
         Some(())
     }
 
+    /// An object or array from its opening bracket to the one that closes it, the strings in
+    /// it skipped (a quote after a backslash is no string's end), nothing else checked:
+    /// `Some(false)`, or `None` when the text ends first or nests deeper than [`MAX_DEPTH`].
+    fn delimit(&mut self) -> Option<bool> {
+        let mut depth = 0u32;
+        loop {
+            match *self.b.get(self.i)? {
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return None;
+                    }
+                }
+                b'}' | b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.i += 1;
+                        return Some(false);
+                    }
+                }
+                b'"' => {
+                    self.i += 1;
+                    loop {
+                        self.plain();
+                        match *self.b.get(self.i)? {
+                            b'"' => break,
+                            b'\\' => self.i += 2,
+                            _ => self.i += 1,
+                        }
+                    }
+                }
+                _ => {}
+            }
+            self.i += 1;
+        }
+    }
+
     /// A value; `Some(true)` when it is a string holding an escape.
     fn value(&mut self, depth: u32) -> Option<bool> {
         match *self.b.get(self.i)? {
@@ -266,6 +319,29 @@ mod tests {
         Some(out)
     }
 
+    /// JSON values as serde_json writes them: strings with every kind of escape, nesting.
+    fn json_value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            any::<String>().prop_map(|s| serde_json::to_string(&s).unwrap()),
+            "[a-z\\]\\[{}\"\\\\]{0,8}".prop_map(|s| serde_json::to_string(&s).unwrap()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            Just("null".to_owned()),
+        ];
+        leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(", "))),
+                prop::collection::vec(("[a-z\\]\\[{}\"]{0,3}", inner), 0..4).prop_map(|v| {
+                    let m: Vec<String> = v
+                        .iter()
+                        .map(|(k, v)| format!("{}: {v}", serde_json::to_string(k).unwrap()))
+                        .collect();
+                    format!("{{{}}}", m.join(","))
+                }),
+            ]
+        })
+    }
+
     #[test]
     fn reads_members_raw() {
         assert_eq!(
@@ -323,7 +399,58 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_deferred_member_is_delimited_and_the_others_checked() {
+        let text = r#"{"p": {"a": [1, "x]\"}"], "b": {}}, "q": [2], "r": {"s": 1}}"#;
+        let mut seen = Vec::new();
+        let all = members_deferring(
+            text,
+            |n| n == "p",
+            |k, v, _| {
+                seen.push((k.to_owned(), v.to_owned()));
+                Some(())
+            },
+        );
+        assert_eq!(all, Some(()));
+        assert_eq!(seen[0].1, r#"{"a": [1, "x]\"}"], "b": {}}"#);
+        assert_eq!(seen[1].1, "[2]");
+        // Delimited, not checked: a deferred value's caller checks it.
+        let mut raw = String::new();
+        let broken = r#"{"p": {"a" 1,,}, "q": 1}"#;
+        assert!(members_deferring(
+            broken,
+            |n| n == "p",
+            |k, v, _| {
+                if k == "p" {
+                    raw = v.to_owned();
+                }
+                Some(())
+            }
+        )
+        .is_some());
+        assert_eq!(raw, r#"{"a" 1,,}"#);
+        // Not deferred: checked.
+        assert!(members(broken, |_, _, _| Some(())).is_none());
+        // A text that ends inside the value is refused.
+        assert!(members_deferring(r#"{"p": {"a": "}"#, |_| true, |_, _, _| Some(())).is_none());
+    }
+
     proptest! {
+        /// A deferred member's value is delimited where the checking scan ends it, in any text
+        /// the checking scan accepts.
+        #[test]
+        fn delimiting_ends_a_value_where_checking_does(v in json_value(), w in json_value()) {
+            let text = format!(r#"{{"p": {v}, "q": {w}}}"#);
+            let mut checked = Vec::new();
+            let mut delimited = Vec::new();
+            let a = members(&text, |_, raw, _| { checked.push(raw.to_owned()); Some(()) });
+            let b = members_deferring(&text, |_| true, |_, raw, _| { delimited.push(raw.to_owned()); Some(()) });
+            if a.is_some() {
+                prop_assert_eq!(b, a);
+                prop_assert_eq!(delimited, checked);
+            }
+        }
+
         /// Every u64 written in digits reads back; one past the largest does not.
         #[test]
         fn unsigned_reads_every_u64(n in any::<u64>()) {
