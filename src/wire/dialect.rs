@@ -176,12 +176,6 @@ fn read_probe(body: &str) -> Result<Probe<'_>, Response> {
 /// when one that should be a string is not (serde's to keep as it was sent, for the error).
 /// Raw members are validated by serde_json as `Box<RawValue>`s are, and copied as they are.
 fn scan_probe(body: &str) -> Option<Probe<'_>> {
-    fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
-        match slot {
-            Some(_) => None,
-            None => value.map(|v| *slot = Some(v)),
-        }
-    }
     fn loose(raw: &str, escaped: bool) -> Option<Loose<'_>> {
         scan::string(raw, escaped).map(Loose::Str)
     }
@@ -193,14 +187,14 @@ fn scan_probe(body: &str) -> Option<Probe<'_>> {
         body,
         |name| matches!(name, "params" | "auth"),
         |name, raw, escaped| match name {
-            "jsonrpc" => once(&mut p.jsonrpc, loose(raw, escaped)),
-            "method" => once(&mut p.method, loose(raw, escaped)),
-            "params" => once(&mut p.params, boxed(raw)),
-            "id" => once(&mut p.id, Some(raw)),
-            "operation" => once(&mut p.operation, loose(raw, escaped)),
-            "a2a_version" => once(&mut p.a2a_version, loose(raw, escaped)),
-            "request_id" => once(&mut p.request_id, loose(raw, escaped)),
-            "auth" => once(&mut p.auth, boxed(raw)),
+            "jsonrpc" => scan::once(&mut p.jsonrpc, loose(raw, escaped)),
+            "method" => scan::once(&mut p.method, loose(raw, escaped)),
+            "params" => scan::once(&mut p.params, boxed(raw)),
+            "id" => scan::once(&mut p.id, Some(raw)),
+            "operation" => scan::once(&mut p.operation, loose(raw, escaped)),
+            "a2a_version" => scan::once(&mut p.a2a_version, loose(raw, escaped)),
+            "request_id" => scan::once(&mut p.request_id, loose(raw, escaped)),
+            "auth" => scan::once(&mut p.auth, boxed(raw)),
             _ => Some(()),
         },
     )?;

@@ -588,24 +588,20 @@ impl Response {
     /// member comes twice, or when one is not of its type (serde's errors to give). `error` is
     /// read by serde_json on its own text, as the whole would.
     fn scanned(text: &str) -> Option<Self> {
-        fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
-            match slot {
-                Some(_) => None,
-                None => value.map(|v| *slot = Some(v)),
-            }
-        }
         let (mut version, mut id, mut result, mut error) = (None, None, None, None);
         super::scan::members_deferring(
             text,
             |name| matches!(name, "result" | "error"),
             |name, raw, escaped| match name {
-                "jsonrpc" => once(
+                "jsonrpc" => super::scan::once(
                     &mut version,
                     super::scan::string(raw, escaped).map(std::borrow::Cow::into_owned),
                 ),
-                "id" => once(&mut id, Id::from_text(raw)),
-                "result" => once(&mut result, RawValue::from_string(raw.to_owned()).ok()),
-                "error" => once(&mut error, serde_json::from_str(raw).ok()),
+                "id" => super::scan::once(&mut id, Id::from_text(raw)),
+                "result" => {
+                    super::scan::once(&mut result, RawValue::from_string(raw.to_owned()).ok())
+                }
+                "error" => super::scan::once(&mut error, serde_json::from_str(raw).ok()),
                 _ => Some(()),
             },
         )?;

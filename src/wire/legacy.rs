@@ -251,22 +251,16 @@ impl LegacyResponse {
     /// member comes twice, or when one is not of its type (serde's errors to give). `error`,
     /// `data` and `timing_ms` are read by serde_json on their own text, as the whole would.
     fn scanned(text: &str) -> Option<Self> {
-        fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
-            match slot {
-                Some(_) => None,
-                None => value.map(|v| *slot = Some(v)),
-            }
-        }
         let (mut id, mut status, mut data, mut error, mut timing) = (None, None, None, None, None);
         super::scan::members_deferring(
             text,
             |name| matches!(name, "data" | "error"),
             |name, raw, escaped| match name {
-                "request_id" => once(
+                "request_id" => super::scan::once(
                     &mut id,
                     super::scan::string(raw, escaped).map(Cow::into_owned),
                 ),
-                "status" => once(
+                "status" => super::scan::once(
                     &mut status,
                     match raw {
                         "\"success\"" => Some(Status::Success),
@@ -274,9 +268,9 @@ impl LegacyResponse {
                         _ => None,
                     },
                 ),
-                "data" => once(&mut data, serde_json::from_str(raw).ok()),
-                "error" => once(&mut error, serde_json::from_str(raw).ok()),
-                "timing_ms" => once(&mut timing, serde_json::from_str(raw).ok()),
+                "data" => super::scan::once(&mut data, serde_json::from_str(raw).ok()),
+                "error" => super::scan::once(&mut error, serde_json::from_str(raw).ok()),
+                "timing_ms" => super::scan::once(&mut timing, serde_json::from_str(raw).ok()),
                 _ => Some(()),
             },
         )?;

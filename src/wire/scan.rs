@@ -71,6 +71,16 @@ pub(crate) fn members_deferring<'a>(
     (s.i == s.b.len()).then_some(())
 }
 
+/// Fills `slot` with `value` once: `None` (the scan stops) when the member came before, or when
+/// its value could not be read. What every reader of an envelope's members does, so a member sent
+/// twice is serde_json's to refuse ("duplicate field"), as it always was.
+pub(crate) fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
+    match slot {
+        Some(_) => None,
+        None => value.map(|v| *slot = Some(v)),
+    }
+}
+
 /// `raw`, the text of a JSON string the scanner accepted (`None` for any other value), as the
 /// string: borrowed when it holds no escape (`escaped`, as [`members`] said), else decoded by
 /// serde_json.
