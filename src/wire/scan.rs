@@ -313,6 +313,44 @@ impl Scan<'_> {
     }
 }
 
+/// What the tests of the envelope readers built on the scanner share: the bodies they try and
+/// the one comparison with serde_json.
+#[cfg(test)]
+pub(crate) mod envelopes {
+    use proptest::prelude::*;
+
+    /// An object of `member`s (the tests' own: some twice, some of the wrong type), spaced at
+    /// random, sometimes with text after it.
+    pub(crate) fn object(member: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+        let space = prop_oneof![Just(""), Just(" "), Just("\r\n")];
+        (
+            prop::collection::vec(member, 0..5),
+            space,
+            prop_oneof![8 => Just(""), 1 => Just(","), 1 => Just("]")],
+        )
+            .prop_map(|(m, sp, tail)| format!("{sp}{{{}}}{sp}{tail}", m.join(&format!(",{sp}"))))
+    }
+
+    /// The scanner's reading of `text` is serde_json's: `scanned` (its reading, when it took the
+    /// text) is what serde_json alone reads (`by_serde`), and `read` (the reader's answer,
+    /// scanned or not) is serde_json's answer, its error message included.
+    pub(crate) fn read_alike<T: std::fmt::Debug>(
+        text: &str,
+        scanned: Option<T>,
+        read: serde_json::Result<T>,
+        by_serde: serde_json::Result<T>,
+    ) -> Result<(), TestCaseError> {
+        let shown =
+            |r: serde_json::Result<T>| r.map(|r| format!("{r:?}")).map_err(|e| e.to_string());
+        let by_serde = shown(by_serde);
+        if let Some(s) = scanned {
+            prop_assert_eq!(&Ok(format!("{s:?}")), &by_serde, "{}", text);
+        }
+        prop_assert_eq!(shown(read), by_serde, "{}", text);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
