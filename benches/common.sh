@@ -45,6 +45,22 @@ answers() {
   [[ $got == *"$1"* && $got == *'"plan_id":"P1"'* && $got != *'"error"'* ]]
 }
 
+# nginx_head -> the start of an nginx configuration: one worker in the foreground, its logs in
+# $work, no access log, `upstream up` (keepalive 256) on $UP_PORT; the caller adds its servers and
+# closes the http block.
+nginx_head() {
+  cat <<NGINX
+worker_processes 1;
+daemon off;
+error_log $work/nginx.err;
+pid $work/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
+NGINX
+}
+
 # lua BODY FILE -> the wrk script posting BODY, with a done() that writes wrk's latency histogram
 # (each distinct latency in µs and its count) to $WRK_HIST, so that runs merge into one
 # distribution, percentiles computed as wrk computes them.

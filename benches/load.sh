@@ -153,15 +153,9 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
   -keyout "$work/key.pem" -out "$work/cert.pem" >/dev/null 2>&1
 
-cat >"$work/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-error_log $work/nginx.err;
-pid $work/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
+{
+  nginx_head
+  cat <<NGINX
   limit_req_zone \$binary_remote_addr zone=gate:1m rate=${GATE_RATE}r/s;
   upstream fleet {
     least_conn;
@@ -195,6 +189,7 @@ http {
   }
 }
 NGINX
+} >"$work/nginx.conf"
 nginx -c "$work/nginx.conf" -p "$work" &
 nginx_pid=$!
 pids+=($!)

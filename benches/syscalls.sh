@@ -49,21 +49,16 @@ methods = ["*"]
 upstream = "legacy"
 TOML
 done
-cat >"$work/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-error_log $work/nginx.err;
-pid $work/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  upstream up { server 127.0.0.1:$UP_PORT; keepalive 256; }
+{
+  nginx_head
+  cat <<NGINX
   server {
     listen 127.0.0.1:$NGINX_PORT;
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
 }
 NGINX
+} >"$work/nginx.conf"
 lua "$rpc_body" "$work/rpc.lua"
 lua "$legacy_body" "$work/legacy.lua"
 
