@@ -14,7 +14,7 @@
 //! `--decode` decodes each request with the official definitions (`opentelemetry-proto`), as a
 //! collector would; the tests' receiver always does.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -25,41 +25,48 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::encoding::decode_varint;
 use prost::Message;
 
-/// Whether requests are decoded whole (`--decode`).
-static DECODE: AtomicBool = AtomicBool::new(false);
+/// What the sink has taken, and how it reads requests.
+struct Sink {
+    spans: AtomicU64,
+    /// Decoded whole (`--decode`), else walked.
+    decode: bool,
+}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::io::Result<()> {
     let mut addr = "127.0.0.1:4318".to_owned();
+    let mut decode = false;
     for a in std::env::args().skip(1) {
         match a.as_str() {
-            "--decode" => DECODE.store(true, Ordering::Relaxed),
+            "--decode" => decode = true,
             _ => addr = a,
         }
     }
-    let spans = Arc::new(AtomicU64::new(0));
-    let app =
-        axum::Router::new()
-            .route("/v1/traces", post(take))
-            .route(
-                "/spans",
-                get(|State(n): State<Arc<AtomicU64>>| async move {
-                    n.load(Ordering::Relaxed).to_string()
-                }),
-            )
-            .with_state(spans);
+    let sink = Arc::new(Sink {
+        spans: AtomicU64::new(0),
+        decode,
+    });
+    let app = axum::Router::new()
+        .route("/v1/traces", post(take))
+        .route(
+            "/spans",
+            get(|State(sink): State<Arc<Sink>>| async move {
+                sink.spans.load(Ordering::Relaxed).to_string()
+            }),
+        )
+        .with_state(sink);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     axum::serve(listener, app).await
 }
 
-async fn take(State(n): State<Arc<AtomicU64>>, body: Bytes) -> StatusCode {
-    let count = match DECODE.load(Ordering::Relaxed) {
+async fn take(State(sink): State<Arc<Sink>>, body: Bytes) -> StatusCode {
+    let count = match sink.decode {
         true => decoded(body),
         false => walked(&body),
     };
     match count {
         Some(count) => {
-            n.fetch_add(count as u64, Ordering::Relaxed);
+            sink.spans.fetch_add(count as u64, Ordering::Relaxed);
             StatusCode::OK
         }
         None => StatusCode::BAD_REQUEST,

@@ -76,10 +76,7 @@ pub fn parse_bounded(body: &[u8], max_batch_len: usize) -> Result<Inbound, Respo
     match first_byte(body.as_bytes()) {
         Some(b'[') => parse_batch(body, max_batch_len).map(|m| Inbound::JsonRpc(Message::Batch(m))),
         Some(b'{') => {
-            let probe = match scan_probe(body) {
-                Some(p) => p,
-                None => read_probe(body)?,
-            };
+            let probe = read_probe(body).map_err(unreadable)?;
             Ok(match probe.operation.is_some() {
                 true => Inbound::Legacy(probe.into_legacy()),
                 false => Inbound::JsonRpc(Message::Single(probe.into_jsonrpc())),
@@ -122,8 +119,7 @@ fn parse_batch(body: &str, max: usize) -> Result<Vec<Entry>, Response> {
         .map(|m| match first_byte(m.get().as_bytes()) {
             // The batch was read as JSON, so a member that cannot be decoded (a lone surrogate in
             // a member name, a number out of range) is an invalid request, not a parse error.
-            Some(b'{') => scan_probe(m.get())
-                .map_or_else(|| serde_json::from_str::<Probe<'_>>(m.get()), Ok)
+            Some(b'{') => read_probe(m.get())
                 .map_err(|e| invalid(Id::Null, e))
                 .and_then(Probe::into_jsonrpc),
             _ => Err(Response::error(
@@ -167,8 +163,9 @@ impl<'de> Visitor<'de> for Members {
     }
 }
 
-fn read_probe(body: &str) -> Result<Probe<'_>, Response> {
-    serde_json::from_str(body).map_err(unreadable)
+/// The probe of the object `body` is: the scanner's reading, else serde_json's.
+fn read_probe(body: &str) -> serde_json::Result<Probe<'_>> {
+    super::scanned_or_serde(body, scan_probe)
 }
 
 /// The probe of the object `body` is, read by the strict scanner: `None` when it cannot vouch
@@ -199,12 +196,6 @@ fn scan_probe(body: &str) -> Option<Probe<'_>> {
         },
     )?;
     Some(p)
-}
-
-/// serde's path alone, for the tests that hold the scanner's to it.
-#[cfg(test)]
-fn probe_by_serde(body: &str) -> Option<Probe<'_>> {
-    serde_json::from_str(body).ok()
 }
 
 /// The error a body that could not be read earns: JSON of the wrong shape is an invalid request,
@@ -446,6 +437,11 @@ mod tests {
     use super::*;
     use crate::wire::jsonrpc::code;
     use proptest::prelude::*;
+
+    /// serde's reading alone, for the tests that hold the scanner's to it.
+    fn probe_by_serde(body: &str) -> Option<Probe<'_>> {
+        serde_json::from_str(body).ok()
+    }
 
     /// A member's value as a client might write it: strings with and without escapes, numbers
     /// (some not JSON), literals, nested values, broken text.

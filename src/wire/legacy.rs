@@ -241,10 +241,7 @@ impl LegacyResponse {
     /// vouch for the envelope (what nearly every answer is), else by serde_json, which accepts
     /// or refuses it with its own error, as it always has.
     pub fn from_json(bytes: &[u8]) -> serde_json::Result<Self> {
-        std::str::from_utf8(bytes)
-            .ok()
-            .and_then(Self::scanned)
-            .map_or_else(|| super::from_json(bytes), Ok)
+        super::from_json_scanned(bytes, Self::scanned)
     }
 
     /// The envelope `text` is, read by the scanner: `None` when it cannot vouch for it, when a

@@ -74,11 +74,28 @@ pub(crate) fn json_str_contents(s: &str) -> Cow<'_, str> {
 /// Parses JSON from bytes, checking their UTF-8 once up front: serde_json then reads a `str` and
 /// does not re-check every string and raw value it meets, as it does reading a byte slice.
 pub fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
+    from_json_scanned(bytes, |_| None)
+}
+
+/// [`from_json`], read first by `scanned` (a reader over [`scan`]'s members): what it vouches
+/// for is taken, anything else (`None`) is serde_json's to accept or refuse, with its own error.
+pub(crate) fn from_json_scanned<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+    scanned: impl FnOnce(&'a str) -> Option<T>,
+) -> serde_json::Result<T> {
     match std::str::from_utf8(bytes) {
-        Ok(text) => serde_json::from_str(text),
+        Ok(text) => scanned_or_serde(text, scanned),
         Err(e) => Err(serde::de::Error::custom(format_args!(
             "invalid UTF-8 at byte {}",
             e.valid_up_to()
         ))),
     }
+}
+
+/// `text` read by `scanned` when it vouches for it, else by serde_json.
+pub(crate) fn scanned_or_serde<'a, T: Deserialize<'a>>(
+    text: &'a str,
+    scanned: impl FnOnce(&'a str) -> Option<T>,
+) -> serde_json::Result<T> {
+    scanned(text).map_or_else(|| serde_json::from_str(text), Ok)
 }
