@@ -240,11 +240,16 @@ fn main() -> ExitCode {
     serve(&cli, config)
 }
 
-/// Serves `config` on a runtime of `server.worker_threads` until a shutdown signal.
+/// Serves `config` on a runtime of `server.worker_threads` (or its per-core workers) until a
+/// shutdown signal.
 fn serve(cli: &Cli, config: Config) -> ExitCode {
     let log = wiregate::telemetry::logging::init(&config.log);
     // One worker: a current-thread runtime, which wakes tasks without cross-thread handoffs.
+    // Per-core workers run their own runtimes (`server::serve`); this one runs what outlives a
+    // call, on the main thread.
+    let per_core = config.server.runtime == wiregate::config::Runtime::PerCore;
     let mut builder = match config.server.worker_threads {
+        _ if per_core => tokio::runtime::Builder::new_current_thread(),
         1 => tokio::runtime::Builder::new_current_thread(),
         n => {
             let mut b = tokio::runtime::Builder::new_multi_thread();

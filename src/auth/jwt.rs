@@ -144,7 +144,7 @@ impl Verifier {
     /// once, then every `jwks_refresh_ms`. A failed fetch keeps the cached keys. The tasks
     /// hold the verifier weakly and end once it is dropped.
     pub(crate) fn start(self: &Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(runtime) = crate::util::background::handle() else {
             return;
         };
         if self.is_empty() || self.started.swap(true, Ordering::Relaxed) {

@@ -107,9 +107,9 @@ impl Fleet {
             state: AtomicU8::new(UNKNOWN),
             round_trips: AtomicU64::new(0),
         });
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn(heartbeat(Arc::downgrade(&fleet)))),
-            Err(_) => fleet.failed.store(true, Ordering::Release),
+        match crate::util::background::handle() {
+            Some(rt) => drop(rt.spawn(heartbeat(Arc::downgrade(&fleet)))),
+            None => fleet.failed.store(true, Ordering::Release),
         }
         fleet
     }
@@ -440,7 +440,7 @@ impl SharedLimit {
 
     /// Sends `order` for `key` in the background.
     fn ask(self: &Arc<Self>, fleet: &Arc<Fleet>, key: &KeyPart<'_>, hash: u64, order: Order) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        let Some(rt) = crate::util::background::handle() else {
             self.leases.update(hash, |l| l.in_flight = false);
             fleet.failed.store(true, Ordering::Release);
             return;

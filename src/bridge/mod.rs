@@ -116,7 +116,7 @@ impl Bridge {
         }
         if let Some(sh) = &bridge.cluster {
             let (weak, every) = (Arc::downgrade(&bridge), shared::sweep_every(&sh.link));
-            tokio::spawn(async move {
+            crate::util::background::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
                     let Some(b) = weak.upgrade() else { return };
@@ -128,7 +128,7 @@ impl Bridge {
         }
         let weak = Arc::downgrade(&bridge);
         let period = Duration::from_millis((bridge.cfg.idle_timeout_ms / 4).clamp(50, 5_000));
-        tokio::spawn(async move {
+        crate::util::background::spawn(async move {
             loop {
                 tokio::time::sleep(period).await;
                 let Some(b) = weak.upgrade() else { return };

@@ -71,7 +71,7 @@ impl Bridge {
             // Written as the child starts, long before a turn of it has an answer to name the
             // context by: the other replicas' checks read it (tenancy).
             let (link, id) = (sh.link.clone(), ctx.id.clone());
-            tokio::spawn(async move {
+            crate::util::background::spawn(async move {
                 if let Err(e) = tasks::set_tenant(&link, &id, &owner).await {
                     tracing::warn!(context = %id, error = %e, "cannot record a context's owner");
                 }

@@ -21,8 +21,19 @@ pub(crate) enum Transport {
 }
 
 impl Context {
-    /// Runs sid as a child (with `--resume SESSION` when given) until it exits.
+    /// Runs sid as a child (with `--resume SESSION` when given) until it exits: the child and
+    /// its pipes' tasks belong to the background runtime ([`crate::util::background`]), so
+    /// they outlive the call that started them on a per-core worker.
     pub(crate) fn spawn_child(
+        self: &Arc<Self>,
+        command: &[String],
+        resume: Option<String>,
+    ) -> std::io::Result<()> {
+        crate::util::background::within(|| self.start_child(command, resume))
+    }
+
+    /// [`spawn_child`](Self::spawn_child), in the runtime it runs in.
+    fn start_child(
         self: &Arc<Self>,
         command: &[String],
         resume: Option<String>,
@@ -96,7 +107,7 @@ impl Context {
     /// [`close`](Self::close). Open tasks fail when the socket stays down for `grace`.
     pub(crate) fn spawn_socket(self: &Arc<Self>, spec: String, grace: Duration) {
         let ctx = self.clone();
-        tokio::spawn(async move {
+        crate::util::background::spawn(async move {
             let mut backoff = Duration::from_millis(50);
             let mut down_since: Option<Instant> = None;
             while !ctx.queue.is_closed() {

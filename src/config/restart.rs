@@ -8,6 +8,7 @@ use serde_json::Value;
 pub const RESTART_ONLY: &[&str] = &[
     "server.listen",
     "server.worker_threads",
+    "server.runtime",
     "server.max_connections",
     "server.header_read_timeout_ms",
     "server.shutdown_grace_ms",

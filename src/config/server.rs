@@ -49,6 +49,12 @@ pub struct Server {
     pub shutdown_grace_ms: u64,
     /// Runtime worker threads; 0 means one per core.
     pub worker_threads: usize,
+    /// How connections are spread over the worker threads: `"per_core"` (each worker a
+    /// thread with its own runtime, listening socket (`SO_REUSEPORT`) and upstream
+    /// connections; the sid bridge, the cluster link and the exporters on a thread of their
+    /// own) or `"work_stealing"` (one runtime whose workers share every task). With
+    /// `worker_threads = 1` both are one thread.
+    pub runtime: Runtime,
     /// Most client connections open at once; beyond, clients wait in the accept backlog.
     pub max_connections: usize,
     /// How long a client gets to send a request's head (a new connection's first bytes, or the
@@ -70,6 +76,20 @@ pub struct Server {
     pub tls: ServerTls,
     /// Cross-origin access for browser pages.
     pub cors: Cors,
+}
+
+/// `server.runtime`: how connections are spread over the worker threads.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Runtime {
+    /// A thread per worker, each with its own runtime, listener and upstream connections: a
+    /// connection's calls never leave the thread that accepted it.
+    PerCore,
+    /// One multi-threaded runtime whose workers steal one another's tasks.
+    #[default]
+    WorkStealing,
 }
 
 /// `[server.tls]`: when `cert` and `key` are both set, the listener speaks TLS 1.2 and 1.3
@@ -111,6 +131,7 @@ impl Default for Server {
             max_batch_len: 1000,
             shutdown_grace_ms: 10_000,
             worker_threads: 0,
+            runtime: Runtime::default(),
             max_connections: 16_384,
             header_read_timeout_ms: 30_000,
             body_read_timeout_ms: 30_000,

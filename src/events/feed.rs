@@ -59,7 +59,7 @@ impl Feed {
         };
         let mut closing = feed.closing.subscribe();
         let running = feed.clone();
-        tokio::spawn(async move {
+        crate::util::background::spawn(async move {
             tokio::select! {
                 _ = closing.wait_for(|c| *c) => {}
                 _ = reader.run(cfg, running) => {}

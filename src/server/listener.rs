@@ -28,11 +28,17 @@ pub(crate) struct Bounded {
 impl Bounded {
     /// Bounds `inner` to `max` open connections.
     pub(crate) fn new(inner: TcpListener, max: usize) -> Self {
+        Self::sharing(inner, Arc::new(Semaphore::new(max)), max)
+    }
+
+    /// Bounds `inner` by `permits` (`max` of them), which other listeners may share: the
+    /// per-core workers' sockets count their connections together.
+    pub(crate) fn sharing(inner: TcpListener, permits: Arc<Semaphore>, max: usize) -> Self {
         // A u32 because that is what waiting for every permit takes; no machine holds more.
         let max = u32::try_from(max).unwrap_or(u32::MAX);
         Bounded {
             inner,
-            permits: Arc::new(Semaphore::new(max as usize)),
+            permits,
             max,
         }
     }
@@ -192,7 +198,8 @@ impl<S: AsyncRead + Unpin> Conn<S> {
 
 impl Bounded {
     /// Stops listening (new clients are refused), then waits until every accepted connection
-    /// has been dropped.
+    /// has been dropped (of every listener sharing its permits: each takes them all in turn
+    /// and gives them back).
     pub(crate) async fn close(self) {
         let Bounded {
             inner,

@@ -33,6 +33,7 @@ pub(crate) mod reload;
 mod status;
 
 mod streams;
+mod workers;
 
 use self::calls::{a2a_rpc, into_response, not_configured, rpc};
 
@@ -309,10 +310,10 @@ impl Running {
     }
 }
 
-/// Binds `config.server.listen` and serves until stopped.
+/// Binds `config.server.listen` and serves until stopped: on the current runtime, or with
+/// `server.runtime = "per_core"` on worker threads of their own (this runtime running what
+/// outlives a call).
 pub async fn serve(config: &Config) -> std::io::Result<Running> {
-    let listener = TcpListener::bind(config.server.listen).await?;
-    let addr = listener.local_addr()?;
     let tls = match config.server.tls.enabled() {
         true => Some(Arc::new(ArcSwap::new(
             crate::config::tls::server_config(&config.server.tls).map_err(|e| {
@@ -330,15 +331,33 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     )));
     let front = Front::new(live.clone());
     let (stop, stopped) = watch::channel(false);
-    let listener = crate::server::listener::Bounded::new(listener, config.server.max_connections);
     let header_read_timeout = Duration::from_millis(config.server.header_read_timeout_ms);
-    let task = tokio::spawn(accept_loop(
-        listener,
-        front,
-        tls.clone(),
-        header_read_timeout,
-        stopped,
-    ));
+    let (addr, task) = match config.server.runtime {
+        crate::config::Runtime::PerCore => workers::start(
+            config.server.listen,
+            config.server.worker_threads,
+            workers::Serving {
+                front,
+                tls: tls.clone(),
+                header_read_timeout,
+                stopped,
+                max_connections: config.server.max_connections,
+            },
+        )?,
+        crate::config::Runtime::WorkStealing => {
+            let listener = TcpListener::bind(config.server.listen).await?;
+            let addr = listener.local_addr()?;
+            let listener = listener::Bounded::new(listener, config.server.max_connections);
+            let task = tokio::spawn(accept_loop(
+                listener,
+                front,
+                tls.clone(),
+                header_read_timeout,
+                stopped,
+            ));
+            (addr, task)
+        }
+    };
     Ok(Running {
         addr,
         stop,

@@ -153,7 +153,7 @@ impl Reloader {
             .take()
             .ok_or_else(|| std::io::Error::other("already watched"))?;
         let me = self.clone();
-        tokio::spawn(async move {
+        crate::util::background::spawn(async move {
             loop {
                 let answer = tokio::select! {
                     s = hangups.recv() => match s {

@@ -5,7 +5,8 @@
 //! HTTP/1.1 of it), so a proxied call wakes no other task and crosses no channel (measured: see
 //! docs/performance.md). Idle connections sit in a LIFO stack; one that the endpoint closed
 //! meanwhile is found when it is checked out, and a request that could not be written is sent
-//! once more on a fresh connection.
+//! once more on a fresh connection. The pool is kept per worker thread
+//! ([`crate::util::worker`]): a connection is reused on the thread whose runtime opened it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use super::{h1, health, pipeline, stream};
 use crate::config::Upstream;
 use crate::model::error::GatewayError;
 
-/// Idle connections kept per upstream.
+/// Idle connections kept per endpoint and worker.
 const MAX_IDLE: usize = 256;
 /// An idle connection older than this is closed rather than reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -76,7 +77,8 @@ pub(crate) struct Endpoint {
     peer: (String, u16),
     /// The request target (origin form).
     path: String,
-    idle: Arc<Mutex<Vec<Pooled>>>,
+    /// Idle connections, one stack per worker slot ([`crate::util::worker::slot`]).
+    idle: Arc<[Mutex<Vec<Pooled>>]>,
     max_body: usize,
     /// `pipeline` of its upstream.
     pipeline: usize,
@@ -195,7 +197,9 @@ impl Endpoint {
             host: self::authority(url).to_owned(),
             peer: (host.to_owned(), port),
             path,
-            idle: Arc::new(Mutex::new(Vec::new())),
+            idle: (0..crate::util::worker::slots())
+                .map(|_| Mutex::new(Vec::new()))
+                .collect(),
             pipeline: config.pipeline,
             max_body,
         }
@@ -362,6 +366,14 @@ impl Endpoint {
         }
     }
 
+    /// The calling worker's stack of idle connections.
+    #[inline]
+    fn idle_here(&self) -> std::sync::MutexGuard<'_, Vec<Pooled>> {
+        self.idle[crate::util::worker::slot()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     /// An idle connection still usable, the most recently used first.
     pub(crate) fn checkout(&self) -> Option<h1::Conn> {
         self.checkout_timed(Instant::now()).map(|(conn, _)| conn)
@@ -370,7 +382,7 @@ impl Endpoint {
     /// [`checkout`](Self::checkout) at `now` (the call's own reading of the clock), with the
     /// connection's timer.
     pub(crate) fn checkout_timed(&self, now: Instant) -> Option<(h1::Conn, Option<Timer>)> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle_here();
         while let Some(p) = idle.pop() {
             if p.is_reusable(now) {
                 return Some((p.conn, p.timer));
@@ -388,7 +400,7 @@ impl Endpoint {
     /// the call that used it began (the clock read for its timer), from which its idle time
     /// is counted.
     pub(crate) fn checkin_timed(&self, conn: h1::Conn, timer: Option<Timer>, began: Instant) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle_here();
         if idle.len() < MAX_IDLE {
             idle.push(Pooled {
                 conn,

@@ -227,7 +227,7 @@ impl Drop for InFlight<'_> {
 /// current runtime. The task stops when none of the endpoints is left, or when a newer checker
 /// takes them over (a reload).
 pub(crate) fn spawn_checks(name: &str, endpoints: &[Arc<Endpoint>], health: &Health) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+    let Some(runtime) = crate::util::background::handle() else {
         return;
     };
     let generation = next_generation();

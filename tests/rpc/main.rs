@@ -1,8 +1,8 @@
 //! `POST /rpc` over real sockets: translation both ways and to both upstream dialects
 //! (`translation`), JSON-RPC 2.0 to the letter (`jsonrpc_spec`), pipelining to the upstream
 //! (`pipeline`), failures and their errors (`errors`), the same answer however it is written
-//! (`answer_parity`), the RPC paths (`paths`), W3C trace context (`tracing`), and every bound
-//! on what a client may send or hold (`limits`).
+//! (`answer_parity`), the RPC paths (`paths`), W3C trace context (`tracing`), every bound
+//! on what a client may send or hold (`limits`), and the per-core workers (`workers`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -15,3 +15,4 @@ mod paths;
 mod pipeline;
 mod tracing;
 mod translation;
+mod workers;

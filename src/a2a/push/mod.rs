@@ -221,7 +221,7 @@ impl Push {
                 let (Some(push), Some(bridge)) = (weak.upgrade(), bridge_weak.upgrade()) else {
                     return;
                 };
-                tokio::spawn(async move { push.restore(&bridge, tasks).await });
+                crate::util::background::spawn(async move { push.restore(&bridge, tasks).await });
             }));
         }
         push
@@ -274,7 +274,7 @@ impl Push {
         }
         // Its notifications are spans of the trace of the request that made it.
         let trace = crate::http::scope::parent();
-        tokio::spawn(deliver(
+        crate::util::background::spawn(deliver(
             self.allow_private,
             config.without_queue(),
             rx,
@@ -468,7 +468,7 @@ impl Push {
         let push = Arc::downgrade(self);
         let bridge = bridge.clone();
         let task_id = task_id.to_owned();
-        tokio::spawn(async move {
+        crate::util::background::spawn(async move {
             let mut writers: HashMap<Version, UpdateWriter> = HashMap::new();
             let mut cursor = opened.subscription.cursor;
             let mut buf = Vec::new();

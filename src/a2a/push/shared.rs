@@ -69,7 +69,7 @@ pub(super) async fn store(link: &Link, c: &Config) {
 /// Forgets one configuration of `task` in Redis.
 pub(super) fn forget(link: &Arc<Link>, task: &str, id: &str) {
     let (link, k, id) = (link.clone(), key(task), id.to_owned());
-    tokio::spawn(async move {
+    crate::util::background::spawn(async move {
         let Ok(mut conn) = link.conn() else { return };
         let _: redis::RedisResult<i64> = conn.hdel(&k, &id).await;
     });
@@ -106,7 +106,7 @@ impl Push {
                     tx: Some(tx),
                     live: Arc::new(AtomicBool::new(true)),
                 };
-                tokio::spawn(deliver(
+                crate::util::background::spawn(deliver(
                     self.allow_private,
                     config.without_queue(),
                     rx,

@@ -87,7 +87,10 @@ impl Tracer {
         });
         tracer.reconfigure(config);
         if tokio::runtime::Handle::try_current().is_ok() {
-            tokio::spawn(export::run(Arc::downgrade(&tracer), tracer.wake.clone()));
+            crate::util::background::spawn(export::run(
+                Arc::downgrade(&tracer),
+                tracer.wake.clone(),
+            ));
         }
         tracer
     }

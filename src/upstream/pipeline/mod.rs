@@ -37,8 +37,9 @@
 //! connections shows it).
 //!
 //! Limits: plain `http://` only (validated), a `POST` with a body read whole like the pooled
-//! path; one lane per runtime worker, each call on the least loaded lane, and a slow call holds
-//! up to `depth` calls behind it on its lane for at most its own timeout.
+//! path; one lane per runtime worker (per-core workers each with their own), each call on the
+//! least loaded lane, and a slow call holds up to `depth` calls behind it on its lane for at
+//! most its own timeout.
 
 use std::collections::VecDeque;
 use std::io;
@@ -77,7 +78,9 @@ pub(crate) struct Pipeline {
     addr: String,
     depth: usize,
     limit: usize,
-    lanes: OnceLock<Box<[Lane]>>,
+    /// The lanes of each worker slot ([`crate::util::worker::slot`]), each started on its
+    /// first call on the runtime that made it: a per-core worker's calls use lanes of its own.
+    lanes: Box<[OnceLock<Box<[Lane]>>]>,
 }
 
 /// One lane's queue, and how many calls it holds (queued, written or not).
@@ -106,7 +109,9 @@ impl Pipeline {
             addr,
             depth: depth.max(1),
             limit,
-            lanes: OnceLock::new(),
+            lanes: (0..crate::util::worker::slots())
+                .map(|_| OnceLock::new())
+                .collect(),
         }
     }
 
@@ -118,7 +123,7 @@ impl Pipeline {
         request: Vec<u8>,
         due: Instant,
     ) -> Option<oneshot::Receiver<Outcome>> {
-        let lanes = self.lanes.get_or_init(|| self.start());
+        let lanes = self.lanes[crate::util::worker::slot()].get_or_init(|| self.start());
         let lane = lanes
             .iter()
             .min_by_key(|l| l.load.load(Ordering::Relaxed))?;
@@ -142,7 +147,8 @@ impl Pipeline {
         Some(rx)
     }
 
-    /// One lane per runtime worker: the lanes' tasks end when this pipeline is dropped.
+    /// One lane per worker of the current runtime: the lanes' tasks end when this pipeline is
+    /// dropped.
     fn start(&self) -> Box<[Lane]> {
         let workers = tokio::runtime::Handle::current().metrics().num_workers();
         (0..workers.max(1))
