@@ -86,6 +86,12 @@
 # parses six headers fewer per call than behind the gateway; measured in one run, the two nginx
 # rows show what those headers cost the upstream.
 #
+# "defaults" is the translating gateway at its shipped thread settings, twice: `worker_threads =
+# 0` (a worker per core) with `runtime = "work_stealing"` (one runtime whose workers share every
+# task) and with `runtime = "per_core"` (a thread per core, each with its own runtime, socket and
+# upstream connections); its ratios are each against nginx and haproxy (one worker each, as
+# everywhere here). BASE_BIN's translating row beside them runs BASE_BIN with WG_THREADS.
+#
 # Installs wrk, nginx and haproxy with apt-get when they are missing. Only loopback is used.
 # Each proxy gets one thread, as the peers are configured (nginx 1 worker, haproxy nbthread 1);
 # WG_THREADS=0 runs wiregate with its default of one worker per core.
@@ -117,6 +123,8 @@ NGINX_LIMIT_PORT=${NGINX_LIMIT_PORT:-19018}
 GW_TRACED_PORT=${GW_TRACED_PORT:-19019}
 SINK_PORT=${SINK_PORT:-19020}
 ALL_PORT=${ALL_PORT:-19021}
+STEAL_PORT=${STEAL_PORT:-19022}
+PERCORE_PORT=${PERCORE_PORT:-19023}
 ALL_RATIO=${ALL_RATIO:-0.01}
 TRACE_RATIO=${TRACE_RATIO:-1.0}
 GATE_RATE=${GATE_RATE:-1000000}
@@ -124,7 +132,7 @@ PIPELINE=${PIPELINE:-256}
 WG_BIN=${WG_BIN:-./target/release/wiregate}
 NGINX_TLS_PROTOCOLS=${NGINX_TLS_PROTOCOLS:-}
 nginx_forwards='proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$http_host\""; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $http_host; proxy_set_header Via "1.1 nginx"; proxy_set_header traceparent "00-$request_id-b7ad6b7169203331-01";'
-ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate pipelined passthrough tls fleet gate traced all"}
+ROWS=${ROWS:-"direct nginx nginx_forwarding haproxy wiregate defaults pipelined passthrough tls fleet gate traced all"}
 # wants ROW -> exit 0 when ROW was asked for.
 wants() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -302,6 +310,21 @@ if wants traced; then
   traced_pid=$!
   pids+=($!)
 fi
+# The translating gateway at its shipped thread settings, on each runtime.
+if wants defaults; then
+  for rt in work_stealing per_core; do
+    port=$STEAL_PORT
+    [ "$rt" = per_core ] && port=$PERCORE_PORT
+    sed "s/127.0.0.1:$BASE_PORT/127.0.0.1:$port/" "$work/base.toml" |
+      sed "s/^worker_threads = .*$/worker_threads = 0\nruntime = \"$rt\"/" >"$work/$rt.toml"
+  done
+  RUST_LOG=warn "$WG_BIN" --config "$work/work_stealing.toml" >/dev/null 2>&1 &
+  steal_pid=$!
+  pids+=($!)
+  RUST_LOG=warn "$WG_BIN" --config "$work/per_core.toml" >/dev/null 2>&1 &
+  percore_pid=$!
+  pids+=($!)
+fi
 # Everything at once: the fleet's gateway, its endpoints checked, behind the gate, traced.
 if wants all; then
   GW_FLEET_PORT=$ALL_PORT fleet_toml "$work/all.toml"
@@ -352,6 +375,10 @@ if wants gate; then
 fi
 if wants traced; then
   answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$GW_TRACED_PORT/rpc"
+fi
+if wants defaults; then
+  answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$STEAL_PORT/rpc"
+  answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$PERCORE_PORT/rpc"
 fi
 if wants all; then
   answers "$rpc_ok" "$rpc_body" "http://127.0.0.1:$ALL_PORT/rpc" "$gate_auth"
@@ -462,6 +489,8 @@ def nginx nginx "nginx proxy_pass" "http://127.0.0.1:$NGINX_PORT/a2a" "$work/leg
 def nginx_fwd nginx_forwarding "nginx proxy_pass, forwarding" "http://127.0.0.1:$NGINX_FWD_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
 def haproxy haproxy "haproxy (1 thread)" "http://127.0.0.1:$HAPROXY_PORT/a2a" "$work/legacy.lua" "$haproxy_pid" "$legacy_ok" "$legacy_body"
 def wiregate wiregate "wiregate (translating)" "http://127.0.0.1:$GW_PORT/rpc" "$work/rpc.lua" "$gw_pid" "$rpc_ok" "$rpc_body"
+def wiregate_steal defaults "wiregate defaults, work-stealing" "http://127.0.0.1:$STEAL_PORT/rpc" "$work/rpc.lua" "${steal_pid:-}" "$rpc_ok" "$rpc_body"
+def wiregate_percore defaults "wiregate defaults, per-core" "http://127.0.0.1:$PERCORE_PORT/rpc" "$work/rpc.lua" "${percore_pid:-}" "$rpc_ok" "$rpc_body"
 def pipelined pipelined "wiregate transl. pipelined" "http://127.0.0.1:$PIPE_PORT/rpc" "$work/rpc.lua" "$pipe_pid" "$rpc_ok" "$rpc_body"
 def passthrough passthrough "wiregate pass-through" "http://127.0.0.1:$GW_PORT/a2a" "$work/legacy.lua" "$gw_pid" "$legacy_ok" "$legacy_body"
 def nginx_tls tls "nginx TLS proxy_pass" "https://127.0.0.1:$NGINX_TLS_PORT/a2a" "$work/legacy.lua" "$nginx_worker" "$legacy_ok" "$legacy_body"
@@ -473,7 +502,7 @@ def nginx_limit gate "nginx proxy_pass + limit_req" "http://127.0.0.1:$NGINX_LIM
 def wiregate_gate gate "wiregate JWT + limit (transl.)" "http://127.0.0.1:$GW_GATE_PORT/rpc" "$work/gate.lua" "${gate_pid:-}" "$rpc_ok" "$rpc_body" "$gate_auth"
 def wiregate_traced traced "wiregate traced $TRACE_RATIO (transl.)" "http://127.0.0.1:$GW_TRACED_PORT/rpc" "$work/rpc.lua" "${traced_pid:-}" "$rpc_ok" "$rpc_body"
 def wiregate_all all "wiregate everything (transl.)" "http://127.0.0.1:$ALL_PORT/rpc" "$work/gate.lua" "${all_pid:-}" "$rpc_ok" "$rpc_body" "$gate_auth"
-order=(direct nginx nginx_fwd haproxy wiregate pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet nginx_limit wiregate_gate wiregate_traced wiregate_all)
+order=(direct nginx nginx_fwd haproxy wiregate wiregate_steal wiregate_percore pipelined passthrough nginx_tls wiregate_tls nginx_fleet haproxy_fleet wiregate_fleet nginx_limit wiregate_gate wiregate_traced wiregate_all)
 if [ -n "${BASE_BIN:-}" ]; then
   def base wiregate "wiregate BASE_BIN (transl.)" "http://127.0.0.1:$BASE_PORT/rpc" "$work/rpc.lua" "$base_pid" "$rpc_ok" "$rpc_body"
   def base_tls tls "wiregate BASE_BIN TLS" "https://127.0.0.1:$BASE_TLS_PORT/rpc" "$work/rpc.lua" "$base_tls_pid" "$rpc_ok" "$rpc_body"
@@ -507,6 +536,8 @@ for c in $CONNS; do
   read -r h_rps h_p50 h_p99 h_u h_s h_err <<<"$(fields haproxy)"
   read -r w_rps w_p50 w_p99 w_u w_s w_err <<<"$(fields wiregate)"
   read -r q_rps q_p50 q_p99 q_u q_s q_err <<<"$(fields pipelined)"
+  read -r ds_rps ds_p50 ds_p99 ds_u ds_s ds_err <<<"$(fields wiregate_steal)"
+  read -r dp_rps dp_p50 dp_p99 dp_u dp_s dp_err <<<"$(fields wiregate_percore)"
   read -r p_rps p_p50 p_p99 p_u p_s p_err <<<"$(fields passthrough)"
   read -r nt_rps nt_p50 nt_p99 nt_u nt_s nt_err <<<"$(fields nginx_tls)"
   read -r wt_rps wt_p50 wt_p99 wt_u wt_s wt_err <<<"$(fields wiregate_tls)"
@@ -529,7 +560,7 @@ for c in $CONNS; do
       echo "  ^ did not start or answer; its log's last lines are printed above"
     fi
   done
-  if [ "$d_err$n_err$nf_err$h_err$w_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$nl_err$g_err$t_err$a_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
+  if [ "$d_err$n_err$nf_err$h_err$w_err$ds_err$dp_err$q_err$p_err$nt_err$wt_err$fn_err$fh_err$fw_err$nl_err$g_err$t_err$a_err$b_err$bt_err$bq_err" != nonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenonenone ]; then
     echo "ratios @$c conns: not computed (a run had errors; see above)"
     echo
     continue
@@ -537,6 +568,15 @@ for c in $CONNS; do
   if wants wiregate && wants direct && wants nginx && wants haproxy; then
     awk -v w="$w_rps" -v d="$d_rps" -v n="$n_rps" -v h="$h_rps" -v wp="$w_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {
       printf "ratios @%s conns: wiregate/direct %.2f  wiregate/nginx %.2f  wiregate/haproxy %.2f  p99 wiregate/nginx %.2f  p99 wiregate/haproxy %.2f\n", c, w/d, w/n, w/h, wp/np, wp/hp }'
+  fi
+  if wants defaults && wants nginx && wants haproxy; then
+    for d in "work-stealing $ds_rps $ds_p99" "per-core $dp_rps $dp_p99"; do
+      read -r name r p <<<"$d"
+      awk -v r="$r" -v p="$p" -v n="$n_rps" -v h="$h_rps" -v np="$n_p99" -v hp="$h_p99" -v c="$c" -v name="$name" 'BEGIN {
+        printf "ratios @%s conns: defaults %s/nginx %.2f  /haproxy %.2f  p99 /nginx %.2f  p99 /haproxy %.2f\n", c, name, r/n, r/h, p/np, p/hp }'
+    done
+    awk -v s="$ds_rps" -v q="$dp_rps" -v sp="$ds_p99" -v qp="$dp_p99" -v c="$c" 'BEGIN {
+      printf "ratios @%s conns: per-core/work-stealing %.2f  p99 per-core/work-stealing %.2f\n", c, q/s, qp/sp }'
   fi
   if wants pipelined && wants nginx && wants haproxy; then
     awk -v q="$q_rps" -v n="$n_rps" -v h="$h_rps" -v qp="$q_p99" -v np="$n_p99" -v hp="$h_p99" -v c="$c" 'BEGIN {

@@ -67,8 +67,9 @@ mod tests {
         let (bg_handle, bg_thread) = (background.handle().clone(), std::thread::current().id());
         let spawned = std::thread::spawn(move || {
             enter(bg_handle);
-            // Started from another runtime's task, it runs where `enter` said.
-            worker.block_on(async { spawn(async { std::thread::current().id() }) })
+            // Started from within another runtime, it runs where `enter` said.
+            let _entered = worker.enter();
+            spawn(async { std::thread::current().id() })
         })
         .join()
         .unwrap();
