@@ -333,17 +333,20 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     let (stop, stopped) = watch::channel(false);
     let header_read_timeout = Duration::from_millis(config.server.header_read_timeout_ms);
     let (addr, task) = match config.server.runtime {
-        crate::config::Runtime::PerCore => workers::start(
-            config.server.listen,
-            config.server.worker_threads,
-            workers::Serving {
-                front,
-                tls: tls.clone(),
-                header_read_timeout,
-                stopped,
-                max_connections: config.server.max_connections,
-            },
-        )?,
+        crate::config::Runtime::PerCore => {
+            workers::start(
+                config.server.listen,
+                config.server.worker_threads,
+                workers::Serving {
+                    front,
+                    tls: tls.clone(),
+                    header_read_timeout,
+                    stopped,
+                    max_connections: config.server.max_connections,
+                },
+            )
+            .await?
+        }
         crate::config::Runtime::WorkStealing => {
             let listener = TcpListener::bind(config.server.listen).await?;
             let addr = listener.local_addr()?;

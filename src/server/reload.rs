@@ -234,6 +234,10 @@ mod tests {
         let mut new = old.clone();
         new.server.listen = "127.0.0.1:9".parse().unwrap();
         new.server.worker_threads = 3;
+        new.server.runtime = match old.server.runtime {
+            crate::config::Runtime::PerCore => crate::config::Runtime::WorkStealing,
+            crate::config::Runtime::WorkStealing => crate::config::Runtime::PerCore,
+        };
         new.server.max_connections = 7;
         new.server.header_read_timeout_ms = 5;
         new.server.shutdown_grace_ms = 1;

@@ -35,10 +35,10 @@ pub(super) struct Serving {
     pub(super) max_connections: usize,
 }
 
-/// Binds `workers` sockets on `listen` (0: one per core) and starts a worker on each. Returns
-/// the bound address (port 0 resolved) and a task that ends when every worker has stopped
-/// accepting and its connections have closed.
-pub(super) fn start(
+/// Binds `workers` sockets on `listen` (0: one per core) and starts a worker on each; returns
+/// once every worker serves its socket, with the bound address (port 0 resolved) and a task
+/// that ends when every worker has stopped accepting and its connections have closed.
+pub(super) async fn start(
     listen: SocketAddr,
     workers: usize,
     serving: Serving,
@@ -57,6 +57,7 @@ pub(super) fn start(
     let permits = Arc::new(Semaphore::new(serving.max_connections));
     let mut done = Vec::with_capacity(n);
     for (i, socket) in sockets.into_iter().enumerate() {
+        let (ready_tx, ready) = oneshot::channel();
         let (tx, rx) = oneshot::channel();
         let serving = Serving {
             front: serving.front.clone(),
@@ -71,9 +72,19 @@ pub(super) fn start(
             .spawn(move || {
                 crate::util::worker::enter(i);
                 crate::util::background::enter(background);
-                let _ = tx.send(run(socket, permits, serving));
+                let _ = tx.send(run(socket, permits, serving, ready_tx));
             })?;
-        done.push(rx);
+        // A worker that could not start says why here, before the gateway is said to listen.
+        match ready.await {
+            Ok(()) => done.push(rx),
+            // The workers started already stop as the caller drops its stop signal.
+            Err(_) => {
+                return Err(match rx.await {
+                    Ok(Err(e)) => e,
+                    _ => std::io::Error::other("a worker thread did not start"),
+                })
+            }
+        }
     }
     let task = tokio::spawn(async move {
         for rx in done {
@@ -85,11 +96,13 @@ pub(super) fn start(
     Ok((addr, task))
 }
 
-/// One worker: its runtime, serving `socket` until stopped and its connections are closed.
+/// One worker: its runtime, serving `socket` until stopped and its connections are closed;
+/// `ready` is told once it serves (dropped unsent when it cannot).
 fn run(
     socket: std::net::TcpListener,
     permits: Arc<Semaphore>,
     serving: Serving,
+    ready: oneshot::Sender<()>,
 ) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -97,6 +110,7 @@ fn run(
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(socket)?;
         let bounded = Bounded::sharing(listener, permits, serving.max_connections);
+        let _ = ready.send(());
         accept_loop(
             bounded,
             serving.front,
