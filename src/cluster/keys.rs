@@ -132,8 +132,8 @@ struct EntryOut<'a> {
 fn encode_into(out: &mut Vec<u8>, seq: u64, event: &A2aEvent) {
     // Compared as digits on the stack: a `String` per update would be the write path's only
     // allocation per delta.
-    let own_id = !event.event_id.is_empty()
-        && event.event_id.as_str() != itoa::Buffer::new().format(seq);
+    let own_id =
+        !event.event_id.is_empty() && event.event_id.as_str() != itoa::Buffer::new().format(seq);
     let k = match event.event_type {
         EventKind::Status => "s",
         EventKind::Artifact => "a",
