@@ -217,12 +217,21 @@ impl Reader {
             if reading.is_none() && held.entries.len() < READ_ENTRIES {
                 let c = match conn.as_ref() {
                     Some(c) => c.clone(),
-                    None => match link.dedicated().await {
-                        Ok(c) => conn.insert(c).clone(),
-                        Err(_) => {
+                    // Not while the link says Redis is lost (it looks again every 500 ms):
+                    // a read dropped for that would otherwise be taken up again at once.
+                    None => match link.is_up().then(|| link.dedicated()) {
+                        Some(connecting) => match connecting.await {
+                            Ok(c) => conn.insert(c).clone(),
+                            Err(_) => {
+                                drop(q);
+                                tokio::time::sleep(delay).await;
+                                delay = (delay * 2).min(Duration::from_secs(1));
+                                continue;
+                            }
+                        },
+                        None => {
                             drop(q);
-                            tokio::time::sleep(delay).await;
-                            delay = (delay * 2).min(Duration::from_secs(1));
+                            tokio::time::sleep(RETRY_MIN).await;
                             continue;
                         }
                     },
