@@ -138,7 +138,8 @@ async fn next_read(reading: &mut Option<Reading>) -> redis::RedisResult<Option<S
 /// [`AHEAD_LOGS`] logs of it, so a subscriber that keeps reading here holds the owner back
 /// instead of being cut off. A read blocks until there is something to read (`BLOCK 0`, on a
 /// connection of its own, dropped to stop it), so a copy of a quiet log sends nothing. The
-/// domain feed's copies are not paced, as its source is not.
+/// domain feed's copies are not paced, as its source is not. A paced copy's mark is said by
+/// its opener ([`Mirrors::open`]) before the reader starts, at the id it starts from.
 ///
 /// [`AHEAD_LOGS`]: super::pace::AHEAD_LOGS
 pub(in crate::cluster) async fn read_on(
@@ -192,6 +193,10 @@ impl Reader {
         let mut delay = RETRY_MIN;
         let step = pace.map_or(u64::MAX, |(_, step)| step);
         let mut held = Held::new(queue.upgrade().map_or(0, |q| q.last_seq()), step);
+        if pace.is_some() {
+            // Said already, by `Mirrors::open` before it served anyone.
+            held.marked = Some((held.read_to, tokio::time::Instant::now()));
+        }
         loop {
             let Some(q) = queue.upgrade().filter(|q| !q.is_closed()) else {
                 return;
