@@ -7,7 +7,10 @@
 //! Beside each cluster figure: the CPU each process spent per delivered event (user + system,
 //! from `/proc`), and Redis's own count of commands and µs per command (`INFO commandstats`),
 //! with how many events each `XADD` and each `XREAD` carried: what a change costs moves these
-//! less than events/s, which moves with the machine's speed.
+//! less than events/s, which moves with the machine's speed. And Redis commands per delivered
+//! event (every command Redis counted over the flood but `INFO`, over the events the
+//! subscriber on B got), and what Redis is sent while a context is quiet with subscribers on
+//! B and C attached (`IDLE_S` seconds, 5 by default; 0 to skip).
 //!
 //! ```sh
 //! benches/cluster_fanout.sh       # builds in release, then runs this; LINES=50000 to change
@@ -93,6 +96,20 @@ impl Watch<'_> {
 
     /// Prints the costs between `before` and now, per event of `events`.
     fn report(&self, before: (Vec<u64>, BTreeMap<String, (u64, u64)>), events: usize) {
+        if self.redis.is_some() {
+            let total: u64 = self
+                .take()
+                .1
+                .iter()
+                .filter(|(cmd, _)| *cmd != "info")
+                .map(|(cmd, (calls, _))| calls - before.1.get(cmd).map_or(0, |b| b.0))
+                .sum();
+            println!(
+                "    redis commands per delivered event: {:.4} ({total} commands, one per {:.1} events)",
+                total as f64 / events as f64,
+                events as f64 / total.max(1) as f64,
+            );
+        }
         let (cpu, stats) = self.take();
         let per = |v: u64| v as f64 / events as f64;
         let cpu: Vec<String> = self
@@ -201,6 +218,48 @@ async fn run(
     per_s
 }
 
+/// A context on `owner` that flooded a little, then stays quiet for `secs` with a subscriber on
+/// each of `readers` attached: prints every command Redis counted meanwhile (but `INFO`).
+async fn idle(owner: u16, readers: &[u16], redis: u16, secs: usize) {
+    let ctx = context_of(&send_text(owner, None, "hello").await);
+    let after = last_id(owner, &ctx).await;
+    let mut conns = Vec::new();
+    for port in readers {
+        conns.push(subscribe(*port, &ctx, &after.to_string()).await);
+    }
+    send_text(owner, Some(&ctx), "flood 100").await;
+    let mut delivered = 0;
+    for c in conns.iter_mut() {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = String::new();
+        while got.matches("\"artifact\":\"response\"").count() < 100 {
+            let k = c.read(&mut buf).await.unwrap();
+            got.push_str(&String::from_utf8_lossy(&buf[..k]));
+        }
+        delivered += 100;
+    }
+    // The run's last writes (snapshots) and the readers' next reads.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = command_stats(redis);
+    tokio::time::sleep(Duration::from_secs(secs as u64)).await;
+    let after = command_stats(redis);
+    let made: Vec<(String, u64)> = after
+        .iter()
+        .filter(|(cmd, _)| *cmd != "info")
+        .map(|(cmd, (calls, _))| (cmd.clone(), calls - before.get(cmd).map_or(0, |b| b.0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let total: u64 = made.iter().map(|(_, n)| n).sum();
+    let each: Vec<String> = made.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    println!(
+        "idle {secs} s, a context quiet after {delivered} events to subscribers on {} replicas: {total} redis commands ({:.1}/s): {}",
+        readers.len(),
+        total as f64 / secs as f64,
+        if each.is_empty() { "none".to_owned() } else { each.join(", ") },
+    );
+    drop(conns);
+}
+
 #[tokio::main]
 async fn main() {
     let lines = env_or("LINES", 50_000);
@@ -253,6 +312,10 @@ async fn main() {
             100.0 * min,
             100.0 * max
         );
+    }
+    let idle_s = env_or("IDLE_S", 5);
+    if idle_s > 0 {
+        idle(pa, &[pb, pc], rp, idle_s).await;
     }
     if rate_lines > 0 {
         run(solo_label, port, &[port], 1, rate_lines, 1000, None).await;

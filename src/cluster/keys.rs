@@ -26,8 +26,8 @@ pub(crate) fn context_log(context_id: &str) -> String {
 }
 
 /// The set naming the pace marks of the stream `log` (a key above): one member per replica
-/// holding a copy of it, each member the tail of its mark's key ([`PACE_MARKS`]), so the owner
-/// reads every mark in one `SORT … BY nosort GET` (see `log`).
+/// holding a copy of it, each member the tail of its mark's key ([`PACE_MARKS`]), so an owner
+/// that starts reads every mark in one `SORT … BY nosort GET` (see `log::pace`).
 pub(crate) fn paces(log: &str) -> String {
     format!("{PREFIX}paces:{log}")
 }
@@ -41,6 +41,12 @@ pub(crate) fn pace_member(log: &str, node: &str) -> String {
 /// that replica stops refreshing it.
 pub(crate) fn pace_mark(member: &str) -> String {
     format!("{PREFIX}pace:{member}")
+}
+
+/// The channel on which the copies of the stream `log` tell its owner how far they have read
+/// (see `log::pace`).
+pub(crate) fn pace_channel(log: &str) -> String {
+    format!("{PREFIX}pace-ch:{log}")
 }
 
 /// The `SORT … GET` pattern of every [`pace_mark`] (Redis puts each member in place of the
@@ -124,7 +130,10 @@ struct EntryOut<'a> {
 
 /// Appends the line holding `event`, stored under sequence `seq`, to `out`.
 fn encode_into(out: &mut Vec<u8>, seq: u64, event: &A2aEvent) {
-    let own_id = !event.event_id.is_empty() && event.event_id != seq.to_string();
+    // Compared as digits on the stack: a `String` per update would be the write path's only
+    // allocation per delta.
+    let own_id =
+        !event.event_id.is_empty() && event.event_id.as_str() != itoa::Buffer::new().format(seq);
     let k = match event.event_type {
         EventKind::Status => "s",
         EventKind::Artifact => "a",
@@ -260,13 +269,19 @@ fn decode_delta_line(seq: u64, line: &str) -> Option<A2aEvent> {
     })
 }
 
+/// A guess at a text delta's line, with its ids and timestamp: what [`encode_batch`] reserves
+/// per update.
+const LINE_GUESS: usize = 128;
+
 /// The field's value for a run of consecutive updates (`seq`, event), the first stored under
 /// the entry id [`entry_id`]`(first seq)`: one JSON line per update, in order. One entry per
 /// written batch rather than per update: Redis parses, stores and sends one entry, and a
 /// reader one reply element, for up to a batch of updates.
 pub(crate) fn encode_batch<'a>(events: impl IntoIterator<Item = (u64, &'a A2aEvent)>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    for (n, (seq, event)) in events.into_iter().enumerate() {
+    let events = events.into_iter();
+    // One buffer per entry, sized for short deltas so that it rarely grows.
+    let mut out = Vec::with_capacity(LINE_GUESS * events.size_hint().0.max(1));
+    for (n, (seq, event)) in events.enumerate() {
         if n > 0 {
             out.push(b'\n');
         }

@@ -156,6 +156,12 @@ impl Link {
             .await
     }
 
+    /// A connection of its own in subscriber mode, for an owner's writer to hear the pace
+    /// marks the copies of its log push (see `log::pace`).
+    pub(crate) async fn pubsub(&self) -> redis::RedisResult<redis::aio::PubSub> {
+        self.client.get_async_pubsub().await
+    }
+
     /// What `/readyz` says of Redis.
     pub(crate) fn readiness(&self) -> serde_json::Value {
         serde_json::json!({

@@ -9,7 +9,7 @@ use redis::streams::StreamRangeReply;
 use redis::AsyncCommands;
 use tokio::sync::watch;
 
-use super::pace::{hold_back, lowest_of, marks_cmd, AHEAD_LOGS};
+use super::pace::{publish_step, Paces, AHEAD_LOGS};
 use super::{last_seq_in, BATCH, RETRY_MIN, WRITE_MAX};
 use crate::cluster::keys::{self, StoredTask};
 use crate::cluster::Link;
@@ -41,7 +41,8 @@ impl Exporter {
     /// model; `context_id` names the context the tasks belong to. With `lag_grace`, a write
     /// waits (at most half of it at a time) while its first entry would put the log more than
     /// [`AHEAD_LOGS`] logs (of `replay` updates) past what another replica's copy has read
-    /// ([`keys::pace_mark`]), and carries no more than keeps within that: the owner's
+    /// (the marks the copies push, see [`Paces`]), and carries no more than keeps within that:
+    /// the owner's
     /// producer then waits for this writer as for any lagging reader, so a burst is paced by
     /// the slowest subscriber of every replica, not only of this one. Whatever it waits for, it
     /// never trims the shared log past a live copy's mark, so that copy finds no hole.
@@ -56,13 +57,11 @@ impl Exporter {
     ) -> Result<Flushed, GatewayError> {
         let cursor = queue.subscribe_live()?.cursor;
         let (tx, rx) = watch::channel(queue.last_seq());
-        let paces = keys::paces(&key);
         let window = AHEAD_LOGS * replay;
         let to = Target {
             link,
             key,
             context_id,
-            paces,
             replay,
             window,
             lag_grace,
@@ -78,8 +77,6 @@ struct Target<F> {
     link: Arc<Link>,
     key: String,
     context_id: String,
-    /// The log's [`keys::paces`].
-    paces: String,
     replay: usize,
     /// How far past the lowest mark the log may run: [`AHEAD_LOGS`] logs.
     window: usize,
@@ -105,7 +102,6 @@ impl<F: Fn(&str) -> Option<Task> + Send + Sync + 'static> Target<F> {
             link,
             key,
             context_id,
-            paces,
             replay,
             window,
             lag_grace,
@@ -114,9 +110,11 @@ impl<F: Fn(&str) -> Option<Task> + Send + Sync + 'static> Target<F> {
         // Read from the log, not yet written (at most WRITE_MAX).
         let mut batch: Vec<Arc<Stored>> = Vec::with_capacity(BATCH);
         let mut closed = false;
-        // The lowest live mark of the other replicas' copies, as last read (with each
-        // write, so a new copy is seen within a batch of opening).
-        let mut lowest: Option<u64> = None;
+        // The other replicas' marks, pushed by their copies for as long as this writer lives.
+        let mut paces = lag_grace.map(|_| Paces::listen(link.clone(), &key));
+        let step = publish_step(replay);
+        // The last update written.
+        let mut written = *tx.borrow();
         // Tasks changed since their snapshots were last written, and when that was.
         let mut dirty: Vec<String> = Vec::new();
         let mut snapped = tokio::time::Instant::now();
@@ -132,9 +130,8 @@ impl<F: Fn(&str) -> Option<Task> + Send + Sync + 'static> Target<F> {
                         .await
                         .is_err()
                     {
-                        let marks = lag_grace.is_some().then_some((paces.as_str(), lowest));
                         let ctx = (context_id.as_str(), &dirty[..], &task_of);
-                        lowest = write(&link, &key, ctx, &[], replay, marks).await;
+                        write(&link, &key, ctx, &[], replay, None).await;
                         dirty.clear();
                         snapped = tokio::time::Instant::now();
                     }
@@ -148,9 +145,9 @@ impl<F: Fn(&str) -> Option<Task> + Send + Sync + 'static> Target<F> {
             // The first entry waits for the other replicas' copies (see `hold_back`); as
             // much of the rest goes with it as keeps within `window` of their marks.
             let mut n = batch.len();
-            if let Some(grace) = lag_grace {
+            if let (Some(grace), Some(p)) = (lag_grace, paces.as_mut()) {
                 let first = batch[batch.len().min(BATCH) - 1].seq;
-                lowest = hold_back(&link, &paces, lowest, first, window, grace / 2).await;
+                let lowest = p.hold_back((first, written), window, step, grace / 2).await;
                 n = within(&batch, lowest, window);
             }
             let part = &batch[..n];
@@ -162,14 +159,15 @@ impl<F: Fn(&str) -> Option<Task> + Send + Sync + 'static> Target<F> {
             // held: a writer that keeps up takes all of it nearly every time.
             let snapshot = snapshot_due(part, snapped);
             let tasks: &[String] = if snapshot { &dirty } else { &[] };
-            let marks = lag_grace.is_some().then_some((paces.as_str(), lowest));
+            let lowest = paces.as_ref().and_then(Paces::lowest);
             let ctx = (context_id.as_str(), tasks, &task_of);
-            lowest = write(&link, &key, ctx, part, replay, marks).await;
+            write(&link, &key, ctx, part, replay, lowest).await;
             if snapshot {
                 dirty.clear();
                 snapped = tokio::time::Instant::now();
             }
             if let Some(last) = part.last() {
+                written = last.seq;
                 tx.send_replace(last.seq);
             }
             batch.drain(..n);
@@ -241,9 +239,8 @@ fn snapshot_due(part: &[Arc<Stored>], snapped: tokio::time::Instant) -> bool {
 }
 
 /// Writes one batch, retrying until Redis takes it; a retry skips what an earlier attempt
-/// already wrote (the stream's last id says how far it got). With `marks` (the log's
-/// [`keys::paces`] and the lowest mark last read), the trim keeps what that copy has not read,
-/// and the marks are read again in the same round trip: returns the lowest. With it go the
+/// already wrote (the stream's last id says how far it got). With `lowest` (the lowest mark of
+/// the other replicas' copies), the trim keeps what that copy has not read. With it go the
 /// snapshots of `tasks` (of the context `context_id`, read with `task_of`).
 async fn write(
     link: &Link,
@@ -255,8 +252,8 @@ async fn write(
     ),
     batch: &[Arc<Stored>],
     replay: usize,
-    marks: Option<(&str, Option<u64>)>,
-) -> Option<u64> {
+    lowest: Option<u64>,
+) {
     let mut delay = RETRY_MIN;
     let mut written_up_to = 0u64;
     loop {
@@ -267,22 +264,12 @@ async fn write(
             .position(|s| s.seq > written_up_to)
             .map_or(&[][..], |i| &batch[i..]);
         if rest.is_empty() && tasks.is_empty() {
-            return marks.and_then(|(_, lowest)| lowest);
+            return;
         }
-        add_entries(&mut pipe, key, rest, replay, marks);
+        add_entries(&mut pipe, key, rest, replay, lowest);
         add_snapshots(&mut pipe, context_id, tasks, task_of);
-        if let Some((paces, _)) = marks {
-            pipe.add_command(marks_cmd(paces));
-        }
-        let done = match marks {
-            Some(_) => pipe
-                .query_async::<(Vec<Option<u64>>,)>(&mut conn)
-                .await
-                .map(|(m,)| lowest_of(m)),
-            None => pipe.query_async::<()>(&mut conn).await.map(|()| None),
-        };
-        match done {
-            Ok(lowest) => return lowest,
+        match pipe.query_async::<()>(&mut conn).await {
+            Ok(()) => return,
             Err(e) => {
                 link.failed(&e);
                 tokio::time::sleep(delay).await;
@@ -299,13 +286,13 @@ async fn write(
 }
 
 /// Adds to `pipe` the `XADD`s of `rest`'s entries to the stream `key`, the last one trimming
-/// the stream (with `marks`, as [`write()`] says).
+/// the stream (with `lowest`, as [`write()`] says).
 fn add_entries(
     pipe: &mut redis::Pipeline,
     key: &str,
     rest: &[Arc<Stored>],
     replay: usize,
-    marks: Option<(&str, Option<u64>)>,
+    lowest: Option<u64>,
 ) {
     // Entries older than the one that can hold the `replay`th last update go (`~`: whole
     // nodes of the stream, so somewhat more stays), so the log keeps at least `replay`
@@ -313,7 +300,7 @@ fn add_entries(
     // next entry it reads starts just after its mark). Trimmed once, by the last entry.
     if let Some(last) = rest.last() {
         let mut min_seq = (last.seq + 1).saturating_sub((replay + BATCH) as u64);
-        if let Some((_, Some(lowest))) = marks {
+        if let Some(lowest) = lowest {
             min_seq = min_seq.min(lowest + 1);
         }
         let entries = rest.chunks(BATCH);

@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use redis::streams::{StreamId, StreamReadOptions, StreamReadReply};
 
-use super::pace::{add_mark, mark, HOLD_POLL, PACE_REFRESH};
+use super::pace::{add_mark, mark, publish_step, unmark, PACE_REFRESH};
 use super::{entry_updates, feed, last_seq_in, retained, READ_ENTRIES, RETRY_MIN};
 use crate::cluster::{keys, Link};
 use crate::events::EventQueue;
 use crate::model::error::GatewayError;
 use crate::model::event::A2aEvent;
 
-/// How long one blocking read waits before the reader looks around (idle, dropped).
-const BLOCK_MS: usize = 1_000;
+/// How often a reader whose read blocks looks around (idle, closed, Redis lost): locally, the
+/// read stays under way (`XREAD BLOCK 0`: no command while nothing is written).
+const LOOK_AROUND: Duration = Duration::from_secs(1);
 /// A mirror nobody subscribed to for this long is closed; the next subscriber opens it again.
 const MIRROR_IDLE: Duration = Duration::from_secs(60);
 
@@ -101,7 +102,7 @@ impl Mirrors {
             context_id.to_owned(),
             Arc::downgrade(&queue),
             last_id,
-            Some(self.lag_grace),
+            Some((self.lag_grace, publish_step(self.replay))),
         ));
         Ok(queue)
     }
@@ -131,11 +132,14 @@ async fn next_read(reading: &mut Option<Reading>) -> redis::RedisResult<Option<S
 /// worth is held; the shared log keeps the rest: the owner trims nothing past this copy's
 /// mark). It waits for that subscriber up to `lag_grace` from its last progress, then overruns
 /// it (a subscriber that stops reading is cut off, and holds the others up at most that long).
-/// Its mark says how far it has read: written with each read, in its round trip (when it moved
-/// or is due a refresh), and while it holds without reading, at most every [`HOLD_POLL`] and at
-/// least every [`PACE_REFRESH`]. The owner's writer keeps within [`AHEAD_LOGS`] logs of it, so
-/// a subscriber that keeps reading here holds the owner back instead of being cut off. The
-/// domain feed's copies are not paced, as its source is not.
+/// Its mark says how far it has read, pushed to the owner (see [`super::pace`]): in the round
+/// trip of a read once it moved `step` since it was last said, and while it holds without
+/// reading, each move at once and every [`PACE_REFRESH`]. The owner's writer keeps within
+/// [`AHEAD_LOGS`] logs of it, so a subscriber that keeps reading here holds the owner back
+/// instead of being cut off. A read blocks until there is something to read (`BLOCK 0`, on a
+/// connection of its own, dropped to stop it), so a copy of a quiet log sends nothing. The
+/// domain feed's copies are not paced, as its source is not. A paced copy's mark is said by
+/// its opener ([`Mirrors::open`]) before the reader starts, at the id it starts from.
 ///
 /// [`AHEAD_LOGS`]: super::pace::AHEAD_LOGS
 pub(in crate::cluster) async fn read_on(
@@ -144,74 +148,137 @@ pub(in crate::cluster) async fn read_on(
     key: String,
     context_id: String,
     queue: Weak<EventQueue>,
-    mut last_id: String,
-    pace: Option<Duration>,
+    last_id: String,
+    pace: Option<(Duration, u64)>,
 ) {
-    let mut conn: Option<redis::aio::MultiplexedConnection> = None;
-    let mut reading: Option<Reading> = None;
-    let mut idle_since = tokio::time::Instant::now();
-    let mut delay = RETRY_MIN;
-    let mut held = Held::new(queue.upgrade().map_or(0, |q| q.last_seq()));
-    loop {
-        let Some(q) = queue.upgrade().filter(|q| !q.is_closed()) else {
-            return;
-        };
-        let waiting = held.push(&q, &context_id, pace.is_some());
-        // Only while its reader has a connection: a copy that cannot read lets its mark lapse
-        // rather than hold the owner back. A read carries its own mark (`Held::start_read`).
-        if pace.is_some() && conn.is_some() && reading.is_none() && waiting && held.due() {
-            mark(&link, &key, &link.node_id, held.read_to).await;
+    let paced = pace.is_some();
+    let reader = Reader {
+        mirrors,
+        link: link.clone(),
+        key,
+        context_id,
+        queue,
+    };
+    reader.run(last_id, pace).await;
+    if paced {
+        // Closed: the owner waits for this copy no more.
+        unmark(&link, &reader.key, &link.node_id).await;
+    }
+}
+
+/// What one mirror's reader keeps up to date (see [`read_on`]).
+struct Reader {
+    mirrors: Weak<Mirrors>,
+    link: Arc<Link>,
+    key: String,
+    context_id: String,
+    queue: Weak<EventQueue>,
+}
+
+impl Reader {
+    /// [`read_on`]'s loop.
+    async fn run(&self, mut last_id: String, pace: Option<(Duration, u64)>) {
+        let Reader {
+            mirrors,
+            link,
+            key,
+            context_id,
+            queue,
+        } = self;
+        let key = key.as_str();
+        let context_id = context_id.as_str();
+        let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+        let mut reading: Option<Reading> = None;
+        let mut idle_since = tokio::time::Instant::now();
+        let mut delay = RETRY_MIN;
+        let step = pace.map_or(u64::MAX, |(_, step)| step);
+        let mut held = Held::new(queue.upgrade().map_or(0, |q| q.last_seq()), step);
+        if pace.is_some() {
+            // Said already, by `Mirrors::open` before it served anyone.
             held.marked = Some((held.read_to, tokio::time::Instant::now()));
         }
-        if idled_out(&mirrors, &q, &context_id, &mut idle_since) {
-            return;
-        }
-        // The next read, unless one is under way or a read's worth waits already.
-        if reading.is_none() && held.entries.len() < READ_ENTRIES {
-            let c = match conn.as_ref() {
-                Some(c) => c.clone(),
-                None => match link.dedicated().await {
-                    Ok(c) => conn.insert(c).clone(),
-                    Err(_) => {
-                        drop(q);
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(Duration::from_secs(1));
-                        continue;
-                    }
-                },
+        loop {
+            let Some(q) = queue.upgrade().filter(|q| !q.is_closed()) else {
+                return;
             };
-            reading = Some(held.start_read(c, &key, &last_id, &link.node_id, pace.is_some()));
-        }
-        let read = match (pace, waiting) {
-            (Some(grace), true) => {
-                let since = *held.since.get_or_insert_with(tokio::time::Instant::now);
-                let left = grace.saturating_sub(since.elapsed());
-                tokio::select! {
-                    r = next_read(&mut reading) => Some(r),
-                    // Room made, or the grace is over and the slow subscriber is overrun.
-                    _ = q.room(left) => None,
-                    // Time to refresh the mark.
-                    _ = tokio::time::sleep(PACE_REFRESH) => None,
-                }
+            let waiting = held.push(&q, context_id, pace.is_some());
+            // Only while its reader has a connection: a copy that cannot read lets its mark lapse
+            // rather than hold the owner back. A read carries its own mark (`Held::start_read`).
+            if pace.is_some() && conn.is_some() && reading.is_none() && waiting && held.due(true) {
+                mark(link, key, &link.node_id, held.read_to).await;
+                held.marked = Some((held.read_to, tokio::time::Instant::now()));
             }
-            _ => {
-                drop(q);
-                Some(next_read(&mut reading).await)
+            if idled_out(mirrors, &q, context_id, &mut idle_since) {
+                return;
             }
-        };
-        let Some(read) = read else { continue };
-        reading = None;
-        match read {
-            Ok(reply) => {
-                delay = RETRY_MIN;
-                held.took(reply, &mut last_id);
-            }
-            Err(e) => {
-                tracing::debug!(context = %context_id, error = %e, "a context log read failed; reconnecting");
+            // Redis lost (the link's own check says so): a blocked read on a connection that
+            // died without a word would wait for ever; the next read goes on a new connection.
+            if reading.is_some() && !link.is_up() {
+                reading = None;
                 conn = None;
                 held.marked = None;
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
+            }
+            // The next read, unless one is under way or a read's worth waits already.
+            if reading.is_none() && held.entries.len() < READ_ENTRIES {
+                let c = match conn.as_ref() {
+                    Some(c) => c.clone(),
+                    // Not while the link says Redis is lost (it looks again every 500 ms):
+                    // a read dropped for that would otherwise be taken up again at once.
+                    None => match link.is_up().then(|| link.dedicated()) {
+                        Some(connecting) => match connecting.await {
+                            Ok(c) => conn.insert(c).clone(),
+                            Err(_) => {
+                                drop(q);
+                                tokio::time::sleep(delay).await;
+                                delay = (delay * 2).min(Duration::from_secs(1));
+                                continue;
+                            }
+                        },
+                        None => {
+                            drop(q);
+                            tokio::time::sleep(RETRY_MIN).await;
+                            continue;
+                        }
+                    },
+                };
+                let paced = pace.is_some();
+                reading = Some(held.start_read(c, key, &last_id, &link.node_id, (paced, waiting)));
+            }
+            let read = match (pace, waiting) {
+                (Some((grace, _)), true) => {
+                    let since = *held.since.get_or_insert_with(tokio::time::Instant::now);
+                    let left = grace.saturating_sub(since.elapsed());
+                    tokio::select! {
+                        r = next_read(&mut reading) => Some(r),
+                        // Room made, or the grace is over and the slow subscriber is overrun.
+                        _ = q.room(left) => None,
+                        // Time to refresh the mark.
+                        _ = tokio::time::sleep(PACE_REFRESH) => None,
+                    }
+                }
+                _ => {
+                    drop(q);
+                    tokio::select! {
+                        r = next_read(&mut reading) => Some(r),
+                        // Look around; the read stays under way.
+                        _ = tokio::time::sleep(LOOK_AROUND) => None,
+                    }
+                }
+            };
+            let Some(read) = read else { continue };
+            reading = None;
+            match read {
+                Ok(reply) => {
+                    delay = RETRY_MIN;
+                    held.took(reply, &mut last_id);
+                }
+                Err(e) => {
+                    tracing::debug!(context = %context_id, error = %e, "a context log read failed; reconnecting");
+                    conn = None;
+                    held.marked = None;
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                }
             }
         }
     }
@@ -224,20 +291,24 @@ struct Held {
     entries: VecDeque<StreamId>,
     decoded: VecDeque<(u64, A2aEvent)>,
     since: Option<tokio::time::Instant>,
-    // How far it read from Redis, and the mark last written (what, when).
+    // How far it read from Redis, and the mark last said (what, when).
     read_to: u64,
     marked: Option<(u64, tokio::time::Instant)>,
+    // How far the mark moves before a read carries it.
+    step: u64,
 }
 
 impl Held {
-    /// Nothing held, read to `read_to`, no mark written yet.
-    fn new(read_to: u64) -> Self {
+    /// Nothing held, read to `read_to`, no mark said yet; a read carries the mark once it moved
+    /// `step`.
+    fn new(read_to: u64, step: u64) -> Self {
         Held {
             entries: VecDeque::new(),
             decoded: VecDeque::new(),
             since: None,
             read_to,
             marked: None,
+            step,
         }
     }
 
@@ -268,38 +339,38 @@ impl Held {
         waiting
     }
 
-    /// Whether its mark is due: never written, moved (and [`HOLD_POLL`] old), or due a refresh.
+    /// Whether its mark is due: never said, or moved `step`; while it holds updates without
+    /// reading (`waiting`: it may be what holds the owner back), moved at all or due a refresh.
+    /// Never merely because time passed while nothing is held: a copy that caught up is silent.
     #[inline]
-    fn due(&self) -> bool {
+    fn due(&self, waiting: bool) -> bool {
         match self.marked {
             None => true,
             Some((at, when)) => {
-                (at != self.read_to && when.elapsed() >= HOLD_POLL)
-                    || when.elapsed() >= PACE_REFRESH
+                self.read_to >= at.saturating_add(self.step)
+                    || (waiting && (at != self.read_to || when.elapsed() >= PACE_REFRESH))
             }
         }
     }
 
     /// The next read on `c` of the stream `key` past `last_id`, with its mark (of the replica
-    /// `node`) when `paced` and due.
+    /// `node`) when `paced` and due (`waiting`: see [`Held::due`]).
     fn start_read(
         &mut self,
         c: redis::aio::MultiplexedConnection,
         key: &str,
         last_id: &str,
         node: &str,
-        paced: bool,
+        (paced, waiting): (bool, bool),
     ) -> Reading {
         // The mark goes in the read's round trip, written before the read blocks: the
         // owner sees how far this copy got as soon as it asks for more.
         let mut pipe = redis::pipe();
-        if paced && self.due() {
+        if paced && self.due(waiting) {
             add_mark(&mut pipe, key, node, self.read_to);
             self.marked = Some((self.read_to, tokio::time::Instant::now()));
         }
-        let opts = StreamReadOptions::default()
-            .count(READ_ENTRIES)
-            .block(BLOCK_MS);
+        let opts = StreamReadOptions::default().count(READ_ENTRIES).block(0);
         pipe.xread_options(&[key], &[last_id], &opts);
         Box::pin(async move {
             let mut c = c;

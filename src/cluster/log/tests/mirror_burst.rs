@@ -19,11 +19,11 @@ use serde_json::Map;
 use super::redis_server::RedisServer;
 use super::WAIT;
 
-const REPLAY: usize = 64;
+pub(super) const REPLAY: usize = 64;
 /// Forty logs' worth.
-const BURST: u64 = 40 * REPLAY as u64;
+pub(super) const BURST: u64 = 40 * REPLAY as u64;
 
-async fn link(redis: &RedisServer, node: &str) -> Arc<Link> {
+pub(super) async fn link(redis: &RedisServer, node: &str) -> Arc<Link> {
     let link = Link::start(&Cluster {
         redis: redis.url(),
         node_id: node.into(),
@@ -35,7 +35,7 @@ async fn link(redis: &RedisServer, node: &str) -> Arc<Link> {
 }
 
 /// The owner's log of `ctx`, exported with pacing on, its first update written.
-async fn owner(link: &Arc<Link>, ctx: &str, grace: Duration) -> Arc<EventQueue> {
+pub(super) async fn owner(link: &Arc<Link>, ctx: &str, grace: Duration) -> Arc<EventQueue> {
     let owner = Arc::new(EventQueue::new(REPLAY));
     let mut flushed = Exporter::spawn(
         link.clone(),
@@ -55,12 +55,12 @@ async fn owner(link: &Arc<Link>, ctx: &str, grace: Duration) -> Arc<EventQueue> 
     owner
 }
 
-fn update() -> A2aEvent {
+pub(super) fn update() -> A2aEvent {
     A2aEvent::new(EventKind::Artifact, Some("t1".into()), Map::new())
 }
 
 /// sid's output: as fast as the owner's own readers (its exporter) let it.
-async fn burst(owner: &EventQueue, grace: Duration) {
+pub(super) async fn burst(owner: &EventQueue, grace: Duration) {
     for _ in 0..BURST {
         owner.room(grace).await;
         owner.push(update()).unwrap();
@@ -69,7 +69,7 @@ async fn burst(owner: &EventQueue, grace: Duration) {
 
 /// Reads the burst as a steady subscriber does: a few updates, then a millisecond's pause
 /// (far less than any grace), so it keeps reading but slower than the owner writes.
-async fn read_steadily(mut cursor: Cursor) -> Result<Vec<u64>, String> {
+pub(super) async fn read_steadily(mut cursor: Cursor) -> Result<Vec<u64>, String> {
     let mut got = Vec::new();
     let mut out = Vec::new();
     while got.len() < BURST as usize {
