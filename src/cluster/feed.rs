@@ -59,8 +59,8 @@ fn spawn(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>, served: Arc<Event
             .await;
         }
     };
-    tokio::spawn(follower);
-    tokio::spawn(lead(link, cfg, feed));
+    crate::util::background::spawn(follower);
+    crate::util::background::spawn(lead(link, cfg, feed));
 }
 
 /// What the shared stream retains, into `q`; the last entry id.
@@ -162,7 +162,7 @@ fn start_reader(
     let (stop, mut stopped) = watch::channel(false);
     let reader = crate::events::feed::Reader::into(cfg, staging.clone(), last_id);
     let (cfg, feed) = (cfg.clone(), feed.clone());
-    tokio::spawn(async move {
+    crate::util::background::spawn(async move {
         tokio::select! {
             _ = stopped.wait_for(|s| *s) => {}
             _ = reader.run(cfg, feed) => {}

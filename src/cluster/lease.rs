@@ -107,7 +107,7 @@ pub(crate) fn keep<T: Send + Sync + 'static>(
     alive: Weak<T>,
     session: impl Fn(&T) -> Option<String> + Send + 'static,
 ) {
-    tokio::spawn(async move {
+    crate::util::background::spawn(async move {
         let key = keys::owner(&context_id);
         let mine = value(&link);
         let every = link.lease / 3;

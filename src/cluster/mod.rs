@@ -85,7 +85,7 @@ impl Link {
             shown: cfg.masked_redis(),
         });
         let weak = Arc::downgrade(&link);
-        tokio::spawn(async move {
+        crate::util::background::spawn(async move {
             loop {
                 let Some(link) = weak.upgrade() else { return };
                 link.check().await;

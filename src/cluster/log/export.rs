@@ -67,7 +67,7 @@ impl Exporter {
             lag_grace,
             task_of,
         };
-        tokio::spawn(to.run(cursor, tx));
+        crate::util::background::spawn(to.run(cursor, tx));
         Ok(rx)
     }
 }

@@ -95,7 +95,7 @@ impl Mirrors {
                 }
             }
         };
-        tokio::spawn(read_on(
+        crate::util::background::spawn(read_on(
             Arc::downgrade(self),
             self.link.clone(),
             key,

@@ -135,7 +135,8 @@ impl Paces {
     pub(super) fn listen(link: Arc<Link>, key: &str) -> Paces {
         let (tx, rx) = watch::channel(Marks::new());
         let tx = Arc::new(tx);
-        let listener = tokio::spawn(listen(link.clone(), key.to_owned(), tx.clone()));
+        let listener =
+            crate::util::background::spawn(listen(link.clone(), key.to_owned(), tx.clone()));
         Paces {
             link,
             key: key.to_owned(),
@@ -190,7 +191,7 @@ impl Paces {
             });
             if !lapsed.is_empty() {
                 tracing::debug!(log = %self.key, nodes = ?lapsed, "pace marks lapsed");
-                tokio::spawn(forget(self.link.clone(), self.key.clone(), lapsed));
+                crate::util::background::spawn(forget(self.link.clone(), self.key.clone(), lapsed));
             }
             let Some(lapse) = next_lapse else {
                 return self.lowest();
