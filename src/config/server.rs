@@ -49,11 +49,12 @@ pub struct Server {
     pub shutdown_grace_ms: u64,
     /// Runtime worker threads; 0 means one per core.
     pub worker_threads: usize,
-    /// How connections are spread over the worker threads: `"per_core"` (each worker a
+    /// How connections are spread over the `worker_threads`: `"per_core"` (each worker a
     /// thread with its own runtime, listening socket (`SO_REUSEPORT`) and upstream
-    /// connections; the sid bridge, the cluster link and the exporters on a thread of their
-    /// own) or `"work_stealing"` (one runtime whose workers share every task). With
-    /// `worker_threads = 1` both are one thread.
+    /// connections, the sid bridge, the cluster link and the exporters on the main thread) or
+    /// `"work_stealing"` (one runtime whose workers share every task, and the tasks of a worker
+    /// the kernel holds off the CPU run on another: the steadier tail when other processes
+    /// compete for the cores).
     pub runtime: Runtime,
     /// Most client connections open at once; beyond, clients wait in the accept backlog.
     pub max_connections: usize,
@@ -85,10 +86,11 @@ pub struct Server {
 #[serde(rename_all = "snake_case")]
 pub enum Runtime {
     /// A thread per worker, each with its own runtime, listener and upstream connections: a
-    /// connection's calls never leave the thread that accepted it.
+    /// connection's calls never leave the thread that accepted it (docs/performance.md, "The
+    /// worker model": the shorter tail at 32 connections, as much throughput at 256).
+    #[default]
     PerCore,
     /// One multi-threaded runtime whose workers steal one another's tasks.
-    #[default]
     WorkStealing,
 }
 

@@ -1,8 +1,9 @@
 //! The listening socket, bounded: at most `server.max_connections` connections are open at once.
 //!
-//! At the limit the gateway stops accepting; further clients wait in the kernel's backlog (and
-//! time out there) instead of costing the gateway memory, and everyone already connected keeps
-//! being served. A connection's permit goes back when its socket is dropped.
+//! At the limit each listening socket holds the one client it accepted last until a
+//! connection closes; further clients wait in the kernel's backlog (and time out there) instead
+//! of costing the gateway memory, and everyone already connected keeps being served. A
+//! connection's permit goes back when its socket is dropped.
 //!
 //! A new connection must show its first bytes within a deadline ([`Conn::sniff`]): telling
 //! HTTP/1 from HTTP/2 reads them, and nothing else times that read.
@@ -210,31 +211,35 @@ impl Bounded {
         let _ = permits.acquire_many(max).await;
     }
 
-    /// The next connection, once a permit is free. Accept errors (out of file descriptors, a
-    /// connection reset before it was taken) are logged and waited out, as `axum::serve` does.
+    /// The next connection, once a permit is free. The connection is accepted first and then
+    /// waits for its permit: with per-core workers every socket shares the permits, and a
+    /// permit taken by a socket with nobody waiting would leave a client queued at another
+    /// socket unserved. So at the limit each socket holds one accepted client until a
+    /// connection closes, and the others wait in the kernel's backlog. Accept errors (out of
+    /// file descriptors, a connection reset before it was taken) are logged and waited out, as
+    /// `axum::serve` does.
     pub(crate) async fn accept(&mut self) -> Conn {
+        let io = loop {
+            match self.inner.accept().await {
+                Ok((io, _)) => break io,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        };
         let permit = self
             .permits
             .clone()
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        loop {
-            match self.inner.accept().await {
-                Ok((io, _)) => {
-                    // Small frames (SSE events, short JSON answers) must not wait for Nagle.
-                    let _ = io.set_nodelay(true);
-                    return Conn {
-                        io,
-                        prefix: Bytes::new(),
-                        _permit: permit,
-                    };
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            }
+        // Small frames (SSE events, short JSON answers) must not wait for Nagle.
+        let _ = io.set_nodelay(true);
+        Conn {
+            io,
+            prefix: Bytes::new(),
+            _permit: permit,
         }
     }
 }

@@ -268,6 +268,10 @@ async fn silent_and_stalled_connections_are_closed_and_a_normal_call_still_answe
         let gw = gateway()
             .with(|c| {
                 c.server.max_connections = MAX;
+                // One socket: the held connections are accepted before the call below, in the
+                // order they came (with a socket per worker, a call may reach a worker whose
+                // queue is empty while another still has held ones to accept).
+                c.server.worker_threads = 1;
                 c.server.header_read_timeout_ms = TIMEOUT.as_millis() as u64;
                 c.server.body_read_timeout_ms = TIMEOUT.as_millis() as u64;
             })

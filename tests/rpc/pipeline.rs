@@ -18,12 +18,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use wiregate::config::Dialect;
 
-/// A gateway routing every method to the legacy upstream at `url`, pipelined `depth` deep.
+/// A gateway routing every method to the legacy upstream at `url`, pipelined `depth` deep, on
+/// one worker (so one lane: what arrives on which connection is what these tests read).
 async fn pipelined(url: &str, depth: usize, timeout_ms: u64) -> TestGateway {
     gateway()
         .upstream("up", url, Dialect::Legacy, timeout_ms)
         .route(&["*"], "up")
-        .with(|c| c.upstreams[0].pipeline = depth)
+        .with(|c| {
+            c.upstreams[0].pipeline = depth;
+            c.server.worker_threads = 1;
+        })
         .start()
         .await
 }

@@ -6,30 +6,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::keys;
 use crate::cluster::log::{Exporter, Mirrors};
-use crate::cluster::{keys, Link};
-use crate::config::Cluster;
 use crate::events::{EventQueue, Read};
 use crate::model::event::{A2aEvent, EventKind};
 use serde_json::Map;
 
+use super::mirror_burst::link;
 use super::redis_server::RedisServer;
 use super::{calls, made, WAIT};
 
 const REPLAY: usize = 64;
 /// How long the log stays quiet while Redis's calls are counted.
 const IDLE: Duration = Duration::from_secs(3);
-
-async fn link(redis: &RedisServer, node: &str) -> Arc<Link> {
-    let link = Link::start(&Cluster {
-        redis: redis.url(),
-        node_id: node.into(),
-        ..Cluster::default()
-    })
-    .unwrap();
-    super::wait::until_true("Redis answers", WAIT, || async { link.is_up() }).await;
-    link
-}
 
 fn update() -> A2aEvent {
     A2aEvent::new(EventKind::Artifact, Some("t1".into()), Map::new())
