@@ -31,7 +31,7 @@ pub(crate) struct Get {
     /// Its headers.
     pub headers: HeaderMap,
     /// HTTP/1.0 (no chunked encoding: the stream is delimited by the close).
-    http10: bool,
+    pub http10: bool,
 }
 
 /// Whether a connection's first bytes may start a `GET` (cheap: the `POST /rpc` path is one
@@ -102,15 +102,16 @@ fn parse(head: &[u8]) -> Option<Get> {
     })
 }
 
-/// Writes `resp` and its body on `io`, then closes; returns the body bytes written. A stream
-/// ends when its body does, or when the client closes its side (watched meanwhile, so a
-/// subscriber that left frees its place).
-pub(crate) async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
+/// Writes `resp` and its body on `io` (to an HTTP/1.0 client when `http10`), then closes;
+/// returns the body bytes written. A stream ends when its body does, or when the client closes
+/// its side (watched meanwhile, so a subscriber that left frees its place). Nothing but the
+/// body and the socket is held while it streams (an idle subscriber's memory).
+pub(crate) async fn write(mut io: TcpStream, http10: bool, resp: Response) -> u64 {
     let (parts, body) = resp.into_parts();
     let known = body_len(&body);
-    let chunked = known.is_none() && !get.http10;
+    let chunked = known.is_none() && !http10;
     let mut head = Vec::with_capacity(256);
-    let version: &[u8] = if get.http10 { b"HTTP/1.0" } else { b"HTTP/1.1" };
+    let version: &[u8] = if http10 { b"HTTP/1.0" } else { b"HTTP/1.1" };
     crate::wire::head::status_line(&mut head, version, parts.status);
     crate::wire::head::answer_headers(&mut head, &parts.headers, &[]);
     head.extend_from_slice(b"date: ");
@@ -122,6 +123,7 @@ pub(crate) async fn write(mut io: TcpStream, get: &Get, resp: Response) -> u64 {
         None => {}
     }
     head.extend_from_slice(b"\r\n");
+    drop(parts);
     if io.write_all(&head).await.is_err() {
         return 0;
     }

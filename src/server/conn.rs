@@ -125,10 +125,12 @@ async fn serve_conn(
                 sse_conn::Head::Other(read) => read,
                 sse_conn::Head::Get(get, read) => {
                     if let Some((resp, access, span)) = stream_response(&front, &get).await {
+                        // The head's bytes are not held for the stream's life.
+                        drop(read);
                         let trace = span.as_ref().map(|(t, _)| *t);
                         let _span = span.map(|(_, s)| s.answered(resp.status().as_u16()));
                         let (io, _permit) = conn.into_stream();
-                        serve_stream(io, &get, resp, access, trace).await;
+                        serve_stream(io, get, resp, access, trace).await;
                         return;
                     }
                     read
@@ -198,9 +200,12 @@ async fn stream_response(
 
 /// Writes an event stream to its end, and its access line after when the log is on (with the
 /// trace id of the stream's span, `trace`, when it has one).
+///
+/// `get` is read for the access line and dropped before the stream: an idle subscriber holds
+/// no request headers.
 async fn serve_stream(
     io: tokio::net::TcpStream,
-    get: &sse_conn::Get,
+    get: sse_conn::Get,
     resp: Response<Body>,
     access: bool,
     trace: Option<TraceContext>,
@@ -217,7 +222,9 @@ async fn serve_stream(
             note: crate::http::scope::Note::default(),
         })
     });
-    let bytes = sse_conn::write(io, get, resp).await;
+    let http10 = get.http10;
+    drop(get);
+    let bytes = sse_conn::write(io, http10, resp).await;
     if let Some(line) = line {
         line.emit(bytes);
     }
