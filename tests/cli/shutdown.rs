@@ -173,11 +173,7 @@ async fn shutdown_stops_every_child_even_a_hung_one_and_ends_the_streams() {
     let mut events = gw.sse_get(&format!("/contexts/{ctx}/events"), None).await;
     events.until_final(T).await;
 
-    gw.running
-        .take()
-        .unwrap()
-        .shutdown(Duration::from_secs(5))
-        .await;
+    gw.stop(Duration::from_secs(5)).await;
     assert!(events.next(T).await.is_none(), "the context stream ended");
     // The hung turn's stream ends too (collect panics if it does not within T).
     hung.collect(T).await;

@@ -68,15 +68,7 @@ async fn calls_on_many_connections_are_served_by_every_worker_and_translated() {
                 let id = c * 10 + n;
                 let body =
                     json!({"jsonrpc": "2.0", "id": id, "method": "echo", "params": {"n": id}});
-                let answer: serde_json::Value = http
-                    .post(&url)
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let answer = support::spawn_post(&http, url.clone(), body).await.unwrap();
                 assert_eq!(
                     answer,
                     json!({"jsonrpc": "2.0", "id": id,
@@ -153,11 +145,7 @@ async fn a_sid_turn_started_on_a_worker_streams_and_its_child_stops_with_the_gat
         2,
         "two contexts, two children"
     );
-    gw.running
-        .take()
-        .unwrap()
-        .shutdown(Duration::from_secs(5))
-        .await;
+    gw.stop(Duration::from_secs(5)).await;
     assert!(events.next(T).await.is_none(), "the context stream ended");
     hung.collect(T).await;
     support::until_true("every child stops", T, async || {

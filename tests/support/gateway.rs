@@ -158,6 +158,15 @@ impl Answer {
 }
 
 impl TestGateway {
+    /// Stops the gateway as a signal would ([`Running::shutdown`] within `grace`).
+    pub async fn stop(&mut self, grace: std::time::Duration) {
+        self.running
+            .take()
+            .expect("a running gateway")
+            .shutdown(grace)
+            .await;
+    }
+
     /// A counter's value on `/metrics` (0 while it was never incremented).
     pub async fn counter(&self, name: &str) -> u64 {
         let text = self.get("/metrics").await.text;

@@ -206,11 +206,7 @@ async fn a_stopping_gateway_sends_the_spans_still_waiting() {
         collector.spans().is_empty(),
         "nothing sent before the interval"
     );
-    gw.running
-        .take()
-        .unwrap()
-        .shutdown(Duration::from_secs(2))
-        .await;
+    gw.stop(Duration::from_secs(2)).await;
     let spans = collector.spans();
     assert_eq!(
         spans.len(),

@@ -3,47 +3,23 @@
 //! window sees no command but the links' own health checks (`PING`). Real `redis-server`, real
 //! exporter and mirror, each replica on a link of its own; Redis's own count of calls.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster::keys;
-use crate::cluster::log::{Exporter, Mirrors};
-use crate::events::{EventQueue, Read};
-use crate::model::event::{A2aEvent, EventKind};
-use serde_json::Map;
+use crate::cluster::log::Mirrors;
+use crate::events::Read;
 
-use super::mirror_burst::link;
+use super::mirror_burst::{link, owner, update, REPLAY};
 use super::redis_server::RedisServer;
 use super::{calls, made, WAIT};
 
-const REPLAY: usize = 64;
 /// How long the log stays quiet while Redis's calls are counted.
 const IDLE: Duration = Duration::from_secs(3);
-
-fn update() -> A2aEvent {
-    A2aEvent::new(EventKind::Artifact, Some("t1".into()), Map::new())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_idle_context_with_a_subscriber_on_another_replica_sends_redis_nothing() {
     let redis = RedisServer::start().await;
     let a = link(&redis, "a").await;
-    let owner = Arc::new(EventQueue::new(REPLAY));
-    let mut flushed = Exporter::spawn(
-        a.clone(),
-        keys::context_log("ctx-quiet"),
-        "ctx-quiet".into(),
-        &owner,
-        REPLAY,
-        Some(Duration::from_secs(2)),
-        |_| None,
-    )
-    .unwrap();
-    owner.push(update()).unwrap();
-    tokio::time::timeout(WAIT, flushed.wait_for(|s| *s >= 1))
-        .await
-        .unwrap()
-        .unwrap();
+    let owner = owner(&a, "ctx-quiet", Duration::from_secs(2)).await;
     let mirrors = Mirrors::new(link(&redis, "b").await, REPLAY, 16, Duration::from_secs(2));
     let mirror = mirrors.open("ctx-quiet").await.unwrap();
     let mut cursor = mirror.subscribe(Some("1")).unwrap().cursor;
