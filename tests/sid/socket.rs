@@ -71,22 +71,29 @@ async fn send_when_up(gw: &TestGateway, params: Value) -> Value {
     panic!("sid never came back");
 }
 
-/// Connects a second client, which makes sid drop the gateway's connection; waits for the
-/// replay to end, then leaves.
-fn steal_the_socket(sid: &Sid) {
-    let s = UnixStream::connect(&sid.path).unwrap();
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            r.read_line(&mut line).unwrap() > 0,
-            "sid replays, then says replay_complete"
-        );
-        if line.contains("replay_complete") {
-            break;
+/// Connects a second client, which makes sid drop the gateway's connection; waits (within
+/// `T`) for the replay to end, then leaves. The socket is read on a blocking thread: the test's
+/// runtime also runs the gateway's background tasks (its side of sid's socket among them), and
+/// must go on meanwhile.
+async fn steal_the_socket(sid: &Sid) {
+    let path = sid.path.clone();
+    let stolen = tokio::task::spawn_blocking(move || {
+        let s = UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                r.read_line(&mut line).unwrap() > 0,
+                "sid replays, then says replay_complete"
+            );
+            if line.contains("replay_complete") {
+                break;
+            }
         }
-    }
+    });
+    stolen.await.unwrap();
 }
 
 fn finals(events: &[SseEvent]) -> usize {
@@ -104,7 +111,7 @@ async fn a_dropped_socket_comes_back_without_duplicates() {
     assert_eq!(first["result"]["status"]["state"], "completed", "{first}");
     let ctx = first["result"]["contextId"].as_str().unwrap().to_owned();
 
-    steal_the_socket(&sid);
+    steal_the_socket(&sid).await;
     let second = send_when_up(&gw, text_message("hello again")).await;
     assert_eq!(second["result"]["status"]["state"], "completed", "{second}");
     assert_eq!(second["result"]["contextId"], ctx.as_str());
@@ -140,7 +147,7 @@ async fn a_turn_survives_the_socket_dropping_mid_stream() {
     while events.len() < 6 {
         events.push(sse.next(T).await.unwrap());
     }
-    steal_the_socket(&sid);
+    steal_the_socket(&sid).await;
     events.extend(sse.collect(T).await);
     let chunks: Vec<&str> = events
         .iter()
