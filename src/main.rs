@@ -249,8 +249,7 @@ fn serve(cli: &Cli, config: Config) -> ExitCode {
     // call, on the main thread.
     let per_core = config.server.runtime == wiregate::config::Runtime::PerCore;
     let mut builder = match config.server.worker_threads {
-        _ if per_core => tokio::runtime::Builder::new_current_thread(),
-        1 => tokio::runtime::Builder::new_current_thread(),
+        n if n == 1 || per_core => tokio::runtime::Builder::new_current_thread(),
         n => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
             if n > 0 {

@@ -312,8 +312,18 @@ impl Running {
 
 /// Binds `config.server.listen` and serves until stopped: on the current runtime, or with
 /// `server.runtime = "per_core"` on worker threads of their own (this runtime running what
-/// outlives a call).
+/// outlives a call). The address is bound first: a port in use fails the start before sid,
+/// feeds or checks are started.
 pub async fn serve(config: &Config) -> std::io::Result<Running> {
+    let bound = match config.server.runtime {
+        crate::config::Runtime::PerCore => Bound::PerCore(workers::bind(
+            config.server.listen,
+            config.server.worker_threads,
+        )?),
+        crate::config::Runtime::WorkStealing => {
+            Bound::Shared(TcpListener::bind(config.server.listen).await?)
+        }
+    };
     let tls = match config.server.tls.enabled() {
         true => Some(Arc::new(ArcSwap::new(
             crate::config::tls::server_config(&config.server.tls).map_err(|e| {
@@ -332,25 +342,21 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     let front = Front::new(live.clone());
     let (stop, stopped) = watch::channel(false);
     let header_read_timeout = Duration::from_millis(config.server.header_read_timeout_ms);
-    let (addr, task) = match config.server.runtime {
-        crate::config::Runtime::PerCore => {
-            workers::start(
-                config.server.listen,
-                config.server.worker_threads,
-                workers::Serving {
-                    front,
-                    tls: tls.clone(),
-                    header_read_timeout,
-                    stopped,
-                    max_connections: config.server.max_connections,
-                },
-            )
-            .await?
+    let max = config.server.max_connections;
+    let (addr, task) = match bound {
+        Bound::PerCore(sockets) => {
+            let serving = workers::Serving {
+                front,
+                tls: tls.clone(),
+                header_read_timeout,
+                stopped,
+                max_connections: max,
+            };
+            workers::start(sockets, serving).await?
         }
-        crate::config::Runtime::WorkStealing => {
-            let listener = TcpListener::bind(config.server.listen).await?;
+        Bound::Shared(listener) => {
             let addr = listener.local_addr()?;
-            let listener = listener::Bounded::new(listener, config.server.max_connections);
+            let listener = listener::Bounded::new(listener, max);
             let task = tokio::spawn(accept_loop(
                 listener,
                 front,
@@ -373,6 +379,14 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
         )),
         live,
     })
+}
+
+/// The listening sockets of `server.runtime`, bound before anything else starts.
+enum Bound {
+    /// One socket per worker on the same address.
+    PerCore(Vec<std::net::TcpListener>),
+    /// One socket for the work-stealing runtime.
+    Shared(TcpListener),
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {

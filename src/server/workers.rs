@@ -26,6 +26,7 @@ use super::listener::Bounded;
 const BACKLOG: i32 = 1024;
 
 /// What each worker serves: the same front, TLS and timeouts for every one.
+#[derive(Clone)]
 pub(super) struct Serving {
     pub(super) front: Front,
     pub(super) tls: Option<Arc<ArcSwap<rustls::ServerConfig>>>,
@@ -35,14 +36,12 @@ pub(super) struct Serving {
     pub(super) max_connections: usize,
 }
 
-/// Binds `workers` sockets on `listen` (0: one per core) and starts a worker on each; returns
-/// once every worker serves its socket, with the bound address (port 0 resolved) and a task
-/// that ends when every worker has stopped accepting and its connections have closed.
-pub(super) async fn start(
+/// Binds a socket per worker on `listen` (`workers`, 0: one per core), all on one address
+/// (port 0 resolved by the first).
+pub(super) fn bind(
     listen: SocketAddr,
     workers: usize,
-    serving: Serving,
-) -> std::io::Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
+) -> std::io::Result<Vec<std::net::TcpListener>> {
     let n = match workers {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -53,19 +52,27 @@ pub(super) async fn start(
     for _ in 1..n {
         sockets.push(reuse_port_listener(addr)?);
     }
+    Ok(sockets)
+}
+
+/// Starts a worker on each of `sockets` ([`bind`]'s); returns once every worker serves its
+/// socket, with their address and a task that ends when every worker has stopped accepting and
+/// its connections have closed.
+pub(super) async fn start(
+    sockets: Vec<std::net::TcpListener>,
+    serving: Serving,
+) -> std::io::Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
+    let addr = sockets
+        .first()
+        .ok_or_else(|| std::io::Error::other("no worker socket"))?
+        .local_addr()?;
     let background = tokio::runtime::Handle::current();
     let permits = Arc::new(Semaphore::new(serving.max_connections));
-    let mut done = Vec::with_capacity(n);
+    let mut done = Vec::with_capacity(sockets.len());
     for (i, socket) in sockets.into_iter().enumerate() {
         let (ready_tx, ready) = oneshot::channel();
         let (tx, rx) = oneshot::channel();
-        let serving = Serving {
-            front: serving.front.clone(),
-            tls: serving.tls.clone(),
-            stopped: serving.stopped.clone(),
-            ..serving
-        };
-        let (permits, background) = (permits.clone(), background.clone());
+        let (serving, permits, background) = (serving.clone(), permits.clone(), background.clone());
         std::thread::Builder::new()
             // `wg-w0:8080`: a thread's name holds 15 bytes, and `top -H` shows it.
             .name(format!("wg-w{i}:{}", addr.port()))

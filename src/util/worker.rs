@@ -12,12 +12,14 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 
 thread_local! {
-    static INDEX: Cell<usize> = const { Cell::new(0) };
+    /// The calling thread's slot, set once by [`enter`] (0 on threads that are no worker).
+    static SLOT: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Names the calling thread per-core worker `i` (from 0); its slot is `i + 1`.
+/// Names the calling thread per-core worker `i` (from 0): slot `i + 1`, workers beyond the
+/// cores sharing slots.
 pub(crate) fn enter(i: usize) {
-    INDEX.with(|c| c.set(i + 1));
+    SLOT.with(|c| c.set(1 + i % (slots() - 1)));
 }
 
 /// How many slots state kept per worker has: one per core, and one for the threads that are
@@ -27,15 +29,11 @@ pub(crate) fn slots() -> usize {
     *SLOTS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(64)) + 1)
 }
 
-/// The calling thread's slot, below [`slots`]: 0 for a thread that is no worker; workers
-/// beyond the cores share slots.
+/// The calling thread's slot, below [`slots`]: 0 for a thread that is no worker. A
+/// thread-local read, on the call path twice a call (the pool's checkout and checkin).
 #[inline]
 pub(crate) fn slot() -> usize {
-    let i = INDEX.with(Cell::get);
-    match i {
-        0 => 0,
-        i => 1 + (i - 1) % (slots() - 1),
-    }
+    SLOT.with(Cell::get)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! connections are served by every worker thread and translated as on the shared runtime; a
 //! sid turn started from a worker streams, and outlives nothing at shutdown (its child stopped,
 //! its streams ended); a stop lets the call in flight finish and then closes every worker's
-//! socket.
+//! socket; a port in use is the start's error.
 
 use crate::support;
 
@@ -152,4 +152,20 @@ async fn a_sid_turn_started_on_a_worker_streams_and_its_child_stops_with_the_gat
         support::processes_tagged(&tag).is_empty()
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_in_use_is_the_starts_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let start = wiregate::server::serve(
+        &per_core(gateway())
+            .with(move |c| c.server.listen = addr)
+            .into_config(),
+    )
+    .await;
+    assert_eq!(
+        start.map(|r| r.addr).unwrap_err().kind(),
+        std::io::ErrorKind::AddrInUse
+    );
 }
