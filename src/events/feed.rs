@@ -198,13 +198,13 @@ impl Reader {
                     );
                     self.consume(body, sse).await;
                     feed.connected.store(false, Ordering::Relaxed);
-                    tracing::warn!(source = %cfg.source, "the event feed ended; reconnecting");
+                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), "the event feed ended; reconnecting");
                 }
                 Ok(resp) => {
-                    tracing::warn!(source = %cfg.source, status = %resp.status(), "the event feed refused")
+                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), status = %resp.status(), "the event feed refused")
                 }
                 Err(e) => {
-                    tracing::warn!(source = %cfg.source, error = %e, "cannot reach the event feed")
+                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), error = %e, "cannot reach the event feed")
                 }
             }
             tokio::time::sleep(backoff).await;
