@@ -167,7 +167,8 @@ impl Reader {
         let first = Duration::from_millis(cfg.reconnect_ms);
         let mut backoff = first;
         loop {
-            let uri = resume_uri(&cfg.source, self.last_id.as_deref());
+            let source = crate::util::redact::without_userinfo(&cfg.source);
+            let uri = resume_uri(&source, self.last_id.as_deref());
             let mut req = Request::get(uri).header(
                 header::ACCEPT,
                 "application/x-ndjson, text/event-stream;q=0.9",

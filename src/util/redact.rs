@@ -97,6 +97,20 @@ pub(crate) fn masked(url: &str) -> String {
     out
 }
 
+/// `url` without its user info, for a client to dial: an HTTP client names its connections by
+/// the URL's authority, in its own log lines at debug and trace level, and would write a
+/// password there. User info in an `http(s)://` URL is never sent on its own anyway.
+pub(crate) fn without_userinfo(url: &str) -> Cow<'_, str> {
+    let p = parts(url);
+    match p.userinfo {
+        None => Cow::Borrowed(url),
+        Some(info) => {
+            let at = p.scheme.len() + info.len();
+            Cow::Owned(format!("{}{}", p.scheme, &url[at + 1..]))
+        }
+    }
+}
+
 /// `text` (an error's message, say) with every occurrence of `url` in it written as [`url`]
 /// shows it: for messages that quote a URL they were given.
 pub(crate) fn scrub<'a>(text: &'a str, raw: &str) -> Cow<'a, str> {
@@ -140,6 +154,18 @@ mod tests {
         assert_eq!(masked("https://tok@h/x?k=v"), "https://***@h/x?…");
         assert_eq!(masked("redis://:pw@h:6379/0"), "redis://:***@h:6379/0");
         assert_eq!(masked("http://h:1/x@y"), "http://h:1/x@y");
+    }
+
+    #[test]
+    fn user_info_is_dropped_before_dialling() {
+        assert_eq!(
+            without_userinfo("http://u:S3CR3T@h:1/feed?token=t"),
+            "http://h:1/feed?token=t"
+        );
+        assert!(matches!(
+            without_userinfo("https://h/x?a=b@c"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
