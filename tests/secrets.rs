@@ -69,23 +69,19 @@ impl Gateway {
             });
         }
         let seen = out.clone();
-        let addr = until(
-            "the listening line",
-            Duration::from_secs(15),
-            async || {
-                let text = seen.lock().unwrap().clone();
-                text.lines()
-                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                    .find(|v| v.to_string().contains("wiregate listening"))
-                    .map(|v| {
-                        v["fields"]["addr"]
-                            .as_str()
-                            .or(v["addr"].as_str())
-                            .unwrap()
-                            .to_owned()
-                    })
-            },
-        )
+        let addr = until("the listening line", Duration::from_secs(15), async || {
+            let text = seen.lock().unwrap().clone();
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|v| v.to_string().contains("wiregate listening"))
+                .map(|v| {
+                    v["fields"]["addr"]
+                        .as_str()
+                        .or(v["addr"].as_str())
+                        .unwrap()
+                        .to_owned()
+                })
+        })
         .await;
         Gateway { child, out, addr }
     }
@@ -301,15 +297,31 @@ async fn callers_credentials_stay_out_of_logs_spans_and_metrics() {
         async move { req.send().await.unwrap().status().as_u16() }
     };
     for (headers, path, status) in [
-        (vec![("x-api-key", "S3CR3T-MARKER-apikey".into())], "/rpc", 200),
+        (
+            vec![("x-api-key", "S3CR3T-MARKER-apikey".into())],
+            "/rpc",
+            200,
+        ),
         (
             vec![("authorization", "ApiKey S3CR3T-MARKER-apikey".into())],
             "/rpc?api_key=S3CR3T-MARKER-query",
             200,
         ),
-        (vec![("x-api-key", "S3CR3T-MARKER-wrongkey".into())], "/rpc", 401),
-        (vec![("authorization", format!("Bearer {jwt}"))], "/rpc", 200),
-        (vec![("authorization", format!("Bearer {forged}"))], "/rpc", 401),
+        (
+            vec![("x-api-key", "S3CR3T-MARKER-wrongkey".into())],
+            "/rpc",
+            401,
+        ),
+        (
+            vec![("authorization", format!("Bearer {jwt}"))],
+            "/rpc",
+            200,
+        ),
+        (
+            vec![("authorization", format!("Bearer {forged}"))],
+            "/rpc",
+            401,
+        ),
         (
             vec![("authorization", "Bearer S3CR3T-MARKER-notajwt".into())],
             "/rpc",
@@ -385,7 +397,9 @@ async fn webhook_feed_and_sid_credentials_stay_out_of_logs_and_metrics() {
         http.post(gw.url("/rpc"))
             .header("content-type", "application/json")
             .header("authorization", format!("Bearer {bearer}"))
-            .body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
+            .body(
+                json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
+            )
             .send()
     };
     let msg = |text: &str, task: Option<&str>| {

@@ -451,7 +451,11 @@ async fn the_agent_card_says_https_to_a_client_that_came_over_tls() {
         assert_eq!((r.status().as_u16(), r.version()), (200, version));
         let card: Value = r.json().await.unwrap();
         let root = format!("{base}/");
-        assert_eq!(card["supportedInterfaces"][0]["url"], root.as_str(), "{card}");
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            root.as_str(),
+            "{card}"
+        );
         assert_eq!(card["provider"]["url"], base.as_str(), "{card}");
         let old: Value = client
             .get(format!("{base}/.well-known/agent.json"))

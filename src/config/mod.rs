@@ -244,4 +244,3 @@ impl Issues {
         self.0.push(ConfigIssue { key, message });
     }
 }
-

@@ -358,14 +358,23 @@ mod tests {
 
     #[test]
     fn the_nearest_proxys_claims_are_read() {
-        let h = with(&[("x-forwarded-proto", "http, https"), ("x-forwarded-host", "gw.example")]);
+        let h = with(&[
+            ("x-forwarded-proto", "http, https"),
+            ("x-forwarded-host", "gw.example"),
+        ]);
         assert_eq!(claimed(&h), (Some("https"), Some("gw.example")));
         let h = with(&[
-            ("forwarded", "for=1.2.3.4;proto=http, for=10.0.0.1;proto=https;host=\"gw:8443\""),
+            (
+                "forwarded",
+                "for=1.2.3.4;proto=http, for=10.0.0.1;proto=https;host=\"gw:8443\"",
+            ),
             ("x-forwarded-proto", "http"),
         ]);
         assert_eq!(claimed(&h), (Some("https"), Some("gw:8443")));
-        assert_eq!(claimed(&with(&[("forwarded", "for=1.2.3.4")])), (None, None));
+        assert_eq!(
+            claimed(&with(&[("forwarded", "for=1.2.3.4")])),
+            (None, None)
+        );
         assert_eq!(claimed(&HeaderMap::new()), (None, None));
     }
 

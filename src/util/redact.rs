@@ -136,7 +136,10 @@ mod tests {
                 "https://hook.example:8443/a/b?…",
             ),
             ("http://S3CR3T@h", "http://h"),
-            ("redis://:S3CR3T@127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+            (
+                "redis://:S3CR3T@127.0.0.1:6379/0",
+                "redis://127.0.0.1:6379/0",
+            ),
             ("http://h:1/x@y", "http://h:1/x@y"),
             ("http://h/?", "http://h/"),
             ("grpc://collector:4317", "grpc://collector:4317"),

@@ -257,7 +257,10 @@ async fn the_card_says_https_when_a_trusted_proxy_says_the_client_came_over_tls(
     assert_eq!(
         card_url(
             &behind,
-            &[("x-forwarded-proto", "https"), ("x-forwarded-host", "agents.example")]
+            &[
+                ("x-forwarded-proto", "https"),
+                ("x-forwarded-host", "agents.example")
+            ]
         )
         .await,
         "https://agents.example/"
@@ -266,13 +269,18 @@ async fn the_card_says_https_when_a_trusted_proxy_says_the_client_came_over_tls(
     assert_eq!(
         card_url(
             &behind,
-            &[("forwarded", "proto=http;host=evil.example, proto=https;host=\"gw.example:8443\"")]
+            &[(
+                "forwarded",
+                "proto=http;host=evil.example, proto=https;host=\"gw.example:8443\""
+            )]
         )
         .await,
         "https://gw.example:8443/"
     );
     assert_eq!(
-        card_url(&behind, &[("x-forwarded-host", "user@evil.example")]).await.as_str(),
+        card_url(&behind, &[("x-forwarded-host", "user@evil.example")])
+            .await
+            .as_str(),
         "",
         "a forged host is refused"
     );
@@ -286,7 +294,10 @@ async fn the_card_says_https_when_a_trusted_proxy_says_the_client_came_over_tls(
     assert_eq!(
         card_url(
             &open,
-            &[("x-forwarded-proto", "https"), ("forwarded", "proto=https;host=evil.example")]
+            &[
+                ("x-forwarded-proto", "https"),
+                ("forwarded", "proto=https;host=evil.example")
+            ]
         )
         .await,
         format!("http://{}/", open.addr)

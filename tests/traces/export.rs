@@ -403,12 +403,12 @@ async fn an_untrusted_collector_gets_no_spans_and_the_error_is_logged_without_cr
             line.to_lowercase().contains("certificate"),
             "the reason: {line}"
         );
-        assert!(collector.spans().is_empty(), "{scheme}: no span got through");
+        assert!(
+            collector.spans().is_empty(),
+            "{scheme}: no span got through"
+        );
         assert_eq!(collector.requests(), 0, "{scheme}: not one request");
         let log = gw.log.lock().unwrap().clone();
-        assert!(
-            log.iter().all(|l| !l.contains("S3CR3T-MARKER")),
-            "{log:#?}"
-        );
+        assert!(log.iter().all(|l| !l.contains("S3CR3T-MARKER")), "{log:#?}");
     }
 }

@@ -205,13 +205,7 @@ impl Exporter {
             let n = batch.spans as u64;
             match target.send(batch.bytes, service).await {
                 Ok(()) => self.exported.increment(n),
-                Err(e) => Self::failed(
-                    &self.failures,
-                    &mut self.logged,
-                    &settings,
-                    &e,
-                    n,
-                ),
+                Err(e) => Self::failed(&self.failures, &mut self.logged, &settings, &e, n),
             }
         }
     }
