@@ -270,6 +270,36 @@ pub fn add_via(headers: &mut HeaderMap, version: &str) {
     }
 }
 
+/// What the nearest proxy says the client asked for: the protocol and host of the last
+/// `Forwarded` element, else the last `X-Forwarded-Proto` and `X-Forwarded-Host` values. The
+/// last, because that is what the peer itself added (earlier ones came from hops before it,
+/// which nobody vouches for). Believe it only from a [`Trusted`] peer.
+pub fn claimed(headers: &HeaderMap) -> (Option<&str>, Option<&str>) {
+    let last = |name: &HeaderName| {
+        let v = headers.get_all(name).iter().next_back()?.to_str().ok()?;
+        let element = v.rsplit(',').next()?.trim();
+        (!element.is_empty()).then_some(element)
+    };
+    if let Some(element) = last(&header::FORWARDED) {
+        let (mut proto, mut host) = (None, None);
+        for pair in element.split(';') {
+            let Some((k, v)) = pair.split_once('=') else {
+                continue;
+            };
+            let v = v.trim().trim_matches('"');
+            match k.trim().to_ascii_lowercase().as_str() {
+                "proto" => proto = Some(v),
+                "host" => host = Some(v),
+                _ => {}
+            }
+        }
+        if proto.is_some() || host.is_some() {
+            return (proto, host);
+        }
+    }
+    (last(&X_FORWARDED_PROTO), last(&X_FORWARDED_HOST))
+}
+
 /// A `Host` value safe to put in a `Forwarded` element (host, port, brackets only).
 fn is_token_or_host(h: &str) -> bool {
     !h.is_empty()
@@ -455,6 +485,28 @@ mod tests {
             );
         }
         out
+    }
+
+    #[test]
+    fn the_nearest_proxys_claims_are_read() {
+        let h = with(&[
+            ("x-forwarded-proto", "http, https"),
+            ("x-forwarded-host", "gw.example"),
+        ]);
+        assert_eq!(claimed(&h), (Some("https"), Some("gw.example")));
+        let h = with(&[
+            (
+                "forwarded",
+                "for=1.2.3.4;proto=http, for=10.0.0.1;proto=https;host=\"gw:8443\"",
+            ),
+            ("x-forwarded-proto", "http"),
+        ]);
+        assert_eq!(claimed(&h), (Some("https"), Some("gw:8443")));
+        assert_eq!(
+            claimed(&with(&[("forwarded", "for=1.2.3.4")])),
+            (None, None)
+        );
+        assert_eq!(claimed(&HeaderMap::new()), (None, None));
     }
 
     #[test]
