@@ -397,6 +397,7 @@ fn feed(body: &[u8], cuts: &[usize], sse: bool) -> Vec<Bytes> {
         bridge: Bridge::new(map, queue.clone()),
         last_id: None,
         seen: RecentIds::new(64),
+        max_line_bytes: wiregate::config::Events::default().max_line_bytes,
     };
     let mut at = 0;
     let pieces: Vec<Result<Bytes, Infallible>> = cuts

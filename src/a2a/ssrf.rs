@@ -28,7 +28,11 @@ pub(crate) type Resolver = Arc<dyn Fn(String, u16) -> Lookup + Send + Sync>;
 /// The system resolver.
 fn system_resolver() -> Resolver {
     Arc::new(|host: String, port: u16| -> Lookup {
-        Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), port)).await?.collect()) })
+        Box::pin(async move {
+            Ok(tokio::net::lookup_host((host.as_str(), port))
+                .await?
+                .collect())
+        })
     })
 }
 
@@ -142,7 +146,9 @@ pub(crate) fn check_url(url: &str) -> Result<(String, u16), GatewayError> {
 /// they run out).
 #[cfg(test)]
 pub(crate) fn answering(answers: Vec<Vec<IpAddr>>) -> Resolver {
-    let next = Arc::new(std::sync::Mutex::new(answers.into_iter().collect::<Vec<_>>()));
+    let next = Arc::new(std::sync::Mutex::new(
+        answers.into_iter().collect::<Vec<_>>(),
+    ));
     Arc::new(move |_host, port| -> Lookup {
         let mut left = next.lock().unwrap();
         let ips = if left.len() > 1 {
@@ -150,11 +156,13 @@ pub(crate) fn answering(answers: Vec<Vec<IpAddr>>) -> Resolver {
         } else {
             left.first().cloned().unwrap_or_default()
         };
-        let addrs = ips.into_iter().map(|ip| SocketAddr::new(ip, port)).collect();
+        let addrs = ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect();
         Box::pin(async move { Ok(addrs) })
     })
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -208,7 +216,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_name_is_refused_when_any_of_its_addresses_is() {
-        let ips = |s: &[&str]| s.iter().map(|i| i.parse().unwrap()).collect::<Vec<IpAddr>>();
+        let ips = |s: &[&str]| {
+            s.iter()
+                .map(|i| i.parse().unwrap())
+                .collect::<Vec<IpAddr>>()
+        };
         let guard = Guard::with(
             false,
             answering(vec![ips(&["93.184.216.34", "10.0.0.1"])]),

@@ -243,7 +243,11 @@ mod tests {
                 Ok(b"12345678".to_vec()),
             ]
         );
-        assert!(l.buf.len() <= 9, "the buffer stays within the cap: {}", l.buf.len());
+        assert!(
+            l.buf.len() <= 9,
+            "the buffer stays within the cap: {}",
+            l.buf.len()
+        );
         // The same whole in a buffer larger than the cap.
         assert_eq!(bounded(&pieces, 64, 8).await.0, got);
         // A last line over the cap, without a newline, is skipped too.
@@ -269,7 +273,11 @@ mod tests {
             ]
         );
         assert!(l.buf.len() <= 1001, "{}", l.buf.len());
-        assert!(l.scanned <= total, "{} bytes searched of {total}", l.scanned);
+        assert!(
+            l.scanned <= total,
+            "{} bytes searched of {total}",
+            l.scanned
+        );
     }
 
     /// A long line under the cap, a byte per read: each byte is searched once, not once per

@@ -486,7 +486,8 @@ impl Endpoint {
     pub(crate) fn fits(&self, config: &Upstream, max_body: usize) -> bool {
         self.tls.is_none()
             && self.pinned.is_none()
-            && self.pipeline == config.pipeline && self.max_body == max_body
+            && self.pipeline == config.pipeline
+            && self.max_body == max_body
     }
 }
 

@@ -187,7 +187,9 @@ mod tests {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
                     loop {
-                        let Ok(n) = s.read(&mut chunk).await else { return };
+                        let Ok(n) = s.read(&mut chunk).await else {
+                            return;
+                        };
                         if n == 0 {
                             return;
                         }
@@ -249,10 +251,16 @@ mod tests {
         let mut dialer = Dialer::default();
         let body = Bytes::from_static(b"{\"n\":1}");
 
-        assert_eq!(notify(&guard, &c, &mut dialer, None, &body).await, "delivered");
+        assert_eq!(
+            notify(&guard, &c, &mut dialer, None, &body).await,
+            "delivered"
+        );
         assert_eq!(lookups.load(Ordering::SeqCst), 1, "one lookup per try");
         assert_eq!(served.load(Ordering::SeqCst), 1);
-        assert_eq!(notify(&guard, &c, &mut dialer, None, &body).await, "refused");
+        assert_eq!(
+            notify(&guard, &c, &mut dialer, None, &body).await,
+            "refused"
+        );
         assert_eq!(lookups.load(Ordering::SeqCst), 2);
         assert_eq!(served.load(Ordering::SeqCst), 1);
         let reached = tokio::time::timeout(Duration::from_millis(300), inside.accept()).await;
@@ -275,7 +283,9 @@ mod tests {
         );
         let (tx, rx) = mpsc::channel(4);
         for n in 0..3 {
-            tx.send(Bytes::from(format!("{{\"n\":{n}}}"))).await.unwrap();
+            tx.send(Bytes::from(format!("{{\"n\":{n}}}")))
+                .await
+                .unwrap();
         }
         drop(tx);
         let c = target(format!("http://rebinding.test:{port}/hook"));
