@@ -178,10 +178,12 @@ mod tests {
         ip != IpAddr::V4(CHECKED) && is_blocked(ip)
     }
 
-    /// Accepts connections on `l` and answers each request on them `200`, counting requests.
-    fn answer_ok(l: TcpListener, requests: Arc<AtomicUsize>) {
+    /// Accepts connections on `l` (counted in `connections`) and answers each request on them
+    /// `200`, counting requests.
+    fn answer_ok(l: TcpListener, requests: Arc<AtomicUsize>, connections: Arc<AtomicUsize>) {
         tokio::spawn(async move {
             while let Ok((mut s, _)) = l.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
                 let requests = requests.clone();
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
@@ -237,7 +239,7 @@ mod tests {
         let port = inside.local_addr().unwrap().port();
         let checked = TcpListener::bind((CHECKED, port)).await.unwrap();
         let served = Arc::new(AtomicUsize::new(0));
-        answer_ok(checked, served.clone());
+        answer_ok(checked, served.clone(), Arc::default());
 
         let lookups = Arc::new(AtomicUsize::new(0));
         let answers = answering(vec![vec![CHECKED.into()], vec![INSIDE.into()]]);
@@ -273,8 +275,8 @@ mod tests {
         let inside = TcpListener::bind((INSIDE, 0)).await.unwrap();
         let port = inside.local_addr().unwrap().port();
         let checked = TcpListener::bind((CHECKED, port)).await.unwrap();
-        let served = Arc::new(AtomicUsize::new(0));
-        answer_ok(checked, served.clone());
+        let (served, connections) = (Arc::new(AtomicUsize::new(0)), Arc::default());
+        answer_ok(checked, served.clone(), Arc::clone(&connections));
         // The same allowed answer each time: the client (and its connection) is kept.
         let guard = Guard::with(
             false,
@@ -293,6 +295,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(served.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            1,
+            "one kept-alive connection"
+        );
         let reached = tokio::time::timeout(Duration::from_millis(200), inside.accept()).await;
         assert!(reached.is_err(), "127.0.0.1 was connected to: {reached:?}");
     }
