@@ -48,8 +48,9 @@ pub struct Records {
     line_empty: bool,
     /// SSE: the last byte was a CR (an LF now is the rest of a CRLF, not another line end).
     after_cr: bool,
-    /// SSE: a dropped event ended with a CR; an LF next is its CRLF's and is dropped too.
-    drop_lf: bool,
+    /// SSE: the last record ended with a CR at a chunk's end (kept or not): an LF first in the
+    /// next chunk is its CRLF's.
+    lf_owed: Option<bool>,
     /// Bytes searched for a record's end, ever (tests check each is searched once).
     #[cfg(test)]
     scanned: usize,
@@ -65,7 +66,7 @@ impl Records {
             skipping: None,
             line_empty: true,
             after_cr: false,
-            drop_lf: false,
+            lf_owed: None,
             #[cfg(test)]
             scanned: 0,
         }
@@ -74,39 +75,51 @@ impl Records {
     /// Cuts the next chunk of the body, handing each record it ends (or drops) to `out`.
     pub fn push(&mut self, chunk: Bytes, out: &mut impl FnMut(Piece)) {
         let mut start = 0;
-        if std::mem::take(&mut self.drop_lf) && chunk.first() == Some(&b'\n') {
-            (start, self.after_cr) = (1, false);
+        if chunk.is_empty() {
+            return;
+        }
+        if let Some(kept) = self.lf_owed.take() {
+            if chunk[0] == b'\n' {
+                // The LF of a CRLF whose CR closed the last record, in the last chunk: a piece
+                // of its own for the parser (never counted in the next record), or dropped
+                // with a dropped record.
+                if kept {
+                    out(Piece::Record(chunk.slice(..1)));
+                }
+                (start, self.after_cr) = (1, false);
+            }
         }
         let mut at = start;
         while let Some(mut end) = self.next_end(&chunk, at) {
-            let piece = &chunk[start..end];
-            if let Some(dropped) = self.skipping.take() {
-                self.dropped(dropped + piece.len() as u64, piece, out);
-            } else if self.pending.len() + piece.len() - 1 > self.max {
-                let bytes = (self.pending.len() + piece.len()) as u64;
+            let len = end - start;
+            let kept = if let Some(dropped) = self.skipping.take() {
+                out(Piece::TooLong {
+                    bytes: dropped + len as u64,
+                });
+                false
+            } else if self.pending.len() + len - 1 > self.max {
+                let bytes = (self.pending.len() + len) as u64;
                 self.pending = BytesMut::new();
-                self.dropped(bytes, piece, out);
-            } else if self.pending.is_empty() {
-                // An event that ends with a CR takes the LF after it when this chunk has it,
-                // so the parser gets the CRLF whole, as the source sent it.
-                if self.after_cr && chunk.get(end) == Some(&b'\n') {
-                    (end, self.after_cr) = (end + 1, false);
-                }
-                out(Piece::Record(chunk.slice(start..end)));
+                out(Piece::TooLong { bytes });
+                false
             } else {
-                if self.after_cr && chunk.get(end) == Some(&b'\n') {
-                    (end, self.after_cr) = (end + 1, false);
+                true
+            };
+            // A record closed by a CR takes the LF of its CRLF along (kept or dropped).
+            if self.after_cr {
+                match chunk.get(end) {
+                    Some(b'\n') => (end, self.after_cr) = (end + 1, false),
+                    Some(_) => {}
+                    None => self.lf_owed = Some(kept),
                 }
+            }
+            if kept && self.pending.is_empty() {
+                out(Piece::Record(chunk.slice(start..end)));
+            } else if kept {
                 self.pending.extend_from_slice(&chunk[start..end]);
                 out(Piece::Record(self.pending.split().freeze()));
             }
             (start, at) = (end, end);
-            if self.drop_lf && end < chunk.len() {
-                self.drop_lf = false;
-                if chunk[end] == b'\n' {
-                    (start, at, self.after_cr) = (end + 1, end + 1, false);
-                }
-            }
         }
         let rest = &chunk[start..];
         if let Some(dropped) = &mut self.skipping {
@@ -127,12 +140,6 @@ impl Records {
         if let Some(bytes) = self.skipping.take() {
             out(Piece::TooLong { bytes });
         }
-    }
-
-    /// A record dropped, `piece` its last bytes.
-    fn dropped(&mut self, bytes: u64, piece: &[u8], out: &mut impl FnMut(Piece)) {
-        self.drop_lf = self.framing == Framing::Sse && piece.last() == Some(&b'\r');
-        out(Piece::TooLong { bytes });
     }
 
     /// Where the record that `chunk[at..]` continues ends (the index after its last byte), if
@@ -221,17 +228,23 @@ mod tests {
         let mut prev_cr = false;
         records
             .iter()
-            .map(|r| {
-                r.clone().map(|mut r| {
-                    if prev_cr && r.first() == Some(&b'\n') {
-                        r.remove(0);
-                    }
+            .filter_map(|r| match r {
+                Ok(r) if prev_cr && r.as_slice() == b"\n" => {
+                    prev_cr = false;
+                    None
+                }
+                Ok(r) => {
                     prev_cr = r.ends_with(b"\r");
-                    if r.ends_with(b"\r\n") {
-                        r.pop();
-                    }
-                    r
-                })
+                    Some(Ok(r
+                        .strip_suffix(b"\n")
+                        .filter(|_| r.ends_with(b"\r\n"))
+                        .unwrap_or(r)
+                        .to_vec()))
+                }
+                Err(n) => {
+                    prev_cr = false;
+                    Some(Err(*n))
+                }
             })
             .collect()
     }
@@ -322,9 +335,15 @@ mod tests {
         chunks.push(b"\n\n");
         for framing in [Framing::Ndjson, Framing::Sse] {
             let (got, r) = cut(framing, 1 << 20, &chunks);
-            assert_eq!(got.len(), 1, "{framing:?}");
-            let len = got[0].as_ref().map(Vec::len);
-            assert_eq!(len, Ok(200_002 - usize::from(framing == Framing::Ndjson)));
+            let whole = match framing {
+                Framing::Ndjson => vec![Ok(200_001), Ok(1)],
+                Framing::Sse => vec![Ok(200_002)],
+            };
+            let lens: Vec<Result<usize, u64>> = got
+                .iter()
+                .map(|r| r.as_ref().map(Vec::len).map_err(|e| *e))
+                .collect();
+            assert_eq!(lens, whole, "{framing:?}");
             assert!(r.scanned <= 200_002, "{framing:?}: {} searched", r.scanned);
         }
     }
