@@ -13,7 +13,7 @@
 //! documentation, benchmarking, reserved, multicast: [`super::ssrf`]) is refused unless
 //! `a2a.push_allow_private`; the check runs when the configuration is made and again before
 //! every try, and the try connects to the addresses that check resolved, never to a second
-//! lookup's ([`deliver`]). An `https://` webhook is dialled as any `https://` upstream is:
+//! lookup's (`deliver.rs`). An `https://` webhook is dialled as any `https://` upstream is:
 //! verified against the platform's roots, SNI and certificate name its host.
 
 use std::collections::HashMap;
