@@ -237,6 +237,7 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
         .post(format!("{url}/rpc"))
         .header("content-type", "application/json")
         .header("traceparent", TRACEPARENT)
+        .header("x-forwarded-for", "203.0.113.5")
         .body(json!({"jsonrpc": "2.0", "id": 3, "method": "m"}).to_string())
         .send()
         .await
@@ -267,6 +268,7 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
     assert_eq!(rpc["method"], "POST");
     assert_eq!(rpc["status"], 200);
     assert_eq!(rpc["dialect"], "jsonrpc");
+    assert_eq!(rpc["client"], "127.0.0.1");
     assert!(rpc["bytes"].as_u64().unwrap() > 0);
     // A call that came without a trace starts one here.
     let started = rpc["trace_id"].as_str().unwrap();
@@ -282,6 +284,10 @@ async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
         })
         .unwrap_or_else(|| panic!("an access line with the client's trace id: {access:?}"));
     assert_eq!(traced["status"], 200);
+    assert_eq!(
+        traced["client"], "127.0.0.1",
+        "an untrusted peer's X-Forwarded-For is not believed"
+    );
     assert!(access
         .iter()
         .any(|v| v["path"] == format!("/contexts/{ctx}/events")));

@@ -2,7 +2,7 @@
 //! ALPN, client certificates when `client_ca` is set, a renewed certificate picked up on
 //! reload) and `https://` upstreams (verified against `ca_file` or the platform's roots, SNI the
 //! URL's host, client certificates, pooled connections): the RPC path here, the pass-through
-//! and the event feed in their modules.
+//! and the event feed in their modules; the agent card naming `https` to a TLS client.
 
 #[path = "tls/feed.rs"]
 mod feed;
@@ -421,4 +421,50 @@ async fn a_handshake_left_unfinished_is_closed_at_its_deadline() {
         "closed before the deadline: {:?}",
         t0.elapsed()
     );
+}
+
+#[tokio::test]
+async fn the_agent_card_says_https_to_a_client_that_came_over_tls() {
+    let pki = Pki::new("wiregate test CA");
+    let server = pki.issue("gateway", &["localhost"]);
+    let tls = listener_tls(&server, "");
+    let gw = gateway()
+        .sid("tls-card")
+        .with(move |c| c.server.tls = tls)
+        .start()
+        .await;
+    let base = format!("https://localhost:{}", gw.addr.port());
+    let h1 = pki::client_builder(&pki, None)
+        .http1_only()
+        .build()
+        .unwrap();
+    // HTTP/2 names the host in `:authority`, HTTP/1.1 in `Host`: the card is the same.
+    for (client, version) in [
+        (pki::client(&pki, None), reqwest::Version::HTTP_2),
+        (h1, reqwest::Version::HTTP_11),
+    ] {
+        let r = client
+            .get(format!("{base}/.well-known/agent-card.json"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!((r.status().as_u16(), r.version()), (200, version));
+        let card: Value = r.json().await.unwrap();
+        let root = format!("{base}/");
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            root.as_str(),
+            "{card}"
+        );
+        assert_eq!(card["provider"]["url"], base.as_str(), "{card}");
+        let old: Value = client
+            .get(format!("{base}/.well-known/agent.json"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(old["url"], root.as_str(), "{old}");
+    }
 }

@@ -13,16 +13,19 @@ use serde_json::{json, Value};
 
 use crate::config::A2a as A2aConfig;
 
-/// The base URL the card advertises: `public_url`, else `http://` and the request's `Host`
-/// (when it is a valid authority; a forged one cannot inject into the card).
-pub(crate) fn base_url(cfg: &A2aConfig, host: Option<&str>) -> Option<String> {
+/// The base URL the card advertises: `public_url`, else the request's scheme (`https` when
+/// the client came over TLS, or a trusted proxy says it did, so callers send their
+/// credentials over TLS too) and its `Host` (when it is a valid authority; a forged one cannot
+/// inject into the card).
+pub(crate) fn base_url(cfg: &A2aConfig, https: bool, host: Option<&str>) -> Option<String> {
     if !cfg.public_url.is_empty() {
         return Some(cfg.public_url.trim_end_matches('/').to_owned());
     }
     let host = host?;
     let authority: Authority = host.parse().ok()?;
+    let scheme = if https { "https" } else { "http" };
     // An authority may carry user info; a Host header has no business doing so.
-    (!host.contains('@')).then(|| format!("http://{authority}"))
+    (!host.contains('@')).then(|| format!("{scheme}://{authority}"))
 }
 
 /// How the card says callers prove who they are: the credentials the configuration checks.
@@ -144,19 +147,19 @@ mod tests {
     fn the_base_url_is_configured_or_the_hosts_and_never_a_forged_one() {
         let mut cfg = A2aConfig::default();
         assert_eq!(
-            base_url(&cfg, Some("127.0.0.1:8080")).as_deref(),
+            base_url(&cfg, false, Some("127.0.0.1:8080")).as_deref(),
             Some("http://127.0.0.1:8080")
         );
         assert_eq!(
-            base_url(&cfg, Some("gw.example")).as_deref(),
-            Some("http://gw.example")
+            base_url(&cfg, true, Some("gw.example")).as_deref(),
+            Some("https://gw.example")
         );
-        assert_eq!(base_url(&cfg, Some("evil.example/x?y")), None);
-        assert_eq!(base_url(&cfg, Some("user@evil.example")), None);
-        assert_eq!(base_url(&cfg, None), None);
+        assert_eq!(base_url(&cfg, false, Some("evil.example/x?y")), None);
+        assert_eq!(base_url(&cfg, true, Some("user@evil.example")), None);
+        assert_eq!(base_url(&cfg, false, None), None);
         cfg.public_url = "https://agents.example/sid/".into();
         assert_eq!(
-            base_url(&cfg, Some("ignored")).as_deref(),
+            base_url(&cfg, false, Some("ignored")).as_deref(),
             Some("https://agents.example/sid")
         );
     }

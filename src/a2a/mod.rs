@@ -203,10 +203,11 @@ impl A2a {
         }
     }
 
-    /// The card for a request that arrived with `host`: the 1.0 card, or with `with_0_3` the
-    /// same card carrying the 0.3 card's own fields too (what a 0.3-only client reads).
-    pub fn card(&self, host: Option<&str>, with_0_3: bool) -> Option<Value> {
-        card::base_url(&self.cfg, host).map(|base| {
+    /// The card for a request that arrived for `host`, over TLS when `https`: the 1.0 card, or
+    /// with `with_0_3` the same card carrying the 0.3 card's own fields too (what a 0.3-only
+    /// client reads).
+    pub fn card(&self, https: bool, host: Option<&str>, with_0_3: bool) -> Option<Value> {
+        card::base_url(&self.cfg, https, host).map(|base| {
             let mut c = card::card(&self.cfg, &base, &self.rpc_path, &self.security);
             if with_0_3 {
                 card::add_0_3_fields(&mut c, &base, &self.rpc_path);
@@ -354,7 +355,8 @@ impl A2a {
                 reason: String::new(),
             });
         }
-        self.card(asker.host, v == Version::V0_3)
+        // The call's connection is not known here: its URLs say `https` only by `public_url`.
+        self.card(false, asker.host, v == Version::V0_3)
             .ok_or_else(|| GatewayError::InvalidParams("the request names no Host".into()))
     }
 

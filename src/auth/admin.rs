@@ -29,12 +29,11 @@ pub fn authorize(
     }
     let given = headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|a| a.strip_prefix("Bearer "))
-        .unwrap_or("");
+        .and_then(|v| crate::wire::authorization::token_of(v.as_bytes(), "bearer"))
+        .unwrap_or_default();
     tokens
         .iter()
-        .any(|t| constant_time_eq(t.as_bytes(), given.as_bytes()))
+        .any(|t| crate::util::secret::same(t.as_bytes(), given))
         .then_some(())
         .ok_or(GatewayError::Unauthorized)
 }
@@ -85,14 +84,6 @@ fn is_loopback(addr: SocketAddr) -> bool {
     }
 }
 
-/// Compares secrets in time that depends on their length only, not on where they differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +130,20 @@ mod tests {
                 authorize(p, &h, &tokens),
                 Err(GatewayError::Unauthorized)
             ));
+        }
+    }
+
+    #[test]
+    fn the_scheme_is_read_in_any_case() {
+        let tokens = vec!["s3cret".to_owned()];
+        for scheme in ["Bearer", "bearer", "BEARER"] {
+            let mut h = HeaderMap::new();
+            let value = format!("{scheme} s3cret");
+            h.insert(header::AUTHORIZATION, value.parse().unwrap());
+            assert!(
+                authorize(peer("10.1.2.3:5"), &h, &tokens).is_ok(),
+                "{scheme}"
+            );
         }
     }
 }

@@ -45,7 +45,7 @@ impl Verified {
         let hash = self.hasher.hash_one(key);
         let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
         let (kept, i) = keys.get(&hash)?;
-        same(kept, key).then_some(*i)
+        crate::util::secret::same(kept, key).then_some(*i)
     }
 
     fn insert(&self, key: &[u8], i: usize) {
@@ -178,18 +178,6 @@ impl ApiKeys {
     }
 }
 
-/// Whether `a` and `b` are the same bytes, in time that depends on their lengths only: every
-/// byte's difference is folded in, with no branch on one (a loop the compiler vectorises,
-/// where `subtle`'s byte-at-a-time comparison cost six instructions a byte), and only the
-/// fold's last value goes through `subtle`.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    bool::from(diff.ct_eq(&0))
-}
-
 /// The key a request presents: the value of the configured key header (e.g. `x-api-key`) when
 /// it has one, else that of `Authorization: ApiKey <key>` (the scheme matched regardless of case,
 /// RFC 9110 § 11.1). Surrounding spaces are not part of a key; an empty one is none.
@@ -203,13 +191,7 @@ pub(crate) fn key_of<'a>(
     {
         return Some(key);
     }
-    let value = authorization?.trim_ascii();
-    let (scheme, rest) = value.split_at_checked(b"apikey".len())?;
-    if !scheme.eq_ignore_ascii_case(b"apikey") || !rest.starts_with(b" ") {
-        return None;
-    }
-    let key = rest.trim_ascii_start();
-    (!key.is_empty()).then_some(key)
+    crate::wire::authorization::token_of(authorization?, "apikey")
 }
 
 /// 64 hex digits (either case) as the 32 bytes they spell.
@@ -307,15 +289,6 @@ sha256 = "{}"
         assert!(ci.has_scope("plans:write"));
         let dash = keys.find(b"dash-secret-abcdefgh").unwrap();
         assert_eq!(*dash, Caller::new(Kind::ApiKey, "dashboard", []));
-    }
-
-    #[test]
-    fn same_bytes_only_when_every_byte_and_the_length_agree() {
-        assert!(same(b"", b""));
-        assert!(same(b"key-0123", b"key-0123"));
-        assert!(!same(b"key-0123", b"key-0124"));
-        assert!(!same(b"Key-0123", b"key-0123"));
-        assert!(!same(b"key-012", b"key-0123"));
     }
 
     #[test]

@@ -64,7 +64,9 @@ impl Gate {
         let identity = self.identify(Headers::Map(headers), cert).await;
         let subject = Subject {
             caller: identity.caller(),
-            ip: extensions.get::<Peer>().map(|p| p.0.ip()),
+            ip: extensions
+                .get::<Peer>()
+                .map(|p| self.client_ip(p.0.ip(), Headers::Map(headers))),
             headers: None,
         };
         let admitted = self.admit_call(None, method, &identity, &subject);

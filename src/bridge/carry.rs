@@ -109,7 +109,10 @@ impl Bridge {
             span.set("http.request.method", "POST");
             span.set("url.path", path);
             span.set("wiregate.cluster.owner", &*node);
-            span.set("wiregate.endpoint", &*advertise);
+            span.set(
+                "wiregate.endpoint",
+                &*crate::util::redact::url(&advertise).to_string(),
+            );
             (p, span)
         });
         let traceparent = match (&traced, crate::http::scope::trace()) {
@@ -199,7 +202,10 @@ fn request_head(
     traceparent: Option<[u8; 55]>,
 ) -> Result<Vec<u8>, GatewayError> {
     let uri: Uri = advertise.parse().map_err(|e| {
-        GatewayError::SidUnavailable(format!("cluster.advertise {advertise:?}: {e}"))
+        GatewayError::SidUnavailable(format!(
+            "cluster.advertise \"{}\": {e}",
+            crate::util::redact::url(advertise)
+        ))
     })?;
     let host = uri.authority().map_or("", |a| a.as_str());
     let base = uri.path().trim_end_matches('/');

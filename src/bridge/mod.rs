@@ -175,13 +175,13 @@ impl Bridge {
             return Ok(());
         }
         let given = authorization
-            .and_then(|a| a.strip_prefix("Bearer "))
-            .unwrap_or("");
+            .and_then(|a| crate::wire::authorization::token_of(a.as_bytes(), "bearer"))
+            .unwrap_or_default();
         let ok = self
             .cfg
             .bearer_tokens
             .iter()
-            .any(|t| crate::auth::admin::constant_time_eq(t.as_bytes(), given.as_bytes()));
+            .any(|t| crate::util::secret::same(t.as_bytes(), given));
         ok.then_some(()).ok_or(GatewayError::Unauthorized)
     }
 

@@ -322,7 +322,10 @@ impl Auth {
                 ),
                 (false, true) if !j.jwks_url.starts_with("https://") => issues.add(
                     at("jwks_url"),
-                    format!("{:?} is not an https:// URL", j.jwks_url),
+                    format!(
+                        "\"{}\" is not an https:// URL",
+                        crate::util::redact::url(&j.jwks_url)
+                    ),
                 ),
                 (true, false) => {
                     if let Err(e) = read_jwks_file(&j.jwks_file) {

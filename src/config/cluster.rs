@@ -57,9 +57,10 @@ impl Cluster {
         format!("{}-{}", host_name(), std::process::id())
     }
 
-    /// `redis` with its password masked, for `check-config` and logs.
+    /// `redis` as logs and metrics show it: without its password (or any user info), see
+    /// [`redact::url`](crate::util::redact::url).
     pub fn masked_redis(&self) -> String {
-        super::mask_userinfo(&self.redis)
+        crate::util::redact::url(&self.redis).to_string()
     }
 
     pub(super) fn validate(&self, issues: &mut Issues) {

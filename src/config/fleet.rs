@@ -157,7 +157,10 @@ pub(super) fn validate(i: usize, u: &Upstream, issues: &mut Issues) {
         if let Err(m) = check_url(e) {
             issues.add(key, m);
         } else if !seen.insert(e.as_str()) {
-            issues.add(key, format!("duplicate endpoint {e:?}"));
+            issues.add(
+                key,
+                format!("duplicate endpoint \"{}\"", crate::util::redact::url(e)),
+            );
         }
     }
     if !u.url.is_empty() {

@@ -40,6 +40,8 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+use crate::util::redact;
+
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -170,18 +172,31 @@ impl Config {
         }
     }
 
-    /// The configuration as TOML, with credentials in upstream URLs, tokens and the span
-    /// exporter's headers masked.
+    /// The configuration as TOML, for `check-config`: every value that may carry a
+    /// credential masked. URLs (upstreams and their endpoints, the event feed, JWKS, Redis, the
+    /// replica's advertised URL, the card's public URL, the span collector) keep their shape
+    /// with user info's secret and any query hidden ([`redact::masked`]); tokens and the span
+    /// exporter's header values are `***`. Key and certificate settings are file paths.
     pub fn to_masked_toml(&self) -> String {
         let mut c = self.clone();
         for u in &mut c.upstreams {
-            u.url = mask_userinfo(&u.url);
+            u.url = redact::masked(&u.url);
             for e in &mut u.endpoints {
-                *e = mask_userinfo(e);
+                *e = redact::masked(e);
             }
         }
-        c.cluster.redis = c.cluster.masked_redis();
-        c.tracing.otlp_endpoint = mask_userinfo(&c.tracing.otlp_endpoint);
+        for j in &mut c.auth.jwt {
+            j.jwks_url = redact::masked(&j.jwks_url);
+        }
+        for url in [
+            &mut c.events.source,
+            &mut c.cluster.redis,
+            &mut c.cluster.advertise,
+            &mut c.a2a.public_url,
+            &mut c.tracing.otlp_endpoint,
+        ] {
+            *url = redact::masked(url);
+        }
         for v in c.tracing.headers.values_mut() {
             *v = "***".into();
         }
@@ -227,31 +242,5 @@ impl Issues {
     /// Records that `key` is wrong, and why.
     pub(crate) fn add(&mut self, key: String, message: String) {
         self.0.push(ConfigIssue { key, message });
-    }
-}
-
-/// `http://user:pass@host/` → `http://user:***@host/`.
-pub(crate) fn mask_userinfo(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => {
-            let user = rest[..at].split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***{}", &rest[at..])
-        }
-        None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_passwords() {
-        assert_eq!(mask_userinfo("http://u:p@h:1/x"), "http://u:***@h:1/x");
-        assert_eq!(mask_userinfo("http://h:1/x@y"), "http://h:1/x@y");
     }
 }

@@ -181,6 +181,30 @@ pub fn connector(
         .wrap_connector(http)
 }
 
+/// An HTTP/2-only connector, for gRPC: `http://` as cleartext HTTP/2 (prior knowledge),
+/// `https://` with `tls` (or, when `None`, the platform's roots) and ALPN `h2` alone, which
+/// gRPC over TLS requires.
+pub fn h2_connector(
+    tls: Option<Arc<ClientConfig>>,
+    connect_timeout: Option<std::time::Duration>,
+) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(connect_timeout);
+    let mut config = match tls {
+        Some(c) => (*c).clone(),
+        None => unused_client_config(),
+    };
+    // The builder sets ALPN `h2` itself, and refuses a configuration that names any.
+    config.alpn_protocols.clear();
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http2()
+        .wrap_connector(http)
+}
+
 /// The client configuration the admin subcommands (`wiregate reload`, `wiregate migration`)
 /// dial a gateway's TLS listener with: the CAs of `ca_file` (empty: the platform's roots), and
 /// the certificate `client_cert` with its key `client_key` (both empty: none) for a listener

@@ -1,6 +1,7 @@
 //! `[tracing]`: OpenTelemetry spans of every hop, exported over OTLP.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -10,9 +11,16 @@ use super::Issues;
 #[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Tracing {
-    /// `http://collector:4318` (OTLP/HTTP, protobuf, to `/v1/traces`; `https://` verified as any
-    /// upstream) or `grpc://collector:4317` (OTLP/gRPC over cleartext HTTP/2); empty: no spans.
+    /// `http://collector:4318` or `https://collector:4318` (OTLP/HTTP, protobuf, to
+    /// `/v1/traces`), `grpc://collector:4317` (OTLP/gRPC over cleartext HTTP/2) or
+    /// `grpcs://collector:4317` (OTLP/gRPC over TLS, ALPN `h2`); empty: no spans. An `https://`
+    /// or `grpcs://` collector is verified against `ca_file` or the platform's roots: the
+    /// export's `headers` usually carry the collector's API key, which then travels encrypted.
     pub otlp_endpoint: String,
+    /// PEM CAs an `https://` or `grpcs://` collector is verified against (a private CA's);
+    /// empty: the platform's roots. There is no way to turn verification off.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ca_file: String,
     /// Headers sent with every export (a collector's token, say); never logged.
     pub headers: BTreeMap<String, String>,
     /// The share of the traces the gateway starts that are recorded, 0 to 1; a client's
@@ -32,6 +40,7 @@ impl Default for Tracing {
     fn default() -> Self {
         Tracing {
             otlp_endpoint: String::new(),
+            ca_file: String::new(),
             headers: BTreeMap::new(),
             sample_ratio: 1.0,
             service_name: "wiregate".into(),
@@ -41,11 +50,16 @@ impl Default for Tracing {
     }
 }
 
-/// The header values are credentials: they are never printed.
+/// The header values are credentials: they are never printed, nor the endpoint's user info
+/// or query.
 impl std::fmt::Debug for Tracing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tracing")
-            .field("otlp_endpoint", &self.otlp_endpoint)
+            .field(
+                "otlp_endpoint",
+                &crate::util::redact::url(&self.otlp_endpoint).to_string(),
+            )
+            .field("ca_file", &self.ca_file)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("sample_ratio", &self.sample_ratio)
             .field("service_name", &self.service_name)
@@ -60,7 +74,8 @@ impl std::fmt::Debug for Tracing {
 pub enum OtlpProtocol {
     /// OTLP/HTTP with protobuf bodies, POSTed to `/v1/traces`.
     Http,
-    /// OTLP/gRPC, the `TraceService/Export` call over cleartext HTTP/2.
+    /// OTLP/gRPC, the `TraceService/Export` call over HTTP/2 (cleartext, or TLS with ALPN
+    /// `h2`).
     Grpc,
 }
 
@@ -70,16 +85,25 @@ impl Tracing {
         !self.otlp_endpoint.is_empty()
     }
 
-    /// The export's protocol and the URL it POSTs to, when `otlp_endpoint` is one.
+    /// The export's protocol and the URL it POSTs to, when `otlp_endpoint` is one (an
+    /// `https://` URL for a collector reached over TLS).
     pub fn target(&self) -> Option<(OtlpProtocol, String)> {
-        let e = self.otlp_endpoint.trim_end_matches('/');
-        if let Some(rest) = e.strip_prefix("grpc://") {
-            let uri: axum::http::Uri = format!("http://{rest}").parse().ok()?;
+        // User info means nothing to a collector (its credentials go in `headers`), and the
+        // client would name its connections by it in its own log lines.
+        let e = crate::util::redact::without_userinfo(self.otlp_endpoint.trim_end_matches('/'));
+        let e = &*e;
+        let grpc = match (e.strip_prefix("grpc://"), e.strip_prefix("grpcs://")) {
+            (Some(rest), _) => Some(("http", rest)),
+            (_, Some(rest)) => Some(("https", rest)),
+            _ => None,
+        };
+        if let Some((scheme, rest)) = grpc {
+            let uri: axum::http::Uri = format!("{scheme}://{rest}").parse().ok()?;
             uri.host()?;
             return Some((
                 OtlpProtocol::Grpc,
                 format!(
-                    "http://{}/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                    "{scheme}://{}/opentelemetry.proto.collector.trace.v1.TraceService/Export",
                     uri.authority()?
                 ),
             ));
@@ -97,14 +121,33 @@ impl Tracing {
         Some((OtlpProtocol::Http, url))
     }
 
+    /// The client TLS configuration for the collector: `None` for a cleartext endpoint (or
+    /// none at all), else `ca_file`'s CAs or the platform's roots.
+    pub fn tls(&self) -> Result<Option<Arc<rustls::ClientConfig>>, super::tls::TlsProblem> {
+        let url = self.target().map(|(_, url)| url).unwrap_or_default();
+        super::tls::client_config_for(&url, &self.ca_file, "", "")
+    }
+
     pub(super) fn validate(&self, issues: &mut Issues) {
-        if self.enabled() && self.target().is_none() {
-            issues.add(
+        match self.target() {
+            None if self.enabled() => issues.add(
                 "tracing.otlp_endpoint".into(),
-                "must be http://host:port or https://host:port (OTLP/HTTP) or grpc://host:port \
-                 (OTLP/gRPC)"
+                "must be http://host:port or https://host:port (OTLP/HTTP), or grpc://host:port \
+                 or grpcs://host:port (OTLP/gRPC, grpcs over TLS)"
                     .into(),
-            );
+            ),
+            _ => {
+                if let Err(e) = self.tls() {
+                    let https = self
+                        .target()
+                        .is_some_and(|(_, url)| url.starts_with("https://"));
+                    let message = match https {
+                        true => e.message,
+                        false => "applies to https:// and grpcs:// endpoints only".into(),
+                    };
+                    issues.add(format!("tracing.{}", e.key), message);
+                }
+            }
         }
         if !(0.0..=1.0).contains(&self.sample_ratio) {
             issues.add(
@@ -176,6 +219,13 @@ mod tests {
             Some((
                 OtlpProtocol::Grpc,
                 "http://c:4317/opentelemetry.proto.collector.trace.v1.TraceService/Export".into()
+            ))
+        );
+        assert_eq!(
+            with("grpcs://c:4317/"),
+            Some((
+                OtlpProtocol::Grpc,
+                "https://c:4317/opentelemetry.proto.collector.trace.v1.TraceService/Export".into()
             ))
         );
         assert_eq!(with("ftp://c"), None);

@@ -173,7 +173,8 @@ impl Reader {
         let first = Duration::from_millis(cfg.reconnect_ms);
         let mut backoff = first;
         loop {
-            let uri = resume_uri(&cfg.source, self.last_id.as_deref());
+            let source = crate::util::redact::without_userinfo(&cfg.source);
+            let uri = resume_uri(&source, self.last_id.as_deref());
             let mut req = Request::get(uri).header(
                 header::ACCEPT,
                 "application/x-ndjson, text/event-stream;q=0.9",
@@ -204,13 +205,13 @@ impl Reader {
                     );
                     self.consume(body, sse).await;
                     feed.connected.store(false, Ordering::Relaxed);
-                    tracing::warn!(source = %cfg.source, "the event feed ended; reconnecting");
+                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), "the event feed ended; reconnecting");
                 }
                 Ok(resp) => {
-                    tracing::warn!(source = %cfg.source, status = %resp.status(), "the event feed refused")
+                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), status = %resp.status(), "the event feed refused")
                 }
                 Err(e) => {
-                    tracing::warn!(source = %cfg.source, error = %e, "cannot reach the event feed")
+                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), error = %e, "cannot reach the event feed")
                 }
             }
             tokio::time::sleep(backoff).await;

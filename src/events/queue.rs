@@ -193,8 +193,10 @@ impl Inner {
             return false;
         };
         match self.ring.front() {
-            Some(first) => first.seq == n + 1 && first.event.event_id == first.seq.to_string(),
-            None => self.next_seq == n + 1,
+            Some(first) => {
+                n.checked_add(1) == Some(first.seq) && first.event.event_id == first.seq.to_string()
+            }
+            None => n.checked_add(1) == Some(self.next_seq),
         }
     }
 }

@@ -53,6 +53,17 @@ impl Gateway {
         self.gate.identify(headers, cert).await
     }
 
+    /// The address of the client of a request from `peer`, as a trusted proxy may say it
+    /// ([`Gate::client_ip`](crate::auth::gate::Gate::client_ip)).
+    #[inline]
+    pub(crate) fn client_ip(
+        &self,
+        peer: std::net::IpAddr,
+        headers: Headers<'_>,
+    ) -> std::net::IpAddr {
+        self.gate.client_ip(peer, headers)
+    }
+
     /// The answer to a body refused as a whole: a bad credential ([`Identity::Refused`]) where
     /// any of its calls is under a rule that looks at credentials. `None`: its calls are
     /// admitted or refused each on its own, in [`Gateway::handle`].
@@ -140,7 +151,7 @@ impl Gateway {
         let identity = self.gate.identify(headers, cert).await;
         let subject = crate::auth::limits::Subject {
             caller: identity.caller(),
-            ip: peer,
+            ip: peer.map(|p| self.gate.client_ip(p, headers)),
             headers: Some(headers),
         };
         let admitted = self.gate.admit_path(prefix, path, &identity, &subject);

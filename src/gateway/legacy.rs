@@ -2,6 +2,7 @@
 
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 
+use crate::auth::gate::Identity;
 use crate::http::reply::{json_reply, Reply};
 use crate::upstream::call::Call;
 use crate::wire::jsonrpc::{Id, Response};
@@ -14,12 +15,29 @@ impl Gateway {
     pub(super) async fn handle_legacy(&self, req: LegacyRequest, meta: &Meta<'_>) -> Reply {
         let request_id = req.request_id.clone();
         crate::http::scope::annotate(|s| s.set("rpc.jsonrpc.request_id", &request_id));
+        // A legacy client carries its credential in the envelope: the gate reads it there when
+        // the headers carried none.
+        let from_envelope = match (meta.identity, &req.auth) {
+            (Some(Identity::Anonymous), Some(auth)) => match auth.to_header() {
+                Some(value) => Some(self.gate.identify_credential(value.as_bytes()).await),
+                None => None,
+            },
+            _ => None,
+        };
+        let meta = &Meta {
+            identity: from_envelope.as_ref().or(meta.identity),
+            ..*meta
+        };
         let call = Call {
             method: req.operation,
             params: Some(req.params),
             upstream_id: req.request_id,
             notification: false,
-            auth: req.auth,
+            // A credential the gate verified and strips goes no further, wherever it came.
+            auth: match self.strips(meta) {
+                true => None,
+                false => req.auth,
+            },
             spec: None,
         };
         match self.dispatch(call, "legacy", meta).await {

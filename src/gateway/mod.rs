@@ -598,7 +598,7 @@ impl Gateway {
     /// Whether a call's credential stays at the gateway: `auth.strip_credentials`, and the gate
     /// verified who sent it.
     #[inline]
-    fn strips(&self, meta: &Meta<'_>) -> bool {
+    pub(super) fn strips(&self, meta: &Meta<'_>) -> bool {
         self.gate.strip_credentials && meta.identity.is_some_and(|i| i.caller().is_some())
     }
 

@@ -1,6 +1,6 @@
 //! The access log: one line per request (`[log] access = true`), written when its answer's
 //! body has been sent or dropped, so a stream's line tells its whole length. Credentials never
-//! appear: the line names the method, path (no query), status, bytes, duration, the client's
+//! appear: the line names the method, path (no query), the client's address, status, bytes, duration, the client's
 //! dialect, the upstreams and the trace id.
 
 use std::pin::Pin;
@@ -21,6 +21,8 @@ pub(crate) struct Line {
     pub method: Method,
     /// Request path, without the query (which may carry a token).
     pub path: String,
+    /// The client's address: the peer, or what a trusted proxy says of it.
+    pub client: Option<std::net::IpAddr>,
     /// Answer status.
     pub status: StatusCode,
     /// When the request arrived.
@@ -38,6 +40,7 @@ impl Line {
             target: "wiregate::server::access",
             method = %self.method,
             path = %self.path,
+            client = self.client.map(tracing::field::display),
             status = self.status.as_u16(),
             bytes,
             duration_ms = self.started.elapsed().as_secs_f64() * 1e3,

@@ -190,7 +190,7 @@ pub(super) async fn rpc_reply(
                 last_event_id: headers.str(&LAST_EVENT_ID),
                 a2a_version: headers.str(&A2A_VERSION),
                 headers: Some(headers),
-                peer: peer.map(|p| p.0.ip()),
+                peer: peer.map(|p| state.gateway.client_ip(p.0.ip(), headers)),
                 request_id: Some(request_id.as_bytes()),
                 binding,
                 identity: identity.as_ref(),

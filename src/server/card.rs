@@ -1,30 +1,56 @@
 //! The agent card's routes: the A2A 1.0 card, with 0.3's fields for the clients that ask.
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{header_str, not_configured, AppState, A2A_VERSION};
+use super::{header_str, not_configured, AppState, OverTls, A2A_VERSION};
+use crate::auth::admin::Peer;
 
 /// The A2A agent card: the 1.0 card, with the 0.3 card's fields for `A2A-Version: 0.3`.
-pub(super) async fn agent_card(state: State<AppState>, headers: HeaderMap) -> Response {
-    let old = header_str(&headers, &A2A_VERSION)
+pub(super) async fn agent_card(state: State<AppState>, parts: Parts) -> Response {
+    let old = header_str(&parts.headers, &A2A_VERSION)
         .and_then(crate::model::a2a::Version::parse)
         .is_some_and(|v| v == crate::model::a2a::Version::V0_3);
-    card_response(state, headers, old)
+    card_response(state, parts, old)
 }
 
 /// The card at the older well-known path, read by 0.3-only clients.
-pub(super) async fn agent_card_0_3(state: State<AppState>, headers: HeaderMap) -> Response {
-    card_response(state, headers, true)
+pub(super) async fn agent_card_0_3(state: State<AppState>, parts: Parts) -> Response {
+    card_response(state, parts, true)
 }
 
-fn card_response(State(state): State<AppState>, headers: HeaderMap, with_0_3: bool) -> Response {
+/// Where the client asked for the card, as its URLs must name it: over TLS or not, and which
+/// host (`Host`, or HTTP/2's `:authority`). A peer of `server.trusted_proxies` speaks for its
+/// client: its `X-Forwarded-Proto: https` (or `Forwarded: proto=https`) makes the URLs
+/// `https`, so callers send their credentials over TLS as the proxy's clients do; its
+/// forwarded host names the host. Anyone else's claims are ignored.
+fn origin<'a>(state: &AppState, parts: &'a Parts) -> (bool, Option<&'a str>) {
+    let mut https = parts.extensions.get::<OverTls>().is_some();
+    let mut host = header_str(&parts.headers, &header::HOST)
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+    let trusted = parts
+        .extensions
+        .get::<Peer>()
+        .is_some_and(|p| state.trusted.contains(p.0.ip()));
+    if trusted {
+        let (proto, forwarded_host) = crate::http::forwarded::claimed(&parts.headers);
+        if let Some(p) = proto {
+            https = p.eq_ignore_ascii_case("https");
+        }
+        host = forwarded_host.or(host);
+    }
+    (https, host)
+}
+
+fn card_response(State(state): State<AppState>, parts: Parts, with_0_3: bool) -> Response {
     let Some(a2a) = state.gateway.a2a() else {
         return not_configured("no agent card: A2A needs sid.enabled and a2a.enabled");
     };
-    match a2a.card(header_str(&headers, &header::HOST), with_0_3) {
+    let (https, host) = origin(&state, &parts);
+    match a2a.card(https, host, with_0_3) {
         Some(card) => {
             let bytes = serde_json::to_vec(&card).expect("a card always serialises");
             let etag = crate::a2a::card::etag(&bytes);
@@ -45,7 +71,12 @@ fn card_response(State(state): State<AppState>, headers: HeaderMap, with_0_3: bo
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("public, max-age=300"),
             );
-            h.insert(header::VARY, HeaderValue::from_static("host, a2a-version"));
+            h.insert(
+                header::VARY,
+                HeaderValue::from_static(
+                    "host, a2a-version, x-forwarded-proto, x-forwarded-host, forwarded",
+                ),
+            );
             resp
         }
         None => (

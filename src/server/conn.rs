@@ -129,8 +129,12 @@ async fn serve_conn(
                         drop(read);
                         let trace = span.as_ref().map(|(t, _)| *t);
                         let _span = span.map(|(_, s)| s.answered(resp.status().as_u16()));
+                        let client = match access {
+                            true => front.client_ip(&front.live.load(), (&get.headers).into()),
+                            false => None,
+                        };
                         let (io, _permit) = conn.into_stream();
-                        serve_stream(io, get, resp, access, trace).await;
+                        serve_stream(io, get, resp, access.then_some(client), trace).await;
                         return;
                     }
                     read
@@ -171,13 +175,14 @@ async fn stream_response(
     let span = match live.state.gateway.tracer().is_on() {
         true => {
             let mut trace = TraceContext::for_call(&get.headers);
+            let client = front.client_ip(&live, (&get.headers).into());
             super::front::server_span(
                 &live,
                 &mut trace,
                 &axum::http::Method::GET,
                 get.uri.path(),
                 super::front::Lane::Router,
-                front.tls,
+                (front.tls, client),
             )
             .map(|s| (trace, s))
         }
@@ -198,8 +203,8 @@ async fn stream_response(
     Some((resp, live.access, span))
 }
 
-/// Writes an event stream to its end, and its access line after when the log is on (with the
-/// trace id of the stream's span, `trace`, when it has one).
+/// Writes an event stream to its end, and its access line after when the log is on (`access`:
+/// the client's address, when known; with the trace id of the stream's span, `trace`, when it has one).
 ///
 /// `get` is read for the access line and dropped before the stream: an idle subscriber holds
 /// no request headers.
@@ -207,13 +212,14 @@ async fn serve_stream(
     io: tokio::net::TcpStream,
     get: sse_conn::Get,
     resp: Response<Body>,
-    access: bool,
+    access: Option<Option<std::net::IpAddr>>,
     trace: Option<TraceContext>,
 ) {
-    let line = access.then(|| {
+    let line = access.map(|client| {
         Box::new(crate::server::access::Line {
             method: axum::http::Method::GET,
             path: get.uri.path().to_owned(),
+            client,
             status: resp.status(),
             started: std::time::Instant::now(),
             trace_id: trace

@@ -48,6 +48,14 @@ pub(super) struct Front {
 pub(super) use crate::auth::refusal::ClientCert;
 
 impl Front {
+    /// The client of a request on this connection with `headers` ([`Gate::client_ip`]).
+    ///
+    /// [`Gate::client_ip`]: crate::auth::gate::Gate::client_ip
+    pub(super) fn client_ip(&self, live: &Live, headers: Headers<'_>) -> Option<std::net::IpAddr> {
+        let peer = self.peer?.0.ip();
+        Some(live.state.gateway.client_ip(peer, headers))
+    }
+
     pub(super) fn new(live: Arc<ArcSwap<Live>>) -> Self {
         Front {
             live,
@@ -87,8 +95,9 @@ pub(super) type FrontFuture = Pin<Box<dyn Future<Output = Result<Response, Infal
 /// A request's handler, boxed on its own before [`Front::respond`] wraps it.
 type Handled = Pin<Box<dyn Future<Output = Response> + Send>>;
 
-/// What the access line takes from the request: its method, its path and when it arrived.
-type Arrival = (Method, String, Instant);
+/// What the access line takes from the request: its method, its path, when it arrived and
+/// from which client.
+type Arrival = (Method, String, Instant, Option<std::net::IpAddr>);
 
 impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
     type Response = Response;
@@ -145,13 +154,18 @@ impl Front {
         read: Option<Result<bytes::Bytes, GatewayError>>,
     ) -> FrontFuture {
         let (mut trace, state) = TraceContext::for_call_with_state(req.headers());
+        // The client as the access line and the span name it: read only when either is on.
+        let client = match live.access || live.state.gateway.tracer().is_on() {
+            true => self.client_ip(&live, Headers::Map(req.headers())),
+            false => None,
+        };
         let span = server_span(
             &live,
             &mut trace,
             req.method(),
             req.uri().path(),
             lane,
-            self.tls,
+            (self.tls, client),
         );
         let fast = lane == Lane::Rpc;
         let passed = lane == Lane::Passthrough;
@@ -173,6 +187,7 @@ impl Front {
                 req.method().clone(),
                 req.uri().path().to_owned(),
                 Instant::now(),
+                client,
             )
         });
         // The call counts as in flight until its answer's body is done or dropped.
@@ -264,10 +279,11 @@ fn finished(
         let end = span.answered(resp.status().as_u16());
         resp = resp.map(|b| Body::new(activity::GuardedBody::new(b, end)));
     }
-    if let Some((method, path, started)) = access {
+    if let Some((method, path, started, client)) = access {
         let line = crate::server::access::Line {
             method,
             path,
+            client,
             status: resp.status(),
             started,
             trace_id: trace.trace_id_hex(),
@@ -309,7 +325,9 @@ impl Front {
             true => {
                 let target = head.text(target).unwrap_or_default();
                 let path = target.split_once('?').map_or(target, |(p, _)| p);
-                server_span(&live, &mut trace, &Method::POST, path, Lane::Rpc, self.tls)
+                let client = self.client_ip(&live, Headers::Head(&head));
+                let how = (self.tls, client);
+                server_span(&live, &mut trace, &Method::POST, path, Lane::Rpc, how)
             }
             false => None,
         };
@@ -338,7 +356,7 @@ pub(super) fn server_span(
     method: &Method,
     path: &str,
     lane: Lane,
-    tls: bool,
+    (tls, client): (bool, Option<std::net::IpAddr>),
 ) -> Option<Box<scope::Recording>> {
     let tracer = live.state.gateway.tracer();
     if !tracer.is_on() {
@@ -362,6 +380,9 @@ pub(super) fn server_span(
         span.set("http.request.method", method.as_str());
         span.set("url.path", path);
         span.set("url.scheme", if tls { "https" } else { "http" });
+        if let Some(ip) = client {
+            span.set("client.address", ip.to_string().as_str());
+        }
         if let Some(t) = template {
             span.set("http.route", t);
         }

@@ -63,6 +63,9 @@ pub struct AppState {
     events_timing: sse_stream::Timing,
     passthrough: Passthrough,
     admin_tokens: Arc<[String]>,
+    /// `server.trusted_proxies`: whose `X-Forwarded-Proto`/`-Host` (or `Forwarded`) the agent
+    /// card believes.
+    trusted: crate::http::forwarded::Trusted,
     reload: reload::Requests,
 }
 
@@ -93,6 +96,7 @@ impl AppState {
                 retry_ms: config.events.reconnect_ms.max(1000),
             },
             admin_tokens: config.server.admin_tokens.clone().into(),
+            trusted: crate::http::forwarded::Trusted::new(&config.server.trusted_proxies),
             reload,
         }
     }

@@ -1,11 +1,13 @@
 //! Small helpers every layer may use: the wall clock read through the monotonic clock, hex
-//! digits, the call path's random ids, which worker thread runs a call and where the tasks
-//! that outlive it go.
+//! digits, the call path's random ids, the comparison of secrets, URLs with their credentials
+//! redacted, which worker thread runs a call and where the tasks that outlive it go.
 
 pub(crate) mod background;
 pub(crate) mod clock;
 pub(crate) mod hex;
 pub(crate) mod ids;
 pub(crate) mod prehashed;
+pub(crate) mod redact;
+pub(crate) mod secret;
 pub(crate) mod time;
 pub(crate) mod worker;

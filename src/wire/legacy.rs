@@ -73,10 +73,13 @@ impl Auth {
     /// From an `Authorization` header value: `Scheme credentials` becomes
     /// `{"scheme": "scheme", "token": "credentials"}`.
     pub fn from_header(value: &str) -> Option<Self> {
-        let (scheme, token) = value.trim().split_once(' ')?;
+        let c = super::authorization::parse(value.as_bytes())?;
+        // Both parts are slices of `value`'s text at ASCII spaces: still UTF-8.
+        let scheme = std::str::from_utf8(c.scheme).ok()?;
+        let token = std::str::from_utf8(c.token).ok()?;
         let mut m = Map::new();
         m.insert("scheme".into(), Value::from(scheme.to_ascii_lowercase()));
-        m.insert("token".into(), Value::from(token.trim()));
+        m.insert("token".into(), Value::from(token));
         Some(Auth(m))
     }
 

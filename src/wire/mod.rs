@@ -4,6 +4,7 @@
 //! without one. Payloads the gateway never needs to read (`params`, `result`, `data`) are kept as
 //! [`serde_json::value::RawValue`] and copied through verbatim instead of being parsed into a tree.
 
+pub mod authorization;
 pub mod dialect;
 pub(crate) mod head;
 pub mod jsonrpc;

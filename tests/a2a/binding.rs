@@ -1,6 +1,7 @@
 //! A2A's own JSON-RPC binding (`a2a.jsonrpc_path`, `/` by default) beside the gateway's
 //! `POST /rpc`: every JSON-RPC answer is HTTP 200 there (the A2A TCK's envelope cases), only A2A
-//! methods are served, and `/rpc` keeps its contract (400 for a malformed request).
+//! methods are served, and `/rpc` keeps its contract (400 for a malformed request). The card
+//! names where the binding is served, `https` when a trusted proxy says the client used it.
 
 use crate::support;
 
@@ -222,4 +223,83 @@ fn the_binding_s_path_is_validated_with_its_key() {
             assert!(e.to_string().contains("a2a.jsonrpc_path"), "{e}");
         }
     }
+}
+
+#[tokio::test]
+async fn the_card_says_https_when_a_trusted_proxy_says_the_client_came_over_tls() {
+    let card_url = |gw: &TestGateway, headers: &[(&str, &str)]| {
+        let mut req = gw
+            .http
+            .get(format!("{}/.well-known/agent-card.json", gw.base()));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        async move {
+            let card: Value = req.send().await.unwrap().json().await.unwrap();
+            // A card refused (400) names nothing.
+            card["supportedInterfaces"][0]["url"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        }
+    };
+    let behind = gateway()
+        .sid("card-trusted")
+        .with(|c| c.server.trusted_proxies = vec!["127.0.0.1".into()])
+        .start()
+        .await;
+    let plain = format!("http://{}/", behind.addr);
+    assert_eq!(card_url(&behind, &[]).await, plain);
+    assert_eq!(
+        card_url(&behind, &[("x-forwarded-proto", "https")]).await,
+        format!("https://{}/", behind.addr)
+    );
+    assert_eq!(
+        card_url(
+            &behind,
+            &[
+                ("x-forwarded-proto", "https"),
+                ("x-forwarded-host", "agents.example")
+            ]
+        )
+        .await,
+        "https://agents.example/"
+    );
+    // The last element is the trusted peer's own; an earlier one is anyone's claim.
+    assert_eq!(
+        card_url(
+            &behind,
+            &[(
+                "forwarded",
+                "proto=http;host=evil.example, proto=https;host=\"gw.example:8443\""
+            )]
+        )
+        .await,
+        "https://gw.example:8443/"
+    );
+    assert_eq!(
+        card_url(&behind, &[("x-forwarded-host", "user@evil.example")])
+            .await
+            .as_str(),
+        "",
+        "a forged host is refused"
+    );
+
+    // A peer that is not trusted claims nothing.
+    let open = gateway()
+        .sid("card-untrusted")
+        .with(|c| c.server.trusted_proxies = vec!["10.0.0.0/8".into()])
+        .start()
+        .await;
+    assert_eq!(
+        card_url(
+            &open,
+            &[
+                ("x-forwarded-proto", "https"),
+                ("forwarded", "proto=https;host=evil.example")
+            ]
+        )
+        .await,
+        format!("http://{}/", open.addr)
+    );
 }

@@ -75,3 +75,54 @@ async fn a_caller_past_its_burst_gets_429_with_headers_and_the_bucket_refills() 
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_each_client_keeps_its_own_ip_bucket() {
+    let up = jsonrpc_echo().run().await;
+    let limited = |trusted: Vec<String>| {
+        support::routing_all_to(&up.url(), Dialect::Jsonrpc).with(move |c| {
+            c.server.trusted_proxies = trusted;
+            c.rate_limits = vec![RateLimit {
+                name: "per-ip".into(),
+                matches: vec!["*".into()],
+                key: "ip".into(),
+                rate_per_s: 0.001,
+                burst: 2,
+                shared: false,
+            }]
+        })
+    };
+    // The load balancer (loopback here) is trusted: each client it names has its own budget,
+    // and an address a client wrote left of the balancer's entry is not believed.
+    let gw = limited(vec!["127.0.0.1".into()]).start().await;
+    assert_eq!(from_client(&gw, "203.0.113.1", 1).await, 200);
+    assert_eq!(from_client(&gw, "203.0.113.1", 2).await, 200);
+    assert_eq!(from_client(&gw, "203.0.113.1", 3).await, 429);
+    assert_eq!(
+        from_client(&gw, "203.0.113.2", 4).await,
+        200,
+        "another client's own bucket"
+    );
+    assert_eq!(
+        from_client(&gw, "203.0.113.9, 203.0.113.1", 5).await,
+        429,
+        "the right-most counts"
+    );
+
+    // Untrusted, the same headers are ignored: one bucket for the peer.
+    let gw = limited(Vec::new()).start().await;
+    assert_eq!(from_client(&gw, "203.0.113.1", 1).await, 200);
+    assert_eq!(from_client(&gw, "203.0.113.2", 2).await, 200);
+    assert_eq!(
+        from_client(&gw, "203.0.113.3", 3).await,
+        429,
+        "one bucket: the peer's"
+    );
+}
+
+/// The status of a call a proxy says came from `client` (`X-Forwarded-For`).
+async fn from_client(gw: &support::TestGateway, client: &str, id: i64) -> u16 {
+    gw.rpc_with(&call(json!(id), "m"), &[("x-forwarded-for", client)])
+        .await
+        .status
+}

@@ -2,12 +2,13 @@
 //! provider whose key set a test server serves over https (`jwt`), API keys from a file and
 //! their reload (`keys`), client certificates over TLS (`mtls`), `allow` rules call by call
 //! (`rules`), local rate limits and their headers (`limits`), the pass-through behind the gate
-//! (`passthrough`), one caller's sid tasks hidden from another (`tenancy`), and the keys
+//! (`passthrough`), every carrier of a credential read and stripped (`carriers`), one caller's sid tasks hidden from another (`tenancy`), and the keys
 //! `check-config` refuses (`check_config`). Keys and certificates are made in each test.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod carriers;
 mod check_config;
 mod jwt;
 mod keys;

@@ -575,14 +575,19 @@ async fn bearer_tokens_guard_sid_methods_and_streams() {
     let task_id = ok.json()["result"]["id"].as_str().unwrap().to_owned();
     let anon = gw.get(&format!("/tasks/{task_id}/events")).await;
     assert_eq!(anon.status, 401);
+    // The scheme in any case (RFC 9110 §11.1), on the streams as on the calls.
     let authed = gw
         .http
         .get(format!("{}/tasks/{task_id}/events", gw.base()))
-        .header("authorization", "Bearer s3cret-token")
+        .header("authorization", "bearer s3cret-token")
         .send()
         .await
         .unwrap();
     assert_eq!(authed.status(), 200);
+    let lower = gw
+        .rpc_with(&body, &[("authorization", "BEARER s3cret-token")])
+        .await;
+    assert_eq!(lower.status, 200, "{}", lower.text);
     // The proxy's own methods need no sid token.
     let health = gw
         .rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "_cleveragents/health/check"}))

@@ -194,16 +194,20 @@ impl TestGateway {
 
     /// POSTs a JSON value to `path`.
     pub async fn post_to(&self, path: &str, body: &Value) -> Answer {
-        read(
-            self.http
-                .post(format!("{}{path}", self.base()))
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .send()
-                .await
-                .expect("the gateway answers"),
-        )
-        .await
+        self.post_to_with(path, body, &[]).await
+    }
+
+    /// POSTs a JSON value to `path` with extra headers.
+    pub async fn post_to_with(&self, path: &str, body: &Value, headers: &[(&str, &str)]) -> Answer {
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base()))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        read(req.send().await.expect("the gateway answers")).await
     }
 
     /// POSTs raw bytes with a content type.

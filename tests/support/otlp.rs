@@ -1,7 +1,7 @@
 //! An OTLP collector on loopback: it decodes what the gateway exports with the official
 //! protobuf definitions (`opentelemetry-proto`), over OTLP/HTTP (`POST /v1/traces`) and OTLP/gRPC
-//! (the `TraceService/Export` call, HTTP/2 without TLS), and keeps every span for the test to
-//! read. It can be told to refuse (503) or to be slow.
+//! (the `TraceService/Export` call, HTTP/2), in clear or over TLS, and keeps every span for the
+//! test to read. It can be told to refuse (503) or to be slow.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -109,6 +109,8 @@ struct Shared {
     requests: Arc<AtomicUsize>,
     refuse: Arc<std::sync::atomic::AtomicBool>,
     delay_ms: Arc<AtomicU64>,
+    /// Over TLS: the ALPN protocol each handshake settled on (`None`: none).
+    alpn: Arc<Mutex<Vec<Option<Vec<u8>>>>>,
 }
 
 /// A running collector.
@@ -120,13 +122,13 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// Starts one on 127.0.0.1:0.
-    pub async fn start(mode: Mode) -> Collector {
+    fn app(mode: Mode) -> (axum::Router, Shared) {
         let shared = Shared {
             spans: Arc::default(),
             requests: Arc::default(),
             refuse: Arc::new((mode == Mode::Refuse).into()),
             delay_ms: Arc::default(),
+            alpn: Arc::default(),
         };
         let app = axum::Router::new()
             .route("/v1/traces", post(http_export))
@@ -135,10 +137,55 @@ impl Collector {
                 post(grpc_export),
             )
             .with_state(shared.clone());
+        (app, shared)
+    }
+
+    /// Starts one on 127.0.0.1:0.
+    pub async fn start(mode: Mode) -> Collector {
+        let (app, shared) = Self::app(mode);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Collector { addr, shared }
+    }
+
+    /// Starts one on 127.0.0.1:0 that speaks only TLS, with the certificate `issued`, ALPN
+    /// `h2` and `http/1.1`: OTLP/HTTP and OTLP/gRPC over TLS.
+    pub async fn start_tls(mode: Mode, issued: &super::pki::Issued) -> Collector {
+        let (app, shared) = Self::app(mode);
+        let mut config = (*super::pki::server_config(issued, None)).clone();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let alpn = shared.alpn.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (acceptor, app, alpn) = (acceptor.clone(), app.clone(), alpn.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let protocol = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                    alpn.lock().unwrap().push(protocol);
+                    let svc = hyper_util::service::TowerToHyperService::new(app);
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                    .await;
+                });
+            }
+        });
+        Collector { addr, shared }
+    }
+
+    /// The ALPN protocol of each TLS handshake finished so far.
+    pub fn alpn(&self) -> Vec<Option<Vec<u8>>> {
+        self.shared.alpn.lock().unwrap().clone()
     }
 
     /// `http://127.0.0.1:port`, its OTLP/HTTP endpoint.

@@ -2,7 +2,8 @@
 //! the context still propagated), a collector that is down, slow or refusing under load (no call
 //! failed or slowed; spans beyond the queue dropped and counted), and a reload that changes the
 //! endpoint and the ratio; a stopping gateway sends what waits; export errors logged once a
-//! minute, and the access line naming the exported trace (the binary, its log read).
+//! minute, and the access line naming the exported trace (the binary, its log read); a TLS
+//! collector over HTTP and gRPC, verified against `ca_file`, and one that cannot be verified.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use serde_json::json;
 use wiregate::config::Dialect;
 
 use crate::support::otlp::{Collector, Mode};
+use crate::support::pki::Pki;
 use serde_json::Value;
 
 use crate::support::{dead_url, jsonrpc_echo, routing_all_to, until, GatewayProcess};
@@ -324,4 +326,89 @@ async fn the_access_line_names_the_exported_trace() {
         .or_else(|| line["fields"]["trace_id"].as_str())
         .unwrap_or_else(|| panic!("no trace_id in {line}"));
     assert_eq!(trace_id, server.trace());
+}
+
+#[tokio::test]
+async fn spans_reach_a_tls_collector_over_http_and_grpc_verified_against_ca_file() {
+    let pki = Pki::new("collector CA");
+    let issued = pki.issue("collector", &["localhost"]);
+    let up = jsonrpc_echo().run().await;
+    // OTLP/HTTP speaks HTTP/1.1 without offering ALPN; gRPC over TLS offers `h2` alone.
+    for (scheme, content_type, alpn) in [
+        ("https", "application/x-protobuf", None),
+        ("grpcs", "application/grpc", Some(b"h2".to_vec())),
+    ] {
+        let collector = Collector::start_tls(Mode::Accept, &issued).await;
+        let endpoint = format!("{scheme}://localhost:{}", collector.addr.port());
+        let ca = pki.ca_file();
+        let gw = routing_all_to(&up.url(), Dialect::Jsonrpc)
+            .with(move |c| {
+                c.tracing.otlp_endpoint = endpoint;
+                c.tracing.ca_file = ca;
+                c.tracing.export_interval_ms = 20;
+                c.tracing.headers = [("x-api-key".to_owned(), "collector-key".to_owned())].into();
+            })
+            .start()
+            .await;
+        let a = gw
+            .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "m"}))
+            .await;
+        assert_eq!(a.status, 200);
+        let spans = collector.until("two spans", |s| s.len() >= 2).await;
+        let server = one(&spans, SERVER, "POST /rpc");
+        assert_eq!(server.headers["content-type"], content_type, "{scheme}");
+        assert_eq!(server.headers["x-api-key"], "collector-key", "{scheme}");
+        assert_eq!(
+            collector.alpn(),
+            vec![alpn],
+            "{scheme}: one TLS connection, its ALPN"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_untrusted_collector_gets_no_spans_and_the_error_is_logged_without_credentials() {
+    let theirs = Pki::new("a CA the gateway does not trust");
+    let issued = theirs.issue("collector", &["localhost"]);
+    let ours = Pki::new("the CA the gateway trusts");
+    let up = jsonrpc_echo().run().await;
+    for scheme in ["https", "grpcs"] {
+        let collector = Collector::start_tls(Mode::Accept, &issued).await;
+        let (gw, addr, _dir) = gateway_process(&format!(
+            "{}[tracing]\notlp_endpoint = \"{scheme}://otlp:S3CR3T-MARKER@localhost:{}\"\n\
+             ca_file = \"{}\"\nexport_interval_ms = 20\n\
+             headers = {{ authorization = \"Bearer S3CR3T-MARKER\" }}\n",
+            upstream_section(&up.url()),
+            collector.addr.port(),
+            ours.ca_file()
+        ))
+        .await;
+        let http = reqwest::Client::new();
+        let log = gw.log.clone();
+        let line = until("the export error", Duration::from_secs(20), async || {
+            one_call(&http, &addr).await;
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            log.lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains("span export failed"))
+                .cloned()
+        })
+        .await;
+        assert!(
+            line.contains(&format!("{scheme}://localhost:{}", collector.addr.port())),
+            "the endpoint is named: {line}"
+        );
+        assert!(
+            line.to_lowercase().contains("certificate"),
+            "the reason: {line}"
+        );
+        assert!(
+            collector.spans().is_empty(),
+            "{scheme}: no span got through"
+        );
+        assert_eq!(collector.requests(), 0, "{scheme}: not one request");
+        let log = gw.log.lock().unwrap().clone();
+        assert!(log.iter().all(|l| !l.contains("S3CR3T-MARKER")), "{log:#?}");
+    }
 }

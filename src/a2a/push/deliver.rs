@@ -130,7 +130,7 @@ async fn notify(
         let addrs = match guard.resolve(&c.url).await {
             Ok(addrs) => addrs,
             Err(e) => {
-                tracing::warn!(webhook = %c.url, task = %c.task_id, error = %e, "webhook refused");
+                tracing::warn!(webhook = %crate::util::redact::url(&c.url), task = %c.task_id, error = %crate::util::redact::scrub(&e.to_string(), &c.url), "webhook refused");
                 outcome = "refused";
                 break;
             }
@@ -142,10 +142,10 @@ async fn notify(
                 break;
             }
             Ok(a) => {
-                tracing::debug!(webhook = %c.url, status = %a.status, attempt, "webhook refused a notification")
+                tracing::debug!(webhook = %crate::util::redact::url(&c.url), status = %a.status, attempt, "webhook refused a notification")
             }
             Err(e) => {
-                tracing::debug!(webhook = %c.url, error = %e, attempt, "webhook unreachable")
+                tracing::debug!(webhook = %crate::util::redact::url(&c.url), error = %e, attempt, "webhook unreachable")
             }
         }
         if attempt < ATTEMPTS {

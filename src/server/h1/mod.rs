@@ -12,8 +12,9 @@
 //!
 //! It serves only what it fully understands: an HTTP/1.1 `POST` to a path of the RPC or the
 //! pass-through lane, framed by a `Content-Length` (or without a body), without `Expect`,
-//! `Upgrade`, `Transfer-Encoding` or a `Connection` other than keep-alive, its body within
-//! `server.max_body_bytes` (for the pass-through, one that has already arrived whole). Anything
+//! `Upgrade`, `Transfer-Encoding` or a `Connection` other than keep-alive (a body over
+//! `server.max_body_bytes` answered 413 unread; for the pass-through, one that has already
+//! arrived whole). Anything
 //! else, from the first request on or after some, is handed to hyper with every byte read so far
 //! (the head included), and hyper serves the connection from there on: HTTP/1.0, chunked bodies,
 //! `100-continue`, upgrades, other methods and routes, malformed heads and their `400`s, CORS.
@@ -38,6 +39,10 @@ use crate::http::headers::RawHead;
 use crate::http::reply::ReplyBody;
 use crate::http::trace::TraceContext;
 use crate::model::error::GatewayError;
+
+/// The longest body hyper frames by its `Content-Length` (`u64::MAX - 2`: it keeps the two
+/// values above for its own marks).
+const MAX_FRAMED: usize = usize::MAX - 2;
 
 /// Bytes a client may send ahead (pipelined requests) while its call runs; beyond that the
 /// socket is not read until the answer is written.
@@ -141,6 +146,13 @@ where
         };
         let live = front.live.load_full();
         let Some(lane) = lane_served(&live, &buf, &head) else {
+            if head.body > MAX_FRAMED {
+                // hyper frames no body this long (it would answer 431, as if the head were
+                // too large): refused here, the connection closed, its body never read.
+                let resp = StatusCode::PAYLOAD_TOO_LARGE.into_response();
+                let _ = write(io, &mut out, &mut buf, resp, true).await;
+                return Served::Closed;
+            }
             *prefix = buf.freeze();
             return Served::HandOver;
         };
@@ -169,6 +181,12 @@ where
         };
         // The body: the RPC lane's is read here, the pass-through's has arrived.
         let read = match lane {
+            // Over the bound: answered 413 unread, and the connection closed after.
+            Lane::Rpc if head.body > live.state.max_body => {
+                Some(Err(GatewayError::PayloadTooLarge {
+                    limit: live.state.max_body,
+                }))
+            }
             Lane::Rpc if buf.len() >= head.body => Some(Ok(buf.split_to(head.body).freeze())),
             Lane::Rpc => {
                 match read_body(io, &mut buf, head.body, live.state.body_timeout, &mut w).await {
@@ -369,15 +387,17 @@ struct Watch<'a> {
 }
 
 /// The lane of a parsed head when this loop serves it, `None` when hyper does: the RPC lane
-/// with a body within `server.max_body_bytes`, or the pass-through with its body already whole
-/// (hyper's body streams one still arriving).
+/// (a body over `server.max_body_bytes` is answered 413 unread), or the pass-through with its
+/// body already whole (hyper's body streams one still arriving).
 #[inline]
 fn lane_served(live: &super::Live, buf: &[u8], head: &Head) -> Option<Lane> {
     let target = std::str::from_utf8(&buf[head.path.clone()]).ok()?;
     let lane = live.lane(&Method::POST, uri_path(target));
     let ours = match lane {
-        Lane::Rpc => head.body <= live.state.max_body,
-        Lane::Passthrough => buf.len() >= head.len + head.body,
+        Lane::Rpc => true,
+        // `head.body` is the client's number, up to `usize::MAX`: compared with what is left
+        // after the head (never less than nothing), it cannot wrap.
+        Lane::Passthrough => buf.len() - head.len >= head.body,
         Lane::Router => false,
     };
     ours.then_some(lane)

@@ -20,10 +20,11 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Export errors are logged at most this often.
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
-/// The collector's client, for one endpoint.
+/// The collector's client, for one endpoint: `https://` ones over TLS verified against
+/// `tracing.ca_file` or the platform's roots (gRPC's with ALPN `h2`).
 enum Transport {
     Http(Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>),
-    Grpc(Client<HttpConnector, Full<Bytes>>),
+    Grpc(Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>),
 }
 
 /// Where and how spans are sent, built again when a reload changes `[tracing]`.
@@ -35,24 +36,26 @@ struct Target {
 }
 
 impl Target {
-    fn new(settings: Arc<Tracing>) -> Option<Self> {
-        let (protocol, url) = settings.target()?;
+    /// The target of `settings`; `Err` says why there is none (never a credential), `Ok(None)`
+    /// when the endpoint names no collector.
+    fn new(settings: Arc<Tracing>) -> Result<Option<Self>, String> {
+        let Some((protocol, url)) = settings.target() else {
+            return Ok(None);
+        };
+        let tls = settings
+            .tls()
+            .map_err(|e| format!("tracing.{}: {}", e.key, e.message))?;
+        let timeout = Some(Duration::from_secs(5));
         let transport = match protocol {
-            OtlpProtocol::Http => {
-                Transport::Http(Client::builder(hyper_util::rt::TokioExecutor::new()).build(
-                    crate::config::tls::connector(None, Some(Duration::from_secs(5))),
-                ))
-            }
-            OtlpProtocol::Grpc => {
-                let mut http = HttpConnector::new();
-                http.set_nodelay(true);
-                http.set_connect_timeout(Some(Duration::from_secs(5)));
-                Transport::Grpc(
-                    Client::builder(hyper_util::rt::TokioExecutor::new())
-                        .http2_only(true)
-                        .build(http),
-                )
-            }
+            OtlpProtocol::Http => Transport::Http(
+                Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .build(crate::config::tls::connector(tls, timeout)),
+            ),
+            OtlpProtocol::Grpc => Transport::Grpc(
+                Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .http2_only(true)
+                    .build(crate::config::tls::h2_connector(tls, timeout)),
+            ),
         };
         // Checked by `check-config`; a pair that still fails is left out, not sent broken.
         let headers = settings
@@ -65,12 +68,15 @@ impl Target {
                 ))
             })
             .collect();
-        Some(Target {
-            url: url.parse().ok()?,
+        let Ok(url) = url.parse() else {
+            return Ok(None);
+        };
+        Ok(Some(Target {
+            url,
             settings,
             transport,
             headers,
-        })
+        }))
     }
 
     /// Sends one batch (its spans after [`otlp::HEAD_ROOM`]); `Err` says why it was not
@@ -183,7 +189,14 @@ impl Exporter {
             return;
         }
         if self.target.as_ref().is_none_or(|t| t.settings != settings) {
-            self.target = Target::new(settings.clone());
+            self.target = match Target::new(settings.clone()) {
+                Ok(t) => t,
+                Err(e) => {
+                    let n = pending.spans as u64;
+                    Self::failed(&self.failures, &mut self.logged, &settings, &e, n);
+                    None
+                }
+            };
         }
         let Some(target) = &self.target else {
             return;
@@ -192,19 +205,29 @@ impl Exporter {
             let n = batch.spans as u64;
             match target.send(batch.bytes, service).await {
                 Ok(()) => self.exported.increment(n),
-                Err(e) => {
-                    self.failures.increment(1);
-                    if self.logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
-                        self.logged = Some(Instant::now());
-                        tracing::warn!(
-                            endpoint = %crate::config::mask_userinfo(&settings.otlp_endpoint),
-                            error = %e,
-                            spans = n,
-                            "span export failed; the spans are dropped (logged at most once a minute)"
-                        );
-                    }
-                }
+                Err(e) => Self::failed(&self.failures, &mut self.logged, &settings, &e, n),
             }
+        }
+    }
+
+    /// Counts a failed export of `n` spans, and logs it (at most once a minute): the endpoint
+    /// without its credentials ([`redact::url`](crate::util::redact::url)), never a header.
+    fn failed(
+        failures: &metrics::Counter,
+        logged: &mut Option<Instant>,
+        settings: &Tracing,
+        error: &str,
+        n: u64,
+    ) {
+        failures.increment(1);
+        if logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+            *logged = Some(Instant::now());
+            tracing::warn!(
+                endpoint = %crate::util::redact::url(&settings.otlp_endpoint),
+                error = %error,
+                spans = n,
+                "span export failed; the spans are dropped (logged at most once a minute)"
+            );
         }
     }
 }
