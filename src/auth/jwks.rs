@@ -191,11 +191,14 @@ impl Fetcher {
     /// `ca_file`.
     pub(crate) fn new(url: &str, ca_file: &str) -> Result<Fetcher, (&'static str, String)> {
         if !url.starts_with("https://") {
-            return Err(("jwks_url", format!("{url:?} is not an https:// URL")));
+            let shown = crate::util::redact::url(url);
+            return Err(("jwks_url", format!("{shown} is not an https:// URL")));
         }
-        let uri: hyper::Uri = url
+        let shown = crate::util::redact::url(url);
+        // User info is never sent (nor kept where the client's own logs would print it).
+        let uri: hyper::Uri = crate::util::redact::without_userinfo(url)
             .parse()
-            .map_err(|e| ("jwks_url", format!("{url:?}: {e}")))?;
+            .map_err(|e| ("jwks_url", format!("{shown}: {e}")))?;
         let tls = crate::config::tls::client_config_for(url, ca_file, "", "")
             .map_err(|p| ("ca_file", p.message))?;
         let connector = crate::config::tls::connector(tls, Some(FETCH_TIMEOUT));

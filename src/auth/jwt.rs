@@ -392,7 +392,7 @@ impl Issuer {
         {
             tracing::warn!(
                 issuer = %self.issuer,
-                url = %remote.url,
+                url = %crate::util::redact::url(&remote.url),
                 reason = %why,
                 cached_keys = self.keys.load().len(),
                 "fetching a JWT issuer's key set failed: its cached keys stay in use"
