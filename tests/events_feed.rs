@@ -307,3 +307,28 @@ async fn an_id_less_record_never_shares_an_id_with_the_feeds_own() {
     let after = gw.sse_get("/events", Some("wg-1")).await.take(2, T).await;
     assert_eq!(ids(&after), ["1", "2"]);
 }
+
+/// A record of 10 MiB (no newline until its end) is over `events.max_line_bytes`' default
+/// (4 MiB): skipped as it arrives and counted once, and the good event after it arrives.
+#[tokio::test]
+async fn a_record_over_the_cap_is_skipped_and_the_next_one_arrives() {
+    // The counters are the process's: read through a gateway without a feed, before the feed's
+    // gateway starts (no other test here skips a record).
+    let probe = gateway().start().await;
+    for mode in [FeedMode::Ndjson, FeedMode::Sse] {
+        let before = probe
+            .counter("wiregate_events_feed_lines_skipped_total")
+            .await;
+        let records = vec![
+            "x".repeat((10 << 20) + 1),
+            domain_record(1, "plan.created", "p", json!({})),
+        ];
+        let feed = feed_server(records, mode, None, true).await;
+        let gw = fronting(&feed.url(), Unmapped::Drop).await;
+        let events = gw.sse_get("/events", None).await.take(1, T).await;
+        assert_eq!(ids(&events), ["1"], "{mode:?}");
+        assert_eq!(events[0].event, "TaskStatusUpdateEvent", "{mode:?}");
+        let after = gw.counter("wiregate_events_feed_lines_skipped_total").await;
+        assert_eq!(after - before, 1, "{mode:?}: the long record counted once");
+    }
+}

@@ -391,12 +391,23 @@ fn the_fast_and_derived_sid_parsers_agree_on_nasty_lines() {
 
 /// Reads `body`, cut into pieces at `cuts`, through the feed reader; the frames it queued.
 fn feed(body: &[u8], cuts: &[usize], sse: bool) -> Vec<Bytes> {
+    feed_capped(
+        body,
+        cuts,
+        sse,
+        wiregate::config::Events::default().max_line_bytes,
+    )
+}
+
+/// [`feed`] with `events.max_line_bytes` at `max`.
+fn feed_capped(body: &[u8], cuts: &[usize], sse: bool, max: usize) -> Vec<Bytes> {
     let queue = Arc::new(EventQueue::new(64));
     let map = EventMap::new(&DEFAULT_STATUS, &DEFAULT_ARTIFACT, Unmapped::Status);
     let mut reader = Reader {
         bridge: Bridge::new(map, queue.clone()),
         last_id: None,
         seen: RecentIds::new(64),
+        max_line_bytes: max,
     };
     let mut at = 0;
     let pieces: Vec<Result<Bytes, Infallible>> = cuts
@@ -443,6 +454,37 @@ fn nasty_feed_bodies_queue_the_same_frames_however_they_arrive() {
     );
     let cuts: Vec<usize> = (1..ndjson.len()).step_by(3).collect();
     assert_eq!(feed(ndjson, &cuts, false), whole);
+}
+
+/// Records over `events.max_line_bytes` (the fuzz target's 256), CRLF-ended among them, are
+/// skipped alike however the body is cut: the records around them queue the same frames.
+#[test]
+fn records_over_the_cap_are_skipped_the_same_however_they_arrive() {
+    let long = "x".repeat(300);
+    let sse = format!(
+        "id: 1\r\ndata: {{\"event_type\":\"plan.created\"}}\r\n\r\n\
+         id: 2\r\ndata: {long}\r\n\r\n\
+         id: 3\rdata: {{\"event_type\":\"plan.applied\"}}\r\r\
+         data: {long}\n\n\
+         id: 5\ndata: {{\"event_type\":\"plan.errored\"}}\n\n"
+    );
+    let whole = feed_capped(sse.as_bytes(), &[], true, 256);
+    assert_eq!(whole.len(), 3, "1, 3 and 5: {whole:?}");
+    for at in 1..sse.len() {
+        assert_eq!(
+            feed_capped(sse.as_bytes(), &[at], true, 256),
+            whole,
+            "cut at {at}"
+        );
+    }
+    let ndjson = format!(
+        "{{\"event_id\":1,\"event_type\":\"a\"}}\r\n{long}\n{{\"event_id\":2,\"event_type\":\"b\"}}\n"
+    );
+    let whole = feed_capped(ndjson.as_bytes(), &[], false, 256);
+    assert_eq!(whole.len(), 2, "{whole:?}");
+    for at in 1..ndjson.len() {
+        assert_eq!(feed_capped(ndjson.as_bytes(), &[at], false, 256), whole);
+    }
 }
 
 /// Found by `event_feed`: eventsource-stream 0.2.3 panics on an SSE body that starts with a UTF-8

@@ -270,11 +270,9 @@ impl A2a {
                 self.check_turn(&send.turn).await?;
                 if let Some(cfg) = &send.push {
                     // Checked before the turn starts; registered as soon as the task exists.
-                    push::check_target(
-                        cfg.get("url").and_then(Value::as_str).unwrap_or(""),
-                        self.cfg.push_allow_private,
-                    )
-                    .await?;
+                    self.push
+                        .admit(cfg.get("url").and_then(Value::as_str).unwrap_or(""))
+                        .await?;
                 }
                 let (mut task, mut ctx) = self
                     .bridge
@@ -399,7 +397,7 @@ impl A2a {
                 self.check_turn(&send.turn).await?;
                 if let Some(cfg) = &send.push {
                     let url = cfg.get("url").and_then(Value::as_str).unwrap_or("");
-                    push::check_target(url, self.cfg.push_allow_private).await?;
+                    self.push.admit(url).await?;
                 }
                 let (opened, mut task) = self
                     .bridge

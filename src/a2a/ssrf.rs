@@ -1,41 +1,124 @@
 //! The server-side request forgery guard of push-notification webhooks: which URLs a webhook
 //! may have, and which addresses it must not reach unless `a2a.push_allow_private`.
+//!
+//! A delivery resolves the webhook's host once, checks every address the answer holds against
+//! [`ranges`], and dials exactly the addresses it checked: a name that answers a public address
+//! to the check and a private one to a second lookup (DNS rebinding) never gets the second
+//! lookup. The resolver is held by the [`Guard`] so tests can answer each lookup differently.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
 
 use axum::http::Uri;
 
 use crate::model::error::GatewayError;
 
-/// Whether an address is one a webhook must not reach by default.
-pub(crate) fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => private_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => private_v4(v4),
-            None => {
-                let s = v6.segments();
-                v6.is_loopback()
-                    || v6.is_unspecified()
-                    || v6.is_multicast()
-                    || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
-                    || (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
-                    || v6 == Ipv6Addr::from([0, 0, 0, 0, 0, 0, 0, 1])
-            }
-        },
+mod ranges;
+
+pub(crate) use ranges::is_blocked;
+
+/// A lookup of a host and port: the addresses it answers.
+pub(crate) type Lookup = Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>>;
+
+/// Looks a host name up; production's is tokio's `lookup_host` (the system resolver).
+pub(crate) type Resolver = Arc<dyn Fn(String, u16) -> Lookup + Send + Sync>;
+
+/// The system resolver.
+fn system_resolver() -> Resolver {
+    Arc::new(|host: String, port: u16| -> Lookup {
+        Box::pin(async move {
+            Ok(tokio::net::lookup_host((host.as_str(), port))
+                .await?
+                .collect())
+        })
+    })
+}
+
+/// What a webhook may reach, and how its host is looked up.
+#[derive(Clone)]
+pub(crate) struct Guard {
+    allow_private: bool,
+    resolver: Resolver,
+    /// Which addresses are refused: [`is_blocked`], but for tests that must allow one loopback
+    /// address to have something to connect to.
+    blocked: fn(IpAddr) -> bool,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("allow_private", &self.allow_private)
+            .finish_non_exhaustive()
     }
 }
 
-fn private_v4(v4: Ipv4Addr) -> bool {
-    let o = v4.octets();
-    v4.is_loopback()
-        || v4.is_private()
-        || v4.is_link_local()
-        || v4.is_unspecified()
-        || v4.is_broadcast()
-        || v4.is_multicast()
-        || o[0] == 0
-        || (o[0] == 100 && (o[1] & 0xc0) == 64) // CGNAT 100.64.0.0/10
+impl Guard {
+    /// The guard of `a2a.push_allow_private`, looking names up with the system resolver.
+    pub(crate) fn new(allow_private: bool) -> Self {
+        Guard {
+            allow_private,
+            resolver: system_resolver(),
+            blocked: is_blocked,
+        }
+    }
+
+    /// A guard with its own resolver and block list (tests).
+    #[cfg(test)]
+    pub(crate) fn with(
+        allow_private: bool,
+        resolver: Resolver,
+        blocked: fn(IpAddr) -> bool,
+    ) -> Self {
+        Guard {
+            allow_private,
+            resolver,
+            blocked,
+        }
+    }
+
+    /// Whether a webhook configuration may have `url`: its shape always; where it leads unless
+    /// private destinations are allowed (a name that does not resolve is then accepted, as a
+    /// delivery resolves it again).
+    pub(crate) async fn admit(&self, url: &str) -> Result<(), GatewayError> {
+        if self.allow_private {
+            return check_url(url).map(drop);
+        }
+        self.resolve(url).await.map(drop)
+    }
+
+    /// Resolves `url`'s host once and checks every address it answers: the addresses to dial,
+    /// none of them refused (unless private destinations are allowed).
+    pub(crate) async fn resolve(&self, url: &str) -> Result<Vec<SocketAddr>, GatewayError> {
+        let (host, port) = check_url(url)?;
+        let refuse = |what: String| {
+            GatewayError::InvalidParams(format!(
+                "webhook url {url:?} {what}: loopback, private, link-local and other \
+                 special-purpose addresses are refused (a2a.push_allow_private allows them)"
+            ))
+        };
+        let lower = host.to_ascii_lowercase();
+        if !self.allow_private && (lower == "localhost" || lower.ends_with(".localhost")) {
+            return Err(refuse("names localhost".into()));
+        }
+        let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => (self.resolver)(host.clone(), port).await.map_err(|e| {
+                GatewayError::InvalidParams(format!("webhook host {host:?} does not resolve: {e}"))
+            })?,
+        };
+        if addrs.is_empty() {
+            return Err(refuse("resolves to nothing".into()));
+        }
+        if self.allow_private {
+            return Ok(addrs);
+        }
+        match addrs.iter().find(|a| (self.blocked)(a.ip())) {
+            Some(a) => Err(refuse(format!("reaches {}", a.ip()))),
+            None => Ok(addrs),
+        }
+    }
 }
 
 /// A webhook URL checked for shape: `http://host[:port]/path`, no user info. Returns the host
@@ -59,92 +142,103 @@ pub(crate) fn check_url(url: &str) -> Result<(String, u16), GatewayError> {
     Ok((host, authority.port_u16().unwrap_or(default_port)))
 }
 
-/// Resolves a webhook's host and refuses it when any address it names is private (unless
-/// `allow_private`).
-pub(crate) async fn check_target(url: &str, allow_private: bool) -> Result<(), GatewayError> {
-    let (host, port) = check_url(url)?;
-    if allow_private {
-        return Ok(());
-    }
-    let refuse = |what: String| {
-        GatewayError::InvalidParams(format!(
-            "webhook url {url:?} {what}: loopback, private and link-local webhooks are refused \
-             (a2a.push_allow_private allows them)"
-        ))
-    };
-    let lower = host.to_ascii_lowercase();
-    if lower == "localhost" || lower.ends_with(".localhost") {
-        return Err(refuse("names localhost".into()));
-    }
-    let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => tokio::net::lookup_host((host.as_str(), port))
-            .await
-            .map_err(|e| {
-                GatewayError::InvalidParams(format!("webhook host {host:?} does not resolve: {e}"))
-            })?
-            .map(|a| a.ip())
-            .collect(),
-    };
-    match addrs.iter().find(|ip| is_private(**ip)) {
-        Some(ip) => Err(refuse(format!("reaches {ip}"))),
-        None if addrs.is_empty() => Err(refuse("resolves to nothing".into())),
-        None => Ok(()),
-    }
+/// A resolver that answers each lookup with the next of `answers` (the last one again when
+/// they run out).
+#[cfg(test)]
+pub(crate) fn answering(answers: Vec<Vec<IpAddr>>) -> Resolver {
+    let next = Arc::new(std::sync::Mutex::new(
+        answers.into_iter().collect::<Vec<_>>(),
+    ));
+    Arc::new(move |_host, port| -> Lookup {
+        let mut left = next.lock().unwrap();
+        let ips = if left.len() > 1 {
+            left.remove(0)
+        } else {
+            left.first().cloned().unwrap_or_default()
+        };
+        let addrs = ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect();
+        Box::pin(async move { Ok(addrs) })
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn private_ranges_are_recognised() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "172.31.255.255",
-            "192.168.1.1",
-            "169.254.169.254",
-            "0.0.0.0",
-            "100.64.0.1",
-            "224.0.0.1",
-            "::1",
-            "::",
-            "fe80::1",
-            "fd00::1",
-            "::ffff:127.0.0.1",
-            "::ffff:10.0.0.1",
-        ] {
-            assert!(is_private(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["8.8.8.8", "172.32.0.1", "100.128.0.1", "2001:4860::8888"] {
-            assert!(!is_private(ip.parse().unwrap()), "{ip}");
-        }
+    fn refused(r: Result<impl std::fmt::Debug, GatewayError>) -> bool {
+        matches!(r, Err(GatewayError::InvalidParams(_)))
     }
 
     #[tokio::test]
     async fn webhook_urls_are_checked_before_use() {
-        for (url, allow) in [
-            ("http://127.0.0.1:9/hook", false),
-            ("http://localhost/hook", false),
-            ("http://[::1]:8080/", false),
-            ("http://169.254.169.254/latest", false),
-            ("ftp://example.com/", true),
-            ("http://user:pw@example.com/", true),
-            ("not a url", true),
+        let strict = Guard::new(false);
+        let lax = Guard::new(true);
+        for (url, guard) in [
+            ("http://127.0.0.1:9/hook", &strict),
+            ("http://localhost/hook", &strict),
+            ("http://[::1]:8080/", &strict),
+            ("http://169.254.169.254/latest", &strict),
+            ("ftp://example.com/", &lax),
+            ("http://user:pw@example.com/", &lax),
+            ("not a url", &lax),
         ] {
-            assert!(
-                matches!(
-                    check_target(url, allow).await,
-                    Err(GatewayError::InvalidParams(_))
-                ),
-                "{url}"
-            );
+            assert!(refused(guard.admit(url).await), "{url}");
         }
-        assert!(check_target("http://127.0.0.1:9/hook", true).await.is_ok());
-        assert!(check_target("http://93.184.216.34/hook", false)
-            .await
-            .is_ok());
+        assert!(lax.admit("http://127.0.0.1:9/hook").await.is_ok());
+        assert!(strict.admit("http://93.184.216.34/hook").await.is_ok());
+        assert_eq!(
+            strict.resolve("https://[2606:4700::1111]/h").await.unwrap(),
+            vec!["[2606:4700::1111]:443".parse().unwrap()]
+        );
+    }
+
+    #[tokio::test]
+    async fn special_purpose_literals_are_refused() {
+        let strict = Guard::new(false);
+        for url in [
+            "http://[64:ff9b::7f00:1]/hook",
+            "http://[64:ff9b::10.0.0.1]/hook",
+            "http://[64:ff9b:1::1]/hook",
+            "http://[2002:7f00:1::1]/hook",
+            "http://[2002:808:808::1]/hook",
+            "http://[::ffff:127.0.0.1]/hook",
+            "http://198.18.0.1/hook",
+            "http://198.19.255.255/hook",
+            "http://240.0.0.1/hook",
+            "http://255.255.255.255/hook",
+        ] {
+            assert!(refused(strict.admit(url).await), "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_is_refused_when_any_of_its_addresses_is() {
+        let ips = |s: &[&str]| {
+            s.iter()
+                .map(|i| i.parse().unwrap())
+                .collect::<Vec<IpAddr>>()
+        };
+        let guard = Guard::with(
+            false,
+            answering(vec![ips(&["93.184.216.34", "10.0.0.1"])]),
+            is_blocked,
+        );
+        assert!(refused(guard.resolve("http://hook.example/").await));
+        let guard = Guard::with(false, answering(vec![vec![]]), is_blocked);
+        assert!(refused(guard.resolve("http://hook.example/").await));
+        // One lookup per check: the second check sees the second answer.
+        let guard = Guard::with(
+            false,
+            answering(vec![ips(&["93.184.216.34"]), ips(&["127.0.0.1"])]),
+            is_blocked,
+        );
+        assert_eq!(
+            guard.resolve("http://hook.example:8080/").await.unwrap(),
+            vec!["93.184.216.34:8080".parse().unwrap()]
+        );
+        assert!(refused(guard.resolve("http://hook.example:8080/").await));
     }
 }

@@ -92,6 +92,8 @@ pub(crate) struct Context {
     pub(super) max_queued: usize,
     /// `sid.lag_grace_ms`: how long sid's output waits for a subscriber that lags.
     pub(super) lag_grace: Duration,
+    /// `sid.max_line_bytes`: the longest line of sid's output read; longer ones are skipped.
+    pub(super) max_line: usize,
     /// With `[cluster]`: how far this context's events are written to Redis.
     pub(super) flushed: std::sync::OnceLock<crate::cluster::log::Flushed>,
     /// The caller that started it (`kind:id`, with `[auth]`); unset: any caller's.
@@ -109,9 +111,10 @@ impl Context {
         max_subscribers: usize,
         max_queued: usize,
         lag_grace: Duration,
+        max_line: usize,
     ) -> Arc<Self> {
         let queue = EventQueue::new(replay).with_max_subscribers(max_subscribers);
-        Self::with_queue(id, transport, queue, max_queued, lag_grace)
+        Self::with_queue(id, transport, queue, max_queued, lag_grace, max_line)
     }
 
     /// A context not yet started whose events go into `queue` (one continuing the numbering
@@ -122,6 +125,7 @@ impl Context {
         queue: EventQueue,
         max_queued: usize,
         lag_grace: Duration,
+        max_line: usize,
     ) -> Arc<Self> {
         Arc::new(Context {
             shared_id: id.as_str().into(),
@@ -146,6 +150,7 @@ impl Context {
             up: watch::channel(false).0,
             max_queued: max_queued.max(1),
             lag_grace,
+            max_line,
             flushed: std::sync::OnceLock::new(),
             owner: std::sync::OnceLock::new(),
             turn_spans: Default::default(),
@@ -429,6 +434,7 @@ mod tests {
             8,
             max_queued,
             Duration::from_millis(100),
+            1 << 20,
         );
         let (tx, rx) = mpsc::channel(max_queued);
         ctx.on_up(tx, None);

@@ -93,6 +93,7 @@ impl Bridge {
                 cfg.max_subscribers,
                 cfg.max_queued_requests,
                 Duration::from_millis(cfg.lag_grace_ms),
+                cfg.max_line_bytes,
             );
             ctx.spawn_socket(
                 cfg.connect.clone(),

@@ -134,6 +134,7 @@ impl Bridge {
             self.cfg.max_subscribers,
             self.cfg.max_queued_requests,
             Duration::from_millis(self.cfg.lag_grace_ms),
+            self.cfg.max_line_bytes,
         );
         if let Some(o) = owner {
             let _ = ctx.owner.set(o.into());

@@ -273,6 +273,7 @@ impl Bridge {
                     queue,
                     self.cfg.max_queued_requests,
                     Duration::from_millis(self.cfg.lag_grace_ms),
+                    self.cfg.max_line_bytes,
                 );
                 if let Some(o) = owner {
                     let _ = ctx.owner.set(o.into());

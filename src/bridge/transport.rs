@@ -9,7 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, Notify};
 
 use super::context::Context;
-use super::lines::Lines;
+use super::lines::{Line, Lines};
 
 /// How the context reaches sid.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl Context {
         });
         let ctx = self.clone();
         tokio::spawn(async move {
-            let mut stdout = Lines::new(stdout, 64 * 1024);
+            let mut stdout = Lines::new(stdout, 64 * 1024, ctx.max_line);
             // One waiter for the kill signal, registered once rather than per line; polled
             // first, so a child that floods stdout can still be killed.
             let mut killed = std::pin::pin!(kill.notified());
@@ -79,8 +79,12 @@ impl Context {
                     more = async {
                         ctx.queue.room(ctx.lag_grace).await;
                         match stdout.next().await {
-                            Ok(Some(line)) => {
+                            Ok(Some(Line::Text(line))) => {
                                 ctx.on_bytes(line);
+                                true
+                            }
+                            Ok(Some(Line::TooLong { bytes })) => {
+                                ctx.skipped_line(bytes);
                                 true
                             }
                             _ => false,
@@ -118,11 +122,16 @@ impl Context {
                         let (tx, rx) = mpsc::channel(ctx.max_queued);
                         tokio::spawn(write_lines(write, rx));
                         let mut tx = Some(tx);
-                        let mut read = Lines::new(read, 64 * 1024);
+                        let mut read = Lines::new(read, 64 * 1024, ctx.max_line);
                         loop {
                             ctx.queue.room(ctx.lag_grace).await;
-                            let Ok(Some(line)) = read.next().await else {
-                                break;
+                            let line = match read.next().await {
+                                Ok(Some(Line::Text(line))) => line,
+                                Ok(Some(Line::TooLong { bytes })) => {
+                                    ctx.skipped_line(bytes);
+                                    continue;
+                                }
+                                _ => break,
                             };
                             // sid replays its history first; requests go out only once it is live.
                             let marker = ctx.on_bytes(line);
@@ -147,6 +156,20 @@ impl Context {
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         });
+    }
+}
+
+impl Context {
+    /// A line of sid's longer than `sid.max_line_bytes` was dropped: counted and logged (its
+    /// length, never its bytes), and the next line read.
+    fn skipped_line(&self, bytes: u64) {
+        metrics::counter!("wiregate_sid_lines_skipped_total").increment(1);
+        tracing::warn!(
+            context = %self.id,
+            bytes,
+            max_line_bytes = self.max_line,
+            "a line of sid's output longer than sid.max_line_bytes; skipped"
+        );
     }
 }
 

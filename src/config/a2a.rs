@@ -19,8 +19,9 @@ pub struct A2a {
     /// Where A2A's JSON-RPC binding is served (`POST`), named by the card; empty: not served
     /// apart, the card names the first of `server.rpc_paths`.
     pub jsonrpc_path: String,
-    /// Let push-notification webhooks reach loopback, private and link-local addresses
-    /// (server-side request forgery guard; off by default).
+    /// Let push-notification webhooks reach loopback, private, link-local and the other
+    /// special-purpose addresses of the IANA registries (server-side request forgery guard;
+    /// off by default).
     pub push_allow_private: bool,
 }
 

@@ -34,6 +34,12 @@ pub struct Events {
     pub max_subscribers: usize,
     /// Interval of SSE keepalive comments.
     pub keepalive_ms: u64,
+    /// The longest record read from the feed: an NDJSON line, or an SSE event (its lines up to
+    /// the blank line that ends it), not counting the line end that closes it. A longer one is
+    /// skipped as it arrives, its bytes never kept (counted in
+    /// `wiregate_events_feed_lines_skipped_total`, logged without its bytes), and the next one
+    /// read: a source that writes without a newline holds no more memory than this.
+    pub max_line_bytes: usize,
     /// What to do with event types the map does not name.
     pub unmapped: Unmapped,
     /// Event type → update kind.
@@ -71,6 +77,7 @@ impl Default for Events {
             subscriber_buffer: None,
             max_subscribers: 10_000,
             keepalive_ms: 15_000,
+            max_line_bytes: 4 << 20,
             unmapped: Default::default(),
             map: EventsMap::default(),
         }
@@ -110,6 +117,7 @@ impl Events {
             ("events.reconnect_ms", self.reconnect_ms),
             ("events.replay_events", self.replay_events as u64),
             ("events.keepalive_ms", self.keepalive_ms),
+            ("events.max_line_bytes", self.max_line_bytes as u64),
         ] {
             if v == 0 {
                 issues.add(key.into(), "must be positive".into());

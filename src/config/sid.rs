@@ -44,6 +44,11 @@ pub struct Sid {
     /// sid reads nothing during a turn, so beyond this callers get -32060 instead of a queue
     /// that grows without bound. Also the most A2A tasks queued behind a context's running turn.
     pub max_queued_requests: usize,
+    /// The longest line of sid's output read (bytes before its newline). A longer one is
+    /// skipped as it arrives, its bytes never kept (counted in
+    /// `wiregate_sid_lines_skipped_total`, logged without its bytes), and the next line read:
+    /// a child that writes without a newline holds no more memory than this.
+    pub max_line_bytes: usize,
 }
 
 impl Default for Sid {
@@ -69,6 +74,7 @@ impl Default for Sid {
             bearer_tokens: Vec::new(),
             reconnect_grace_ms: 10_000,
             max_queued_requests: 64,
+            max_line_bytes: 4 << 20,
         }
     }
 }
@@ -123,6 +129,7 @@ impl Sid {
             ("sid.max_queued_requests", sid.max_queued_requests as u64),
             ("sid.keepalive_ms", sid.keepalive_ms),
             ("sid.idle_timeout_ms", sid.idle_timeout_ms),
+            ("sid.max_line_bytes", sid.max_line_bytes as u64),
         ] {
             if v == 0 {
                 issues.add(key.into(), "must be positive".into());

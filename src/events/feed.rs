@@ -22,6 +22,7 @@ use tokio::sync::watch;
 
 use crate::config::Events as EventsConfig;
 use crate::events::domain::{Bridge, Delivery, DomainEvent, EventMap};
+use crate::events::records::{Framing, Piece, Records};
 use crate::events::EventQueue;
 
 /// Longest backoff between reconnects.
@@ -56,6 +57,7 @@ impl Feed {
             bridge: Bridge::new(map, queue),
             last_id: None,
             seen: RecentIds::new(cfg.replay_events),
+            max_line_bytes: cfg.max_line_bytes,
         };
         let mut closing = feed.closing.subscribe();
         let running = feed.clone();
@@ -140,6 +142,9 @@ pub struct Reader {
     pub last_id: Option<String>,
     /// Recent ids, for dropping repeats.
     pub seen: RecentIds,
+    /// `events.max_line_bytes`: the longest record read (an NDJSON line, an SSE event); longer
+    /// ones are skipped ([`records`](crate::events::records)).
+    pub max_line_bytes: usize,
 }
 
 impl Reader {
@@ -154,6 +159,7 @@ impl Reader {
             bridge: Bridge::new(map, queue),
             last_id,
             seen: RecentIds::new(cfg.replay_events),
+            max_line_bytes: cfg.max_line_bytes,
         }
     }
 
@@ -213,31 +219,29 @@ impl Reader {
         }
     }
 
-    /// Reads one connection's body, SSE or NDJSON, until it ends or fails.
+    /// Reads one connection's body, SSE or NDJSON, until it ends or fails. The body is cut into
+    /// records of at most `max_line_bytes` first ([`Records`]), so neither the SSE parser nor
+    /// the NDJSON reader ever holds more; a longer record is skipped, counted and logged.
     pub async fn consume<S, E>(&mut self, body: S, sse: bool)
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let body = Box::pin(without_bom(body));
+        let framing = if sse { Framing::Sse } else { Framing::Ndjson };
+        let records = Box::pin(bounded(without_bom(body), framing, self.max_line_bytes));
         if sse {
-            let mut events = body.eventsource();
+            let mut events = records.eventsource();
             while let Some(Ok(ev)) = events.next().await {
                 if !ev.data.trim().is_empty() {
                     self.record(&ev.data, Some(ev.id.as_str()).filter(|s| !s.is_empty()));
                 }
             }
         } else {
-            let mut body = body;
-            let mut buf: Vec<u8> = Vec::new();
-            while let Some(Ok(chunk)) = body.next().await {
-                buf.extend_from_slice(&chunk);
-                while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = buf.drain(..=nl).collect();
-                    let text = String::from_utf8_lossy(&line);
-                    if !text.trim().is_empty() {
-                        self.record(text.trim(), None);
-                    }
+            let mut lines = records;
+            while let Some(Ok(line)) = lines.next().await {
+                let text = String::from_utf8_lossy(&line);
+                if !text.trim().is_empty() {
+                    self.record(text.trim(), None);
                 }
             }
         }
@@ -271,7 +275,51 @@ impl Reader {
     }
 }
 
-/// The source URL with `after=<id>` added, when there is a resume point.
+/// The body's records ([`Records`]): each whole one as one item, each too long one counted
+/// (`wiregate_events_feed_lines_skipped_total`) and logged without its bytes.
+fn bounded<S, E>(body: S, framing: Framing, max: usize) -> impl Stream<Item = Result<Bytes, E>>
+where
+    S: Stream<Item = Result<Bytes, E>>,
+{
+    async_stream::stream! {
+        let mut body = std::pin::pin!(body);
+        let mut records = Records::new(framing, max);
+        let mut pieces = Vec::new();
+        while let Some(item) = body.next().await {
+            match item {
+                Ok(chunk) => {
+                    records.push(chunk, &mut |p| pieces.push(p));
+                    for p in pieces.drain(..) {
+                        match p {
+                            Piece::Record(r) => yield Ok(r),
+                            Piece::TooLong { bytes } => skipped(bytes, max),
+                        }
+                    }
+                }
+                Err(e) => {
+                    yield Err(e);
+                    return;
+                }
+            }
+        }
+        records.finish(&mut |p| {
+            if let Piece::TooLong { bytes } = p {
+                skipped(bytes, max);
+            }
+        });
+    }
+}
+
+/// A record of the feed longer than `events.max_line_bytes` was dropped.
+fn skipped(bytes: u64, max: usize) {
+    metrics::counter!("wiregate_events_feed_lines_skipped_total").increment(1);
+    tracing::warn!(
+        bytes,
+        max_line_bytes = max,
+        "a record of the event feed longer than events.max_line_bytes; skipped"
+    );
+}
+
 /// The body without a leading UTF-8 byte-order mark, even one split across chunks: SSE allows one
 /// (and NDJSON writers add one), and eventsource-stream 0.2 panics on it
 /// (jpopesculian/eventsource-stream#10), which would end the feed reader for good.
@@ -305,6 +353,7 @@ where
     }
 }
 
+/// The source URL with `after=<id>` added, when there is a resume point.
 fn resume_uri(source: &str, last_id: Option<&str>) -> Uri {
     let url = match last_id {
         None => source.to_owned(),

@@ -9,6 +9,7 @@ pub mod domain;
 pub mod feed;
 pub(crate) mod frames;
 pub mod queue;
+pub mod records;
 pub(crate) mod tick;
 
 pub use queue::{Closed, Cursor, EventQueue, Read, Stored, Subscription, TooManySubscribers};

@@ -8,6 +8,7 @@
 //! once more on a fresh connection. The pool is kept per worker thread
 //! ([`crate::util::worker`]): a connection is reused on the thread whose runtime opened it.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -70,6 +71,9 @@ pub(crate) struct Endpoint {
     pub(crate) state: Arc<health::State>,
     /// `host:port` to connect to.
     addr: String,
+    /// The addresses to connect to instead of resolving `addr`: for a destination a caller
+    /// chose, the addresses its destination policy checked ([`Endpoint::pinned_to`]).
+    pinned: Option<Arc<[SocketAddr]>>,
     /// The `Host` header.
     host: String,
     /// The host (an IPv6 address without its brackets) and port connected to, as a span's
@@ -194,6 +198,7 @@ impl Endpoint {
             tls,
             pipe,
             addr,
+            pinned: None,
             host: self::authority(url).to_owned(),
             peer: (host.to_owned(), port),
             path,
@@ -203,6 +208,15 @@ impl Endpoint {
             pipeline: config.pipeline,
             max_body,
         }
+    }
+
+    /// The endpoint connecting to `addrs` (tried in order) and never resolving its host: what
+    /// was checked is what is dialled. TLS still sends and verifies the URL's host name. No
+    /// pipelining lane: its connections would dial the host by name.
+    pub(crate) fn pinned_to(mut self, addrs: Arc<[SocketAddr]>) -> Self {
+        self.pinned = Some(addrs);
+        self.pipe = None;
+        self
     }
 
     /// POSTs a JSON body, within the upstream's timeout, and reads the whole answer. An
@@ -417,9 +431,7 @@ impl Endpoint {
             addr: self.addr.clone(),
             source,
         };
-        let tcp = TcpStream::connect(&self.addr)
-            .await
-            .map_err(connect_error)?;
+        let tcp = self.dial().await.map_err(connect_error)?;
         let Some((connector, name)) = &self.tls else {
             return Ok(h1::Conn::new(tcp));
         };
@@ -431,10 +443,18 @@ impl Endpoint {
         Ok(h1::Conn::over(stream::Stream::Tls(Box::new(tls))))
     }
 
+    /// A TCP connection to the pinned addresses, or to the host as resolved now.
+    async fn dial(&self) -> std::io::Result<TcpStream> {
+        match &self.pinned {
+            Some(addrs) => TcpStream::connect(&addrs[..]).await,
+            None => TcpStream::connect(&self.addr).await,
+        }
+    }
+
     /// Whether a TCP connection to the upstream can be opened now.
     pub(crate) async fn reachable(&self) -> bool {
         matches!(
-            tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&self.addr)).await,
+            tokio::time::timeout(Duration::from_secs(1), self.dial()).await,
             Ok(Ok(_))
         )
     }
@@ -464,7 +484,10 @@ impl Endpoint {
     /// is made with are the same. An `https://` endpoint never does: a reload reads the TLS
     /// files again (a rotated certificate applies).
     pub(crate) fn fits(&self, config: &Upstream, max_body: usize) -> bool {
-        self.tls.is_none() && self.pipeline == config.pipeline && self.max_body == max_body
+        self.tls.is_none()
+            && self.pinned.is_none()
+            && self.pipeline == config.pipeline
+            && self.max_body == max_body
     }
 }
 

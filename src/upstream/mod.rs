@@ -63,6 +63,8 @@ struct Fleet {
     /// The TLS client of its `https://` endpoints.
     tls: Option<Arc<rustls::ClientConfig>>,
     max_body: usize,
+    /// The addresses its endpoint dials instead of resolving its host ([`UpstreamClient::pinned`]).
+    pinned: Option<Arc<[std::net::SocketAddr]>>,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -112,7 +114,18 @@ impl UpstreamClient {
     /// A client for a validated upstream on its own (a push webhook, a replica's address):
     /// no metrics of its own, since its name is no configured upstream's.
     pub fn new(config: Upstream, max_body: usize) -> Self {
-        Self::make(config, 0, max_body, None, false)
+        Self::make(config, 0, max_body, None, false, None)
+    }
+
+    /// A client for a destination a caller chose (a push webhook), connecting to `addrs`, the
+    /// addresses its destination policy checked, and never resolving the URL's host itself
+    /// (TLS still sends and verifies that name). `config` has the one URL they belong to.
+    pub(crate) fn pinned(
+        config: Upstream,
+        max_body: usize,
+        addrs: Vec<std::net::SocketAddr>,
+    ) -> Self {
+        Self::make(config, 0, max_body, None, false, Some(addrs.into()))
     }
 
     /// The client of `[[upstreams]]`'s entry `index`; with `previous` (the same upstream before
@@ -124,7 +137,7 @@ impl UpstreamClient {
         max_body: usize,
         previous: Option<&UpstreamClient>,
     ) -> Self {
-        Self::make(config, index, max_body, previous, true)
+        Self::make(config, index, max_body, previous, true, None)
     }
 
     fn make(
@@ -133,6 +146,7 @@ impl UpstreamClient {
         max_body: usize,
         previous: Option<&UpstreamClient>,
         measured: bool,
+        pinned: Option<Arc<[std::net::SocketAddr]>>,
     ) -> Self {
         let tls = crate::config::tls::client_config(&config)
             .expect("upstream TLS settings are validated at start");
@@ -148,7 +162,11 @@ impl UpstreamClient {
                         false => fleet::EndpointMetrics::none(),
                     })),
                 };
-                Arc::new(Endpoint::new(&config, url, max_body, state, tls.as_ref()))
+                let e = Endpoint::new(&config, url, max_body, state, tls.as_ref());
+                Arc::new(match &pinned {
+                    Some(addrs) => e.pinned_to(addrs.clone()),
+                    None => e,
+                })
             })
             .collect();
         if config.health.enabled() {
@@ -160,7 +178,7 @@ impl UpstreamClient {
             true => fleet::FleetMetrics::of(&config.name),
             false => fleet::FleetMetrics::none(),
         };
-        Self::of(config, index, max_body, endpoints, metrics, tls)
+        Self::of(config, index, max_body, endpoints, metrics, tls, pinned)
     }
 
     fn of(
@@ -170,6 +188,7 @@ impl UpstreamClient {
         endpoints: Vec<Arc<Endpoint>>,
         metrics: fleet::FleetMetrics,
         tls: Option<Arc<rustls::ClientConfig>>,
+        pinned: Option<Arc<[std::net::SocketAddr]>>,
     ) -> Self {
         let salts = endpoints
             .iter()
@@ -191,6 +210,7 @@ impl UpstreamClient {
                 turn: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
                 max_body,
+                pinned,
             }),
         }
     }
@@ -204,13 +224,11 @@ impl UpstreamClient {
             .iter()
             .map(|e| {
                 let state = e.state.clone();
-                Arc::new(Endpoint::new(
-                    &f.config,
-                    &e.url,
-                    f.max_body,
-                    state,
-                    f.tls.as_ref(),
-                ))
+                let own = Endpoint::new(&f.config, &e.url, f.max_body, state, f.tls.as_ref());
+                Arc::new(match &f.pinned {
+                    Some(addrs) => own.pinned_to(addrs.clone()),
+                    None => own,
+                })
             })
             .collect();
         let (config, metrics) = (f.config.clone(), f.metrics.clone());
@@ -221,6 +239,7 @@ impl UpstreamClient {
             endpoints,
             metrics,
             f.tls.clone(),
+            f.pinned.clone(),
         )
     }
 

@@ -79,3 +79,102 @@ fn a_reload_keeps_a_plain_endpoints_pool_and_rebuilds_a_tls_ones_keeping_its_hea
     );
     assert!(Arc::ptr_eq(&b[1].state, &a[1].state), "its health is kept");
 }
+
+/// An https server on 127.0.0.1 with a certificate for `names`, issued by a CA made here
+/// (written to `ca_file`): it answers each request `200` and reports the SNI it was sent.
+async fn tls_server(
+    names: &[&str],
+    dir: &tempfile::TempDir,
+) -> (
+    std::net::SocketAddr,
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
+) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let leaf = rcgen::CertificateParams::new(names)
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let file = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let tls = crate::config::ServerTls {
+        cert: file("server.pem", leaf.pem()),
+        key: file("server.key", key.serialize_pem()),
+        client_ca: String::new(),
+    };
+    let acceptor =
+        tokio_rustls::TlsAcceptor::from(crate::config::tls::server_config(&tls).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                let Ok(mut s) = acceptor.accept(tcp).await else {
+                    let _ = tx.send(None);
+                    return;
+                };
+                let _ = tx.send(s.get_ref().1.server_name().map(str::to_owned));
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+                let _ = s.write_all(ok).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    (addr, file("ca.pem", ca.pem()), rx)
+}
+
+/// A pinned client connects to the address it was given, never resolving the URL's host (a
+/// name no resolver knows here), and TLS sends and verifies that host name, not the address.
+#[tokio::test]
+async fn a_pinned_client_dials_its_address_and_verifies_the_urls_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, ca_file, mut sni) = tls_server(&["hook.invalid"], &dir).await;
+    let mut u = Upstream::new(
+        "webhook",
+        &format!("https://hook.invalid:{}/hook", addr.port()),
+        Dialect::Jsonrpc,
+        5000,
+    );
+    u.ca_file = ca_file.clone();
+    let client = UpstreamClient::pinned(u, 1024, vec![addr]);
+    let answer = client.post(b"{}", None, Hint::default()).await.unwrap();
+    assert_eq!(answer.status, axum::http::StatusCode::OK);
+    assert_eq!(sni.recv().await.unwrap().as_deref(), Some("hook.invalid"));
+
+    // A certificate for another name is refused, though the address is the one pinned.
+    let other = tempfile::tempdir().unwrap();
+    let (addr, ca_file, _sni) = tls_server(&["other.invalid"], &other).await;
+    let mut u = Upstream::new(
+        "webhook",
+        &format!("https://hook.invalid:{}/hook", addr.port()),
+        Dialect::Jsonrpc,
+        5000,
+    );
+    u.ca_file = ca_file;
+    let client = UpstreamClient::pinned(u, 1024, vec![addr]);
+    let refused = client.post(b"{}", None, Hint::default()).await;
+    assert!(
+        matches!(refused, Err(GatewayError::UpstreamUnreachable { .. })),
+        "{refused:?}"
+    );
+}

@@ -289,6 +289,15 @@ async fn webhooks_to_private_addresses_are_refused_by_default() {
         "http://10.0.0.1/hook",
         "http://[::1]/hook",
         "ftp://example.com/hook",
+        // NAT64 of a private address, local-use NAT64, 6to4, benchmarking, reserved.
+        "http://[64:ff9b::a00:1]/hook",
+        "http://[64:ff9b::127.0.0.1]:8080/hook",
+        "http://[64:ff9b:1::808:808]/hook",
+        "http://[2002:808:808::1]/hook",
+        "http://198.18.0.1/hook",
+        "http://198.19.255.254/hook",
+        "http://240.0.0.1/hook",
+        "http://[::ffff:198.18.0.1]/hook",
     ] {
         let (_, r) = gw
             .a2a_call(

@@ -118,6 +118,7 @@ fn bridge(w: &mut World) {
         bridge: Bridge::new(EventMap::default(), queue),
         last_id: None,
         seen: RecentIds::new(64),
+        max_line_bytes: wiregate::config::Events::default().max_line_bytes,
     };
     bus.reader = Some(tokio::spawn(async move {
         reader.consume(Box::pin(records), false).await;

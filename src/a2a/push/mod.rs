@@ -8,11 +8,13 @@
 //! webhook has one sender, POSTing through the crate's upstream HTTP client with the
 //! configured `Authorization`, retrying with backoff.
 //!
-//! Server-side request forgery: a webhook whose host is, or resolves to, a loopback,
-//! private, link-local, CGNAT, multicast or unspecified address is refused unless
+//! Server-side request forgery: a webhook whose host is, or resolves to, an address of the IANA
+//! special-purpose registries (loopback, private, link-local, CGNAT, NAT64 of those, 6to4,
+//! documentation, benchmarking, reserved, multicast: [`super::ssrf`]) is refused unless
 //! `a2a.push_allow_private`; the check runs when the configuration is made and again before
-//! every delivery. An `https://` webhook is dialled as any `https://` upstream is: verified
-//! against the platform's roots, SNI its host.
+//! every try, and the try connects to the addresses that check resolved, never to a second
+//! lookup's (`deliver.rs`). An `https://` webhook is dialled as any `https://` upstream is:
+//! verified against the platform's roots, SNI and certificate name its host.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,15 +26,15 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+mod deliver;
 mod shared;
 
+use self::deliver::deliver;
 use super::shapes::{self, UpdateWriter};
-pub(crate) use super::ssrf::check_target;
+use super::ssrf::Guard;
 use super::Version;
 use crate::bridge::Bridge;
-use crate::config::{Dialect, Upstream};
 use crate::events::Read;
-use crate::http::span::Kind;
 use crate::model::error::GatewayError;
 
 /// Webhooks one task may have.
@@ -201,7 +203,8 @@ impl Tasks {
 #[derive(Debug)]
 pub(crate) struct Push {
     tasks: Mutex<Tasks>,
-    allow_private: bool,
+    /// What a webhook may reach (`a2a.push_allow_private`), and how its host is looked up.
+    guard: Guard,
     /// With `[cluster]`: where the configurations are kept for the other replicas ([`shared`]).
     link: Option<Arc<crate::cluster::Link>>,
 }
@@ -212,7 +215,7 @@ impl Push {
     pub(crate) fn new(allow_private: bool, bridge: &Arc<Bridge>) -> Arc<Self> {
         let push = Arc::new(Push {
             tasks: Mutex::new(Tasks::default()),
-            allow_private,
+            guard: Guard::new(allow_private),
             link: bridge.cluster_link().cloned(),
         });
         if push.link.is_some() {
@@ -225,6 +228,12 @@ impl Push {
             }));
         }
         push
+    }
+
+    /// Whether a webhook may have `url` (`-32602` when not): the check a configuration is made
+    /// with, for a send to run before its turn starts.
+    pub(crate) async fn admit(&self, url: &str) -> Result<(), GatewayError> {
+        self.guard.admit(url).await
     }
 
     fn lock(&self) -> MutexGuard<'_, Tasks> {
@@ -251,7 +260,7 @@ impl Push {
             .filter(|u| !u.is_empty())
             .ok_or_else(|| GatewayError::InvalidParams("url is required".into()))?;
         known(bridge, &task_id, tenant)?;
-        check_target(&url, self.allow_private).await?;
+        self.guard.admit(&url).await?;
         let auth = Self::parse_auth(inner.authentication)?;
         let id = inner
             .id
@@ -275,7 +284,7 @@ impl Push {
         // Its notifications are spans of the trace of the request that made it.
         let trace = crate::http::scope::parent();
         crate::util::background::spawn(deliver(
-            self.allow_private,
+            self.guard.clone(),
             config.without_queue(),
             rx,
             trace,
@@ -557,121 +566,4 @@ impl Push {
 /// What a webhook receives for the whole task: 1.0's `{"task": …}`, 0.3's task.
 fn snapshot_payload(v: Version, t: &crate::model::task::Task, ctx: &str) -> Bytes {
     Bytes::from(shapes::stream_start(v, t, ctx).to_string())
-}
-
-/// What a webhook's sender needs of its configuration (not its queue's sending side, so the
-/// queue closes when the configuration goes).
-#[derive(Debug)]
-struct Target {
-    id: String,
-    task_id: String,
-    url: String,
-    auth: Option<Auth>,
-    live: Arc<AtomicBool>,
-}
-
-impl Config {
-    fn without_queue(&self) -> Target {
-        Target {
-            id: self.id.clone(),
-            task_id: self.task_id.clone(),
-            url: self.url.clone(),
-            auth: self.auth.clone(),
-            live: self.live.clone(),
-        }
-    }
-}
-
-/// One webhook's sender: POSTs each queued notification, retrying with backoff, until the
-/// webhook is deleted or its task's updates end. With `trace` (the request that made the
-/// webhook recorded spans), each notification is an INTERNAL span of that trace, each POST of
-/// it a CLIENT span under it.
-async fn deliver(
-    allow_private: bool,
-    c: Target,
-    mut rx: mpsc::Receiver<Bytes>,
-    trace: Option<crate::http::span::Parent>,
-) {
-    let client = crate::upstream::UpstreamClient::new(
-        Upstream::new(
-            &format!("webhook {}", c.id),
-            &c.url,
-            Dialect::Jsonrpc,
-            TIMEOUT_MS,
-        ),
-        MAX_ANSWER,
-    );
-    let authorization = c.auth.as_ref().map(|a| {
-        format!("{} {}", a.scheme, a.credentials)
-            .trim_end()
-            .to_owned()
-    });
-    while let Some(body) = rx.recv().await {
-        if !c.live.load(Ordering::Acquire) {
-            return; // deleted: nothing more goes out
-        }
-        let notify = notify(allow_private, &c, &client, authorization.as_deref(), &body);
-        let outcome = match &trace {
-            Some(parent) => {
-                crate::http::scope::run_as(
-                    parent.clone(),
-                    Kind::Internal,
-                    "push notification",
-                    async {
-                        let outcome = notify.await;
-                        crate::http::scope::annotate(|s| {
-                            s.set("wiregate.task_id", &*c.task_id);
-                            s.set("wiregate.push.outcome", outcome);
-                            if outcome != "delivered" {
-                                s.fail(outcome);
-                            }
-                        });
-                        outcome
-                    },
-                )
-                .await
-            }
-            None => notify.await,
-        };
-        metrics::counter!("wiregate_a2a_push_total", "outcome" => outcome).increment(1);
-    }
-}
-
-/// One notification to one webhook, tried up to `ATTEMPTS` times with backoff: how it ended.
-async fn notify(
-    allow_private: bool,
-    c: &Target,
-    client: &crate::upstream::UpstreamClient,
-    authorization: Option<&str>,
-    body: &Bytes,
-) -> &'static str {
-    {
-        let mut wait = BACKOFF;
-        let mut outcome = "failed";
-        for attempt in 1..=ATTEMPTS {
-            // Checked again before each delivery: a name may resolve elsewhere by now.
-            if let Err(e) = check_target(&c.url, allow_private).await {
-                tracing::warn!(webhook = %crate::util::redact::url(&c.url), task = %c.task_id, error = %crate::util::redact::scrub(&e.to_string(), &c.url), "webhook refused");
-                outcome = "refused";
-                break;
-            }
-            match client.post(body, authorization, Default::default()).await {
-                Ok(a) if a.status.is_success() => {
-                    outcome = "delivered";
-                    break;
-                }
-                Ok(a) => {
-                    tracing::debug!(webhook = %crate::util::redact::url(&c.url), status = %a.status, attempt, "webhook refused a notification")
-                }
-                Err(e) => {
-                    tracing::debug!(webhook = %crate::util::redact::url(&c.url), error = %e, attempt, "webhook unreachable")
-                }
-            }
-            if attempt < ATTEMPTS {
-                tokio::time::sleep(wait).await;
-                wait *= 2;
-            }
-        }
-        outcome
-    }
 }

@@ -107,7 +107,7 @@ impl Push {
                     live: Arc::new(AtomicBool::new(true)),
                 };
                 crate::util::background::spawn(deliver(
-                    self.allow_private,
+                    self.guard.clone(),
                     config.without_queue(),
                     rx,
                     None,

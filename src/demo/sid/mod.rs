@@ -10,7 +10,7 @@
 //!
 //! A `user_turn`'s text picks the script by the first of these words it contains: `tool` (a MANUAL bash call behind a prompt), `fail` (a
 //! provider error that still ends `ok: true`), `think`, `slow` (deltas 50 ms apart), `crash`
-//! (exit 3 mid-turn), `hang` (never finish), `garble` (a line that is not UTF-8 and one of protocol 4 before a plain answer), `flood N [PER_SECOND [BYTES]]` (N deltas, pre-formatted, optionally paced and sized), anything else a
+//! (exit 3 mid-turn), `hang` (never finish), `garble` (a line that is not UTF-8 and one of protocol 4 before a plain answer), `overlong` (a 12 MiB line before a plain answer), `flood N [PER_SECOND [BYTES]]` (N deltas, pre-formatted, optionally paced and sized), anything else a
 //! plain answer; `tool` with `external` also prints `tool_output` under sid's own request id;
 //! `hold` or `cancel` answers, then holds the turn at an input prompt (the task stays live, for
 //! clients and conformance suites that continue or cancel a task): each answer continues it and

@@ -9,8 +9,9 @@ use serde_json::json;
 use super::{Sid, Turn};
 
 /// The words that pick a script, the first one a turn's text contains winning.
-const SCRIPTS: [&str; 10] = [
+const SCRIPTS: [&str; 11] = [
     "flood", "crash", "hang", "slow", "fail", "think", "tool", "garble", "hold", "cancel",
+    "overlong",
 ];
 
 impl Sid {
@@ -35,6 +36,7 @@ impl Sid {
             "think" => self.think_turn(rid),
             "slow" => self.slow_turn(rid),
             "garble" => self.garble_turn(rid),
+            "overlong" => self.overlong_turn(rid),
             "crash" => self.crash_turn(rid),
             "hang" => hang_turn(),
             "flood" => self.flood_turn(rid, words),
@@ -95,6 +97,13 @@ impl Sid {
             self.delta(rid, t);
         }
         self.finish(rid, "EndTurn");
+    }
+
+    /// The `overlong` script: one line of 12 MiB, longer than `sid.max_line_bytes`'s default,
+    /// then the plain answer.
+    fn overlong_turn(&mut self, rid: &str) {
+        self.write_bytes(&vec![b'x'; 12 << 20]);
+        self.plain_turn(rid);
     }
 
     /// The `crash` script: one delta, then exit 3 with the turn unfinished.
