@@ -173,6 +173,8 @@ pub struct Asker<'a> {
     pub tenant: Option<&'a str>,
     /// The request's `Host`.
     pub host: Option<&'a str>,
+    /// Whether the request came over TLS (to the gateway, or to a trusted proxy that says so).
+    pub https: bool,
 }
 
 #[derive(Debug)]
@@ -355,8 +357,7 @@ impl A2a {
                 reason: String::new(),
             });
         }
-        // The call's connection is not known here: its URLs say `https` only by `public_url`.
-        self.card(false, asker.host, v == Version::V0_3)
+        self.card(asker.https, asker.host, v == Version::V0_3)
             .ok_or_else(|| GatewayError::InvalidParams("the request names no Host".into()))
     }
 

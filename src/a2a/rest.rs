@@ -246,6 +246,15 @@ async fn handle(
         let asker = super::Asker {
             tenant: identity.caller().map(|c| &*c.tenant),
             host: header(header::HOST.as_str()),
+            https: served.gate.over_tls(
+                extensions
+                    .get::<crate::http::client_ip::OverTls>()
+                    .is_some(),
+                extensions
+                    .get::<crate::auth::admin::Peer>()
+                    .map(|p| p.0.ip()),
+                &crate::http::headers::Headers::Map(&headers),
+            ),
         };
         match call {
             Call::Unary(m, p) => {

@@ -139,6 +139,11 @@ pub(crate) fn check_url(url: &str) -> Result<(String, u16), GatewayError> {
     if host.is_empty() {
         return Err(bad("has no host"));
     }
+    // A DNS name or an IP literal, as TLS names a server: not `134744072` or `0x7f.1`, which a
+    // resolver reads as an address in a form no certificate names (and the connect refuses).
+    if rustls::pki_types::ServerName::try_from(host.as_str()).is_err() {
+        return Err(bad("host must be a DNS name or an IP address"));
+    }
     Ok((host, authority.port_u16().unwrap_or(default_port)))
 }
 
@@ -212,6 +217,21 @@ mod tests {
         ] {
             assert!(refused(strict.admit(url).await), "{url}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_host_in_a_form_no_certificate_names_is_refused() {
+        // A resolver may read these as 8.8.8.8 or 127.0.0.1; TLS cannot name them.
+        let open = Guard::new(true);
+        for url in [
+            "https://134744072/hook",
+            "http://134744072/hook",
+            "https://0x7f.1/hook",
+            "https://*.wild.example/hook",
+        ] {
+            assert!(refused(open.admit(url).await), "{url}");
+        }
+        assert!(!refused(open.admit("https://hook.example/x?t=1").await));
     }
 
     #[tokio::test]

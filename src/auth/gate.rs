@@ -16,7 +16,7 @@ use super::caller::{Caller, Kind};
 use super::limits::{Limits, Subject, Target};
 use super::{jwt, keys, mtls};
 use crate::config::{AuthMode, Config, MtlsIdentity};
-use crate::http::forwarded::{client_ip, Trusted};
+use crate::http::client_ip::Proxies;
 use crate::http::headers::{Headers, X_API_KEY};
 use crate::model::error::GatewayError;
 use crate::wire::authorization;
@@ -119,8 +119,9 @@ pub(crate) struct Gate {
     pub(crate) strip_credentials: bool,
     /// `auth.identity_header`.
     pub(crate) identity_header: Option<HeaderName>,
-    /// `server.trusted_proxies`: whose word on the client's address is taken.
-    trusted: Trusted,
+    /// `server.trusted_proxies` and `server.forwarded_header`: whose word on the client's
+    /// address is taken, in which header.
+    proxies: Proxies,
 }
 
 impl Gate {
@@ -184,7 +185,7 @@ impl Gate {
                         .map_err(|_| "auth.identity_header: not a header name".to_owned())?,
                 ),
             },
-            trusted: Trusted::new(&config.server.trusted_proxies),
+            proxies: config.server.proxies(),
         })
     }
 
@@ -205,7 +206,7 @@ impl Gate {
             limits: Limits::new(&[], None, None),
             strip_credentials: true,
             identity_header: None,
-            trusted: Trusted::default(),
+            proxies: Proxies::default(),
         }
     }
 
@@ -231,11 +232,17 @@ impl Gate {
     }
 
     /// The address of the client of a request from `peer` with `headers`: `peer`, or what a
-    /// trusted proxy says ([`client_ip`]). Rate limits keyed by `ip`, splits sticky by it, the
+    /// trusted proxy says ([`Proxies::client_ip`]). Rate limits keyed by `ip`, splits sticky by it, the
     /// caller report, the access log and spans all name this one.
     #[inline]
     pub(crate) fn client_ip(&self, peer: IpAddr, headers: Headers<'_>) -> IpAddr {
-        client_ip(peer, &self.trusted, headers)
+        self.proxies.client_ip(peer, &headers)
+    }
+
+    /// Whether a request from `peer` came over TLS: `tls`, or what a trusted proxy says
+    /// ([`Proxies::over_tls`]).
+    pub(crate) fn over_tls(&self, tls: bool, peer: Option<IpAddr>, headers: &Headers<'_>) -> bool {
+        self.proxies.over_tls(tls, peer, headers)
     }
 
     /// The header an API key comes in.

@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, Notify};
 
 use super::context::Context;
@@ -56,10 +56,21 @@ impl Context {
         self.on_up(tx, Some(kill.clone()));
         tokio::spawn(write_lines(stdin, rx));
         let id = self.id.clone();
+        // Its stderr is bounded as its stdout is: a line over the cap is dropped as it comes.
+        let max_line = self.max_line;
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(l)) = lines.next_line().await {
-                tracing::info!(context = %id, "sid stderr: {l}");
+            let mut lines = Lines::new(stderr, 8 * 1024, max_line);
+            loop {
+                match lines.next().await {
+                    Ok(Some(Line::Text(l))) => {
+                        let l = String::from_utf8_lossy(l);
+                        tracing::info!(context = %id, "sid stderr: {}", l.trim_end());
+                    }
+                    Ok(Some(Line::TooLong { bytes })) => {
+                        tracing::warn!(context = %id, bytes, "sid stderr line over sid.max_line_bytes skipped");
+                    }
+                    _ => break,
+                }
             }
         });
         let ctx = self.clone();

@@ -29,7 +29,7 @@ pub use events::{Events, EventsMap, Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 pub use fleet::{Balance, Health, Outlier, Retry, MAX_ENDPOINTS};
 pub use log::{Log, LogFormat};
 pub use migration::{is_json_pointer, Migration, Rollback, SplitSide, Sticky};
-pub use server::{Cors, Runtime, Server, ServerTls};
+pub use server::{Cors, ForwardedHeader, Runtime, Server, ServerTls};
 pub use sid::{Sid, SID_INTERNAL_OPS, SID_OFF_BY_DEFAULT_OPS, SID_OPS};
 pub use traces::{OtlpProtocol, Tracing};
 pub use upstream::{Dialect, Legacy, Passthrough, Route, Upstream};

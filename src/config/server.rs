@@ -73,10 +73,43 @@ pub struct Server {
     /// Peers (CIDRs) whose own `X-Forwarded-For` / `Forwarded` headers are kept and extended on
     /// pass-through; from anyone else they are replaced.
     pub trusted_proxies: Vec<String>,
+    /// The forwarding header `trusted_proxies` write, and the only one read from them for the
+    /// client's address, protocol and host: `"x-forwarded-for"` (with `X-Forwarded-Proto` and
+    /// `-Host`; what most load balancers append to) or `"forwarded"` (RFC 7239). A proxy passes
+    /// the other header on as the client sent it, so it is never believed.
+    pub forwarded_header: ForwardedHeader,
     /// TLS on the listener.
     pub tls: ServerTls,
     /// Cross-origin access for browser pages.
     pub cors: Cors,
+}
+
+/// `server.forwarded_header`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host`.
+    #[default]
+    #[serde(rename = "x-forwarded-for")]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239).
+    #[serde(rename = "forwarded")]
+    Forwarded,
+}
+
+impl Server {
+    /// Whose word on the client is taken, and in which header.
+    pub fn proxies(&self) -> crate::http::client_ip::Proxies {
+        use crate::http::client_ip::{ClientHeader, Proxies};
+        Proxies {
+            trusted: crate::http::forwarded::Trusted::new(&self.trusted_proxies),
+            header: match self.forwarded_header {
+                ForwardedHeader::XForwardedFor => ClientHeader::XForwardedFor,
+                ForwardedHeader::Forwarded => ClientHeader::Forwarded,
+            },
+        }
+    }
 }
 
 /// `server.runtime`: how connections are spread over the worker threads.
@@ -139,6 +172,7 @@ impl Default for Server {
             body_read_timeout_ms: 30_000,
             admin_tokens: Vec::new(),
             trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeader::default(),
             tls: ServerTls::default(),
             cors: Cors::default(),
         }

@@ -47,8 +47,13 @@ pub struct Meta<'a> {
     pub a2a_version: Option<&'a str>,
     /// All the request's headers (a split's `sticky = "header:NAME"`, the caller report).
     pub headers: Option<crate::http::headers::Headers<'a>>,
-    /// The client's address (`sticky = "ip"`).
+    /// The client's address (`sticky = "ip"`): the connection's peer, or what a trusted proxy
+    /// says of its client.
     pub peer: Option<std::net::IpAddr>,
+    /// Whether the connection is TLS.
+    pub tls: bool,
+    /// The connection's peer (a proxy, perhaps), for what a trusted one says of its client.
+    pub proxy: Option<std::net::IpAddr>,
     /// The request's `X-Request-Id` (named in shadow differences), as the header's bytes: read
     /// as text only for a shadowed call.
     pub request_id: Option<&'a [u8]>,
@@ -67,13 +72,21 @@ impl<'a> Meta<'a> {
         self.headers
             .and_then(|h| h.str(&axum::http::header::AUTHORIZATION))
     }
+}
 
+impl Gateway {
     /// Who asks, as the sid bridge and A2A scope their answers: the verified caller's
-    /// `kind:id` and the request's `Host`.
-    pub(crate) fn asker(&self) -> a2a::Asker<'a> {
+    /// `kind:id`, the request's `Host`, and whether it came over TLS (to this listener, or to a
+    /// trusted proxy that says so), for the URLs an extended card names.
+    pub(crate) fn asker<'a>(&self, meta: &Meta<'a>) -> a2a::Asker<'a> {
+        let https = match meta.headers {
+            Some(h) => self.gate.over_tls(meta.tls, meta.proxy, &h),
+            None => meta.tls,
+        };
         a2a::Asker {
-            tenant: self.identity.and_then(|i| i.caller()).map(|c| &*c.tenant),
-            host: self.headers.and_then(|h| h.str(&axum::http::header::HOST)),
+            tenant: meta.identity.and_then(|i| i.caller()).map(|c| &*c.tenant),
+            host: meta.headers.and_then(|h| h.str(&axum::http::header::HOST)),
+            https,
         }
     }
 }
@@ -520,7 +533,7 @@ impl Gateway {
         let (upstream, served, result) = if self.facade.handles(&call.method) {
             ("builtin", None, self.builtin(&call))
         } else if let Some(bridge) = sid {
-            let asker = meta.asker();
+            let asker = self.asker(meta);
             (
                 "sid",
                 None,

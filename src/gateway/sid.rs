@@ -79,7 +79,7 @@ impl Gateway {
             bridge.authorize(meta.authorization())?;
             let params = req.params.as_deref();
             let timing = bridge.timing();
-            let asker = meta.asker();
+            let asker = self.asker(meta);
             let body: Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>> =
                 match (spec, &self.a2a) {
                     (Some(c), Some(a2a)) => {

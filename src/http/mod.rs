@@ -2,6 +2,7 @@
 //! gets, the gateway's own paths, what one request carries (its trace, its notes), and the SSE
 //! socket writer's framing.
 
+pub mod client_ip;
 pub(crate) mod date;
 pub mod forwarded;
 pub mod head;

@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 
 use crate::config::{Config, Upstream};
-use crate::http::forwarded::{self, Hop, Trusted};
+use crate::http::forwarded::{self, Hop};
 use crate::http::span::Kind;
 use crate::http::trace::{self, TraceContext};
 use crate::upstream::{stream::Stream, Endpoint, Outcome, UpstreamClient};
@@ -53,7 +53,8 @@ type Route = (Box<str>, usize, Arc<Target>);
 #[derive(Clone, Default)]
 pub struct Passthrough {
     routes: Arc<[Route]>,
-    trusted: Trusted,
+    /// `server.trusted_proxies` (whose forwarding headers are kept) and the header they write.
+    proxies: crate::http::client_ip::Proxies,
 }
 
 impl std::fmt::Debug for Passthrough {
@@ -61,12 +62,6 @@ impl std::fmt::Debug for Passthrough {
         f.debug_list()
             .entries(self.routes.iter().map(|(p, _, t)| (p, &t.name)))
             .finish()
-    }
-}
-
-impl Origin {
-    fn ip(&self) -> Option<std::net::IpAddr> {
-        self.peer.map(|p| p.ip())
     }
 }
 
@@ -129,7 +124,7 @@ impl Passthrough {
         routes.sort_by_key(|(p, _, _)| std::cmp::Reverse(p.len()));
         Passthrough {
             routes: routes.into(),
-            trusted: Trusted::new(&config.server.trusted_proxies),
+            proxies: config.server.proxies(),
         }
     }
 
@@ -169,8 +164,13 @@ impl Passthrough {
         let Some(target) = self.target(req.uri().path()).cloned() else {
             return Err(req);
         };
-        let trusted = origin.peer.is_some_and(|p| self.trusted.contains(p.ip()));
-        Ok(target.forward(req, origin, trusted).await)
+        let trusted = origin
+            .peer
+            .is_some_and(|p| self.proxies.trusted.contains(p.ip()));
+        let client = origin
+            .peer
+            .map(|p| self.proxies.client_ip(p.ip(), req.headers()));
+        Ok(target.forward(req, origin, (trusted, client)).await)
     }
 }
 
@@ -194,12 +194,15 @@ impl Passthrough {
         origin: Origin,
     ) -> Option<Ready> {
         let t = self.target(path)?.clone();
-        let trusted = origin.peer.is_some_and(|p| self.trusted.contains(p.ip()));
+        let trusted = origin
+            .peer
+            .is_some_and(|p| self.proxies.trusted.contains(p.ip()));
         let get = |name: &str| {
             let (_, v) = req.headers.iter().find(|(n, _)| n.as_str() == name)?;
             Some(&req.bytes[v.clone()])
         };
-        let endpoint = t.client.pick_request(get, origin.ip()).endpoint.clone();
+        let client = origin.peer.map(|p| self.proxies.client_ip(p.ip(), req));
+        let endpoint = t.client.pick_request(get, client).endpoint.clone();
         let mut request = Vec::with_capacity(request_room(req, body));
         upstream_request(&mut request, req, body, endpoint.label(), origin, trusted);
         Some(Ready {
@@ -306,11 +309,14 @@ impl Target {
         }
     }
 
+    /// `trusted`: the peer is a trusted proxy; `client`: the client's address as
+    /// [`Proxies::client_ip`](crate::http::client_ip::Proxies::client_ip) reads it (a split
+    /// sticky by `ip` hashes it).
     async fn forward(
         &self,
         mut req: Request<Body>,
         origin: Origin,
-        trusted: bool,
+        (trusted, client): (bool, Option<std::net::IpAddr>),
     ) -> Response<Body> {
         let started = Instant::now();
         let upgrade = wants_upgrade(req.headers()).then(|| {
@@ -324,7 +330,7 @@ impl Target {
             return self.overloaded(started);
         };
         let get = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
-        let endpoint = self.client.pick_request(get, origin.ip()).endpoint.clone();
+        let endpoint = self.client.pick_request(get, client).endpoint.clone();
         crate::http::scope::note_try(endpoint.label());
         let (parts, body) = req.into_parts();
         // The upstream request is a CLIENT span of the request's, when it records spans.

@@ -1,7 +1,7 @@
 //! The access log: one line per request (`[log] access = true`), written when its answer's
 //! body has been sent or dropped, so a stream's line tells its whole length. Credentials never
-//! appear: the line names the method, path (no query), the client's address, status, bytes, duration, the client's
-//! dialect, the upstreams and the trace id.
+//! appear: the line names the method, path (no query), the client's address, status, bytes,
+//! duration, the client's dialect, the upstreams and the trace id.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -107,11 +107,13 @@ pub(super) async fn rpc(State(state): State<AppState>, req: axum::extract::Reque
 fn client_of(req: &axum::extract::Request) -> Client {
     let peer = req.extensions().get::<crate::auth::admin::Peer>().copied();
     let cert = req.extensions().get::<ClientCert>().map(|c| c.0.clone());
-    (peer, cert)
+    let tls = req.extensions().get::<super::OverTls>().is_some();
+    (peer, cert, tls)
 }
 
-/// A request's client: its address, and the certificate its TLS handshake verified.
-pub(super) type Client = (Option<crate::auth::admin::Peer>, Option<Arc<[u8]>>);
+/// A request's client: its address, the certificate its TLS handshake verified, and whether
+/// its connection is TLS.
+pub(super) type Client = (Option<crate::auth::admin::Peer>, Option<Arc<[u8]>>, bool);
 
 /// A call on A2A's JSON-RPC binding (`a2a.jsonrpc_path`).
 pub(super) async fn a2a_rpc(
@@ -129,7 +131,7 @@ pub(super) async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
     read: Option<Result<bytes::Bytes, GatewayError>>,
-    (peer, cert): Client,
+    (peer, cert, tls): Client,
     binding: Binding,
 ) -> Response {
     let (parts, body) = req.into_parts();
@@ -150,7 +152,7 @@ pub(super) async fn rpc_call(
             }
         }
     };
-    let client = (peer, cert.as_deref());
+    let client = (peer, cert.as_deref(), tls);
     let (reply, request_id) = rpc_reply(&state, Headers::Map(headers), read, client, binding).await;
     into_response(reply, request_id.into_value())
 }
@@ -162,7 +164,7 @@ pub(super) async fn rpc_reply(
     state: &AppState,
     headers: Headers<'_>,
     read: Result<bytes::Bytes, GatewayError>,
-    (peer, cert): (Option<crate::auth::admin::Peer>, Option<&[u8]>),
+    (peer, cert, tls): (Option<crate::auth::admin::Peer>, Option<&[u8]>, bool),
     binding: Binding,
 ) -> (Reply, RequestId) {
     // Only the debug line reads the clock here (the call's latency is measured where it is
@@ -191,6 +193,8 @@ pub(super) async fn rpc_reply(
                 a2a_version: headers.str(&A2A_VERSION),
                 headers: Some(headers),
                 peer: peer.map(|p| state.gateway.client_ip(p.0.ip(), headers)),
+                tls,
+                proxy: peer.map(|p| p.0.ip()),
                 request_id: Some(request_id.as_bytes()),
                 binding,
                 identity: identity.as_ref(),

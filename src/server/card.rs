@@ -24,25 +24,18 @@ pub(super) async fn agent_card_0_3(state: State<AppState>, parts: Parts) -> Resp
 
 /// Where the client asked for the card, as its URLs must name it: over TLS or not, and which
 /// host (`Host`, or HTTP/2's `:authority`). A peer of `server.trusted_proxies` speaks for its
-/// client: its `X-Forwarded-Proto: https` (or `Forwarded: proto=https`) makes the URLs
+/// client: its `X-Forwarded-Proto: https` (or `Forwarded: proto=https`, as
+/// `server.forwarded_header` says it writes) makes the URLs
 /// `https`, so callers send their credentials over TLS as the proxy's clients do; its
 /// forwarded host names the host. Anyone else's claims are ignored.
-fn origin<'a>(state: &AppState, parts: &'a Parts) -> (bool, Option<&'a str>) {
-    let mut https = parts.extensions.get::<OverTls>().is_some();
-    let mut host = header_str(&parts.headers, &header::HOST)
+fn origin(state: &AppState, parts: &Parts) -> (bool, Option<String>) {
+    let tls = parts.extensions.get::<OverTls>().is_some();
+    let host = header_str(&parts.headers, &header::HOST)
         .or_else(|| parts.uri.authority().map(|a| a.as_str()));
-    let trusted = parts
-        .extensions
-        .get::<Peer>()
-        .is_some_and(|p| state.trusted.contains(p.0.ip()));
-    if trusted {
-        let (proto, forwarded_host) = crate::http::forwarded::claimed(&parts.headers);
-        if let Some(p) = proto {
-            https = p.eq_ignore_ascii_case("https");
-        }
-        host = forwarded_host.or(host);
-    }
-    (https, host)
+    let peer = parts.extensions.get::<Peer>().map(|p| p.0.ip());
+    let https = state.proxies.over_tls(tls, peer, &parts.headers);
+    let claims = state.proxies.claimed(peer, &parts.headers);
+    (https, claims.host.or_else(|| host.map(str::to_owned)))
 }
 
 fn card_response(State(state): State<AppState>, parts: Parts, with_0_3: bool) -> Response {
@@ -50,7 +43,7 @@ fn card_response(State(state): State<AppState>, parts: Parts, with_0_3: bool) ->
         return not_configured("no agent card: A2A needs sid.enabled and a2a.enabled");
     };
     let (https, host) = origin(&state, &parts);
-    match a2a.card(https, host, with_0_3) {
+    match a2a.card(https, host.as_deref(), with_0_3) {
         Some(card) => {
             let bytes = serde_json::to_vec(&card).expect("a card always serialises");
             let etag = crate::a2a::card::etag(&bytes);

@@ -203,7 +203,7 @@ impl Front {
                 live.state.clone(),
                 req,
                 read,
-                (self.peer, self.cert.clone()),
+                (self.peer, self.cert.clone(), self.tls),
                 Binding::Gateway,
             ))
         } else if passed {
@@ -331,14 +331,14 @@ impl Front {
             }
             false => None,
         };
-        let peer = self.peer;
+        let (peer, tls) = (self.peer, self.tls);
         let cert = self.cert.clone();
         let call = Box::pin(async move {
             rpc_reply(
                 &live.state,
                 Headers::Head(&head),
                 read,
-                (peer, cert.as_deref()),
+                (peer, cert.as_deref(), tls),
                 Binding::Gateway,
             )
             .await

@@ -63,9 +63,9 @@ pub struct AppState {
     events_timing: sse_stream::Timing,
     passthrough: Passthrough,
     admin_tokens: Arc<[String]>,
-    /// `server.trusted_proxies`: whose `X-Forwarded-Proto`/`-Host` (or `Forwarded`) the agent
-    /// card believes.
-    trusted: crate::http::forwarded::Trusted,
+    /// Whose word on the client's protocol and host the agent card takes
+    /// (`server.trusted_proxies`, `server.forwarded_header`).
+    proxies: crate::http::client_ip::Proxies,
     reload: reload::Requests,
 }
 
@@ -96,7 +96,7 @@ impl AppState {
                 retry_ms: config.events.reconnect_ms.max(1000),
             },
             admin_tokens: config.server.admin_tokens.clone().into(),
-            trusted: crate::http::forwarded::Trusted::new(&config.server.trusted_proxies),
+            proxies: config.server.proxies(),
             reload,
         }
     }
@@ -249,9 +249,7 @@ impl Live {
     }
 }
 
-/// Whether a request arrived over TLS (a request extension, for the forwarding headers).
-#[derive(Clone, Copy, Debug)]
-pub struct OverTls;
+pub use crate::http::client_ip::OverTls;
 
 /// A running gateway: its address, the means to reload and to stop it.
 #[derive(Debug)]

@@ -334,7 +334,8 @@ impl UpstreamClient {
     ) {
         s.set("http.request.method", "POST");
         s.set_server(e.peer(), e.label());
-        s.set("url.path", e.path());
+        // The path alone: a query may carry a token (a webhook's often does).
+        s.set("url.path", e.path().split(['?', '#']).next().unwrap_or("/"));
         s.set("wiregate.upstream", self.name());
         s.set("wiregate.upstream_dialect", self.dialect().as_str());
         s.set("wiregate.retry", i64::from(attempt) - 1);

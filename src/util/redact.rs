@@ -28,6 +28,21 @@ fn parts(url: &str) -> Parts<'_> {
         Some(i) => url.split_at(i + 3),
         None => ("", url),
     };
+    // An `@` after a `/`, `?` or `#` may end a password holding one of those unencoded (a
+    // malformed URL, but a secret all the same) or lie in a path: nothing past the scheme is
+    // shown then.
+    let first_delim = rest.find(['/', '?', '#']);
+    if let (false, Some(at), Some(d)) = (scheme.is_empty(), rest.rfind('@'), first_delim) {
+        if at > d {
+            return Parts {
+                scheme,
+                userinfo: None,
+                host: "…",
+                path: "",
+                hidden: false,
+            };
+        }
+    }
     let end = rest.find(['?', '#']).unwrap_or(rest.len());
     let (before, after) = rest.split_at(end);
     // `?` or `#` alone hides nothing; anything after it may be a token.
@@ -140,7 +155,10 @@ mod tests {
                 "redis://:S3CR3T@127.0.0.1:6379/0",
                 "redis://127.0.0.1:6379/0",
             ),
-            ("http://h:1/x@y", "http://h:1/x@y"),
+            ("http://h:1/x@y", "http://…"),
+            ("redis://:pa/S3CR3T@h:6379/0", "redis://…"),
+            ("redis://:pa?S3CR3T@h:6379", "redis://…"),
+            ("redis://:pa#S3CR3T@h", "redis://…"),
             ("http://h/?", "http://h/"),
             ("grpc://collector:4317", "grpc://collector:4317"),
             ("http://h#S3CR3T", "http://h?…"),
@@ -156,7 +174,8 @@ mod tests {
         assert_eq!(masked("http://u:p@h:1/x"), "http://u:***@h:1/x");
         assert_eq!(masked("https://tok@h/x?k=v"), "https://***@h/x?…");
         assert_eq!(masked("redis://:pw@h:6379/0"), "redis://:***@h:6379/0");
-        assert_eq!(masked("http://h:1/x@y"), "http://h:1/x@y");
+        assert_eq!(masked("http://h:1/x@y"), "http://…");
+        assert_eq!(masked("redis://:pa/S3CR3T@h:6379/0"), "redis://…");
     }
 
     #[test]

@@ -265,10 +265,29 @@ async fn the_card_says_https_when_a_trusted_proxy_says_the_client_came_over_tls(
         .await,
         "https://agents.example/"
     );
-    // The last element is the trusted peer's own; an earlier one is anyone's claim.
+    // Proxies that write X-Forwarded-* pass a client's own `Forwarded` on: not believed.
+    let claim = [(
+        "forwarded",
+        "proto=http;host=evil.example, proto=https;host=\"gw.example:8443\"",
+    )];
+    assert_eq!(card_url(&behind, &claim).await, plain);
+    // Proxies that write `Forwarded`: the last element is the trusted peer's own; an earlier
+    // one is anyone's claim.
+    let behind_rfc7239 = gateway()
+        .sid("card-forwarded")
+        .with(|c| {
+            c.server.trusted_proxies = vec!["127.0.0.1".into()];
+            c.server.forwarded_header = wiregate::config::ForwardedHeader::Forwarded;
+        })
+        .start()
+        .await;
+    assert_eq!(
+        card_url(&behind_rfc7239, &[("x-forwarded-proto", "https")]).await,
+        format!("http://{}/", behind_rfc7239.addr)
+    );
     assert_eq!(
         card_url(
-            &behind,
+            &behind_rfc7239,
             &[(
                 "forwarded",
                 "proto=http;host=evil.example, proto=https;host=\"gw.example:8443\""

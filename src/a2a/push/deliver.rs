@@ -49,7 +49,9 @@ struct Dialer {
 
 impl Dialer {
     /// A client connecting to `addrs` only: the one held when it connects to the same ones.
-    fn client(&mut self, c: &Target, addrs: Vec<SocketAddr>) -> &UpstreamClient {
+    fn client(&mut self, c: &Target, mut addrs: Vec<SocketAddr>) -> &UpstreamClient {
+        // In one order, so a resolver that rotates its answers keeps the connection.
+        addrs.sort_unstable();
         let kept = match self.current.take() {
             Some((held, client)) if held == addrs => (held, client),
             _ => {

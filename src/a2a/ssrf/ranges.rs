@@ -46,6 +46,7 @@ const V6: &[(u128, u8)] = &[
     (0x2001 << 112, 23),               // 2001::/23 IETF protocol assignments, Teredo
     (0x2001_0db8 << 96, 32),           // 2001:db8::/32 documentation
     (0x2002 << 112, 16),               // 2002::/16 6to4
+    (0x2620_004f_8000 << 80, 48),      // 2620:4f:8000::/48 direct delegation AS112 service
     (0x3fff << 112, 20),               // 3fff::/20 documentation
     (0x5f00 << 112, 16),               // 5f00::/16 SRv6 SIDs
     (0xfc00 << 112, 7),                // fc00::/7 unique local
@@ -203,6 +204,8 @@ mod tests {
             "2001:2::1",
             "2001:1ff:ffff::1",
             "2001:db8::1",
+            "2620:4f:8000::1",
+            "2620:4f:8000:ffff::1",
             "2001:db8:ffff::1",
             "2002::",
             "2002:7f00:1::1",  // 6to4 of 127.0.0.1

@@ -67,8 +67,10 @@ impl Cache {
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         let e = shard.get(&hash)?;
-        (now_ms < e.exp_ms && e.token.as_bytes() == token && current(e.issuer, e.generation))
-            .then(|| e.caller.clone())
+        (now_ms < e.exp_ms
+            && crate::util::secret::same(e.token.as_bytes(), token)
+            && current(e.issuer, e.generation))
+        .then(|| e.caller.clone())
     }
 
     /// Keeps what `token` proved until `exp_ms`.
