@@ -347,7 +347,9 @@ async fn run(
     let addr = running.addr;
     tracing::info!(%addr, "wiregate listening");
     if let Some((path, listen)) = reload_source {
-        let file = path.clone().unwrap_or_else(|| PathBuf::from("gateway.toml"));
+        let file = path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("gateway.toml"));
         let changes = match config.server.watch_config {
             true => Some(server::config_watch::changes(&file)?),
             false => None,
@@ -394,7 +396,6 @@ async fn run(
     }
     server::service::ready();
     shutdown_signal().await;
-    server::service::stopping();
     running
         .drain(Duration::from_millis(config.server.drain_ms))
         .await;

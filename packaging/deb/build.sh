@@ -1,11 +1,11 @@
 #!/bin/sh
 # Builds wiregate's Debian package from a built binary:
 #
-#   packaging/deb/build.sh [BINARY] [OUT_DIR]
+#   packaging/deb/build.sh [BINARY] [OUT_DIR] [CONFIG]
 #
 # BINARY defaults to target/release/wiregate (cargo build --release --locked), OUT_DIR to
-# target/deb; prints the path of the .deb it wrote. The package holds the binary (stripped),
-# /etc/wiregate/gateway.toml (a conffile; WIREGATE_DEB_CONFIG names another file to ship),
+# target/deb, CONFIG to packaging/deb/gateway.toml; prints the path of the .deb it wrote. The
+# package holds the binary (stripped), CONFIG as /etc/wiregate/gateway.toml (a conffile),
 # the systemd unit, and the maintainer scripts that add the wiregate system user. The unit's
 # LimitNOFILE, TimeoutStopSec and capabilities follow the shipped configuration's effective
 # values, read with the binary's own `check-config`. Needs dpkg-deb and binutils (objdump,
@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 bin=${1:-$repo/target/release/wiregate}
 out=${2:-$repo/target/deb}
-config=${WIREGATE_DEB_CONFIG:-$here/gateway.toml}
+config=${3:-$here/gateway.toml}
 
 die() { echo "packaging/deb/build.sh: $*" >&2; exit 2; }
 [ -x "$bin" ] || die "no executable at $bin (cargo build --release --locked first)"
@@ -26,8 +26,9 @@ version=$("$bin" --version | awk '{print $2}')
 [ -n "$version" ] || die "$bin --version printed no version"
 arch=$(dpkg --print-architecture)
 
-# The shipped configuration's effective [server] settings (defaults filled in).
-effective=$(env -u WIREGATE_SERVER__LISTEN "$bin" check-config --config "$config") ||
+# The shipped configuration's effective [server] settings (defaults filled in), without this
+# shell's WIREGATE_* variables.
+effective=$(env -i "$bin" check-config --config "$config") ||
     die "$config does not pass check-config"
 server() {
     printf '%s\n' "$effective" |

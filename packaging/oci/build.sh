@@ -1,10 +1,11 @@
 #!/bin/sh
 # Builds wiregate's OCI image from a built binary:
 #
-#   packaging/oci/build.sh [BINARY] [IMAGE]
+#   packaging/oci/build.sh [BINARY] [IMAGE] [CONFIG]
 #
 # BINARY defaults to target/release/wiregate (cargo build --release --locked), IMAGE to
-# localhost/wiregate:<version>. The image is FROM scratch: the script stages its root (the
+# localhost/wiregate:<version>, CONFIG (the image's /etc/wiregate/gateway.toml) to
+# packaging/oci/gateway.toml. The image is FROM scratch: the script stages its root (the
 # binary stripped, every library `ldd` names with the dynamic loader, the CA roots, passwd and
 # group lines for the wiregate user, /etc/wiregate/gateway.toml) and builds
 # packaging/oci/Containerfile over it with buildah (or BUILDER=podman), so no registry is
@@ -46,7 +47,7 @@ install -m 0644 "$ca" "$rootfs$ca"
 printf 'root:x:0:0:root:/:/sbin/nologin\nwiregate:x:65532:65532:wiregate:/:/sbin/nologin\n' \
     >"$rootfs/etc/passwd"
 printf 'root:x:0:\nwiregate:x:65532:\n' >"$rootfs/etc/group"
-install -m 0644 "${WIREGATE_OCI_CONFIG:-$here/gateway.toml}" "$rootfs/etc/wiregate/gateway.toml"
+install -m 0644 "${3:-$here/gateway.toml}" "$rootfs/etc/wiregate/gateway.toml"
 cp "$here/Containerfile" "$stage/Containerfile"
 
 case "$builder" in

@@ -97,10 +97,7 @@ pub fn print_guide(addr: SocketAddr, context: &str) {
     println!(
         "# A2A 1.0 (any official A2A client works from the card): the card, then a streamed turn"
     );
-    println!(
-        "curl -s http://{addr}{}",
-        crate::http::routes::AGENT_CARD
-    );
+    println!("curl -s http://{addr}{}", crate::http::routes::AGENT_CARD);
     println!(
         "curl -sN {h} -H 'A2A-Version: 1.0' http://{addr}/rpc -d '{{\"jsonrpc\":\"2.0\",\"id\":\"a1\",\"method\":\"SendStreamingMessage\",\"params\":{{\"message\":{{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{{\"text\":\"hi there\"}}]}}}}}}'\n"
     );

@@ -40,7 +40,10 @@ pub fn changes(file: &Path) -> std::io::Result<mpsc::Receiver<()>> {
         // Owned here: dropping the watcher ends the inotify watch.
         let _watcher = watcher;
         while events.recv().await.is_some() {
-            while tokio::time::timeout(QUIET, events.recv()).await.is_ok_and(|e| e.is_some()) {}
+            while tokio::time::timeout(QUIET, events.recv())
+                .await
+                .is_ok_and(|e| e.is_some())
+            {}
             let now = std::fs::read(&file).ok();
             if now == seen {
                 continue;

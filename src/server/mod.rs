@@ -23,6 +23,7 @@ use crate::telemetry;
 pub(crate) mod access;
 mod calls;
 mod card;
+pub mod config_watch;
 mod conn;
 mod cors;
 mod fallback;
@@ -33,7 +34,6 @@ pub(crate) mod reload;
 pub mod service;
 mod status;
 mod streams;
-pub mod config_watch;
 mod workers;
 
 use self::calls::{a2a_rpc, into_response, not_configured, rpc};
@@ -280,14 +280,18 @@ pub struct Running {
 }
 
 impl Running {
-    /// The first step of shutdown: `/readyz` answers 503 from now on, and everything else is
-    /// served as before for `period` (`server.drain_ms`), so that load balancers and
-    /// Kubernetes' endpoints see the readiness fail and stop sending new clients before the
-    /// listener closes.
+    /// The first step of shutdown: `/readyz` answers 503 from now on (and systemd hears the
+    /// service is stopping), and everything else is served as before for `period`
+    /// (`server.drain_ms`), so that load balancers and Kubernetes' endpoints see the readiness
+    /// fail and stop sending new clients before the listener closes.
     pub async fn drain(&self, period: Duration) {
         self.draining.start();
+        service::stopping();
         if !period.is_zero() {
-            tracing::info!(drain_ms = period.as_millis() as u64, "draining: /readyz answers 503; still serving");
+            tracing::info!(
+                drain_ms = period.as_millis() as u64,
+                "draining: /readyz answers 503; still serving"
+            );
             tokio::time::sleep(period).await;
         }
     }

@@ -110,13 +110,12 @@ impl Reloader {
         }
         let old = self.live.load();
         let gateway = Arc::new(old.state.gateway.reloaded(config));
-        self.live
-            .store(Arc::new(Live::new(
-                gateway,
-                config,
-                self.requests.clone(),
-                self.draining.clone(),
-            )));
+        self.live.store(Arc::new(Live::new(
+            gateway,
+            config,
+            self.requests.clone(),
+            self.draining.clone(),
+        )));
         *current = config.clone();
         for key in &restart_needed {
             tracing::warn!(key = %key, "changed in the configuration; takes effect after a restart");
