@@ -128,7 +128,7 @@ fn the_package_builds_installs_runs_and_its_unit_verifies() {
         "dpkg -i: {}",
         String::from_utf8_lossy(&out_install.stderr)
     );
-    let version_line = stdout(&mut Command::new("/usr/bin/wiregate").arg("--version"));
+    let version_line = stdout(Command::new("/usr/bin/wiregate").arg("--version"));
     assert!(
         version_line.starts_with(&format!("wiregate {version} (")),
         "{version_line}"
