@@ -1,6 +1,6 @@
 //! What the service manager is told (systemd's `Type=notify`): ready once the listener is bound,
 //! reloading and ready again around each reload, stopping at shutdown. `systemctl start` returns
-//! when the gateway takes connections, and `systemctl reload` when the reload is done. Without
+//! when the gateway takes connections, and the unit's state shows a reload in progress. Without
 //! `$NOTIFY_SOCKET` (not started by systemd) each call does nothing.
 
 use sd_notify::NotifyState;
