@@ -2,7 +2,8 @@
 //! kubelet mounts a ConfigMap: `gateway.toml -> ..data/gateway.toml`, `..data -> ..<timestamp>`,
 //! and an update that writes a new timestamped directory and renames a new `..data` link over
 //! the old one. The new route serves without a signal; a broken file swapped in the same way is
-//! refused, the log saying why, and the last good configuration goes on serving.
+//! refused, the log saying why, and the last good configuration goes on serving. A plain file
+//! edited in place, or replaced by a rename as editors save, reloads the same way.
 
 use std::path::Path;
 use std::time::Duration;
@@ -128,4 +129,31 @@ async fn a_configmap_swap_reloads_and_a_broken_one_keeps_the_last_good() {
     kubelet_update(dir, 4, &broken);
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(reloads(), before, "the same content twice is one reload");
+}
+
+/// A plain file edited in place, then replaced by a rename (as editors save), reloads too.
+#[tokio::test]
+async fn an_edited_or_renamed_over_file_reloads() {
+    let (a, b) = (named("A").await, named("B").await);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, routing_to(&a.url())).unwrap();
+    let process = GatewayProcess::spawn(|c| c.arg("--config").arg(&path));
+    let url = format!("http://{}", process.listening_addr().await);
+    let http = reqwest::Client::new();
+    assert_eq!(via(&http, &url).await, "A");
+
+    std::fs::write(&path, routing_to(&b.url())).unwrap();
+    support::until_true("the edited file to serve", WAIT, async || {
+        via(&http, &url).await == "B"
+    })
+    .await;
+
+    let saved = dir.path().join(".gateway.toml.swp");
+    std::fs::write(&saved, routing_to(&a.url())).unwrap();
+    std::fs::rename(&saved, &path).unwrap();
+    support::until_true("the renamed-over file to serve", WAIT, async || {
+        via(&http, &url).await == "A"
+    })
+    .await;
 }
