@@ -12,6 +12,8 @@ pub const RESTART_ONLY: &[&str] = &[
     "server.max_connections",
     "server.header_read_timeout_ms",
     "server.shutdown_grace_ms",
+    "server.drain_ms",
+    "server.watch_config",
     "sid",
     "events",
     "a2a",

@@ -47,6 +47,15 @@ pub struct Server {
     pub max_batch_len: usize,
     /// How long in-flight calls get to finish on SIGINT/SIGTERM.
     pub shutdown_grace_ms: u64,
+    /// On SIGINT/SIGTERM, how long the gateway goes on serving (and accepting) with `/readyz`
+    /// answering 503 before shutdown begins: a load balancer or Kubernetes' endpoints controller
+    /// sees the readiness fail and stops sending new clients, with no `preStop` hook. 0: shut
+    /// down at once.
+    pub drain_ms: u64,
+    /// Reload whenever the configuration file, or the directory holding it, changes (an edit,
+    /// a rename over it, the symlink swap of a Kubernetes ConfigMap update), as SIGHUP does: a
+    /// file with errors is refused, each error logged, and the running configuration kept.
+    pub watch_config: bool,
     /// Runtime worker threads; 0 means one per core.
     pub worker_threads: usize,
     /// How connections are spread over the `worker_threads`: `"per_core"` (each worker a
@@ -165,6 +174,8 @@ impl Default for Server {
             max_batch_concurrency: 32,
             max_batch_len: 1000,
             shutdown_grace_ms: 10_000,
+            drain_ms: 0,
+            watch_config: false,
             worker_threads: 0,
             runtime: Runtime::default(),
             max_connections: 16_384,

@@ -1,6 +1,7 @@
 //! Stand-ins for the servers wiregate fronts, for `--demo`, the examples and the tests: a small
 //! legacy agent server, its migrated JSON-RPC counterpart, and a fake `sid --raw`.
 
+pub mod guide;
 mod jsonrpc;
 mod legacy;
 pub mod sid;

@@ -23,6 +23,7 @@ use crate::telemetry;
 pub(crate) mod access;
 mod calls;
 mod card;
+pub mod config_watch;
 mod conn;
 mod cors;
 mod fallback;
@@ -30,8 +31,8 @@ mod front;
 mod h1;
 pub(crate) mod listener;
 pub(crate) mod reload;
+pub mod service;
 mod status;
-
 mod streams;
 mod workers;
 
@@ -67,6 +68,7 @@ pub struct AppState {
     /// (`server.trusted_proxies`, `server.forwarded_header`).
     proxies: crate::http::client_ip::Proxies,
     reload: reload::Requests,
+    draining: status::Draining,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<Gateway> {
@@ -82,7 +84,12 @@ impl axum::extract::FromRef<AppState> for crate::console::AdminTokens {
 }
 
 impl AppState {
-    fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
+    fn new(
+        gateway: Arc<Gateway>,
+        config: &Config,
+        reload: reload::Requests,
+        draining: status::Draining,
+    ) -> Self {
         AppState {
             passthrough: Passthrough::new(config, gateway.upstreams()),
             gateway,
@@ -98,6 +105,7 @@ impl AppState {
             admin_tokens: config.server.admin_tokens.clone().into(),
             proxies: config.server.proxies(),
             reload,
+            draining,
         }
     }
 }
@@ -218,8 +226,13 @@ impl std::fmt::Debug for Live {
 }
 
 impl Live {
-    fn new(gateway: Arc<Gateway>, config: &Config, reload: reload::Requests) -> Self {
-        let state = AppState::new(gateway, config, reload);
+    fn new(
+        gateway: Arc<Gateway>,
+        config: &Config,
+        reload: reload::Requests,
+        draining: status::Draining,
+    ) -> Self {
+        let state = AppState::new(gateway, config, reload, draining);
         let a2a_path = config
             .a2a
             .jsonrpc_path()
@@ -261,9 +274,26 @@ pub struct Running {
     /// What requests are served with now: read afresh by every accessor, so a reload is seen.
     live: Arc<ArcSwap<Live>>,
     reloader: Arc<reload::Reloader>,
+    draining: status::Draining,
 }
 
 impl Running {
+    /// The first step of shutdown: `/readyz` answers 503 from now on (and systemd hears the
+    /// service is stopping), and everything else is served as before for `period`
+    /// (`server.drain_ms`), so that load balancers and Kubernetes' endpoints see the readiness
+    /// fail and stop sending new clients before the listener closes.
+    pub async fn drain(&self, period: Duration) {
+        self.draining.start();
+        service::stopping();
+        if !period.is_zero() {
+            tracing::info!(
+                drain_ms = period.as_millis() as u64,
+                "draining: /readyz answers 503; still serving"
+            );
+            tokio::time::sleep(period).await;
+        }
+    }
+
     /// Stops accepting, lets in-flight calls finish, stops every sid child (which ends the
     /// event streams), all side by side and within `grace`: sid children still running then are
     /// killed, and calls still running are left to end with the process. What it can take
@@ -336,10 +366,12 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
     };
     let gateway = Arc::new(Gateway::new(config));
     let requests = reload::Requests::default();
+    let draining = status::Draining::default();
     let live = Arc::new(ArcSwap::from_pointee(Live::new(
         gateway,
         config,
         requests.clone(),
+        draining.clone(),
     )));
     let front = Front::new(live.clone());
     let (stop, stopped) = watch::channel(false);
@@ -378,8 +410,10 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
             tls,
             config.clone(),
             requests,
+            draining.clone(),
         )),
         live,
+        draining,
     })
 }
 

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use super::status::Draining;
 use super::{AppState, Live};
 use crate::config::{Config, ConfigError};
 
@@ -65,6 +66,8 @@ pub struct Reloader {
     started: Config,
     current: Mutex<Config>,
     requests: Requests,
+    /// The process's one drain flag, handed to every state a reload builds.
+    draining: Draining,
 }
 
 impl Reloader {
@@ -73,6 +76,7 @@ impl Reloader {
         tls: Option<Arc<ArcSwap<rustls::ServerConfig>>>,
         config: Config,
         requests: Requests,
+        draining: Draining,
     ) -> Self {
         Reloader {
             live,
@@ -80,6 +84,7 @@ impl Reloader {
             started: config.clone(),
             current: Mutex::new(config),
             requests,
+            draining,
         }
     }
 
@@ -105,8 +110,12 @@ impl Reloader {
         }
         let old = self.live.load();
         let gateway = Arc::new(old.state.gateway.reloaded(config));
-        self.live
-            .store(Arc::new(Live::new(gateway, config, self.requests.clone())));
+        self.live.store(Arc::new(Live::new(
+            gateway,
+            config,
+            self.requests.clone(),
+            self.draining.clone(),
+        )));
         *current = config.clone();
         for key in &restart_needed {
             tracing::warn!(key = %key, "changed in the configuration; takes effect after a restart");
@@ -137,12 +146,15 @@ impl Reloader {
         }
     }
 
-    /// Reloads with `load` on every SIGHUP and every `POST /admin/reload`, until the process
-    /// ends; `then` runs after each successful reload (the binary swaps its log format there).
+    /// Reloads with `load` on every SIGHUP, every `POST /admin/reload` and every message of
+    /// `file_changes` ([`config_watch::changes`](super::config_watch::changes), `server.watch_config`), until
+    /// the process ends; `then` runs after each successful reload (the binary swaps its log
+    /// format there). The service manager hears of each ([`service`](super::service)).
     pub fn watch(
         self: &Arc<Self>,
         load: impl Fn() -> Result<Config, ConfigError> + Send + Sync + 'static,
         then: impl Fn(&Config) + Send + Sync + 'static,
+        mut file_changes: Option<mpsc::Receiver<()>>,
     ) -> std::io::Result<()> {
         let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
         let mut asks = self
@@ -164,9 +176,12 @@ impl Reloader {
                         Some(a) => Some(a),
                         None => break,
                     },
+                    Some(()) = changed(&mut file_changes) => None,
                 };
                 tracing::info!("reloading the configuration");
+                super::service::reloading();
                 let applied = me.load_and_apply(&load);
+                super::service::ready();
                 if applied.reloaded {
                     let current = me.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
                     then(&current);
@@ -177,6 +192,14 @@ impl Reloader {
             }
         });
         Ok(())
+    }
+}
+
+/// The next file change, or never when no file is watched (or the watch ended).
+async fn changed(changes: &mut Option<mpsc::Receiver<()>>) -> Option<()> {
+    match changes {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -241,6 +264,8 @@ mod tests {
         new.server.max_connections = 7;
         new.server.header_read_timeout_ms = 5;
         new.server.shutdown_grace_ms = 1;
+        new.server.drain_ms = 1;
+        new.server.watch_config = !old.server.watch_config;
         new.sid.enabled = !old.sid.enabled;
         new.events.source = "http://127.0.0.1:9/events".into();
         new.a2a.enabled = !old.a2a.enabled;

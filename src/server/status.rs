@@ -1,5 +1,8 @@
 //! The routes that report on the gateway: `/healthz`, `/readyz`, `/metrics` and `/migration`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -7,13 +10,35 @@ use serde_json::json;
 
 use super::AppState;
 
+/// Whether shutdown has begun: from then on `/readyz` answers 503 while the listener serves on
+/// for `server.drain_ms`, so whoever balances over the replicas stops sending clients before
+/// the listener closes. One flag for the process, shared by every reloaded state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Draining(Arc<AtomicBool>);
+
+impl Draining {
+    /// Turns readiness off for good.
+    pub(crate) fn start(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn started(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 pub(super) async fn healthz() -> Response {
     axum::Json(json!({"status": "ok"})).into_response()
 }
 
 /// `GET /readyz`: 200 while every upstream has an endpoint that takes calls (and sid and the
-/// cluster link are up), else 503; each upstream's endpoints listed with their state.
+/// cluster link are up), else 503; each upstream's endpoints listed with their state. 503 at
+/// once, with nothing checked, once shutdown has begun ([`Draining`]).
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
+    if state.draining.started() {
+        let body = json!({"ready": false, "draining": true});
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    }
     let ups = state.gateway.upstreams();
     let reports = futures_util::future::join_all(ups.iter().map(|u| u.report())).await;
     let mut upstreams = serde_json::Map::new();
