@@ -164,16 +164,7 @@ pub fn connector(
     tls: Option<Arc<ClientConfig>>,
     connect_timeout: Option<std::time::Duration>,
 ) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(connect_timeout);
-    let mut config = match tls {
-        Some(c) => (*c).clone(),
-        None => unused_client_config(),
-    };
-    // The builder sets ALPN from the protocols it enables (HTTP/1.1 here).
-    config.alpn_protocols.clear();
+    let (http, config) = dialer(tls, connect_timeout);
     hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(config)
         .https_or_http()
@@ -188,6 +179,24 @@ pub fn h2_connector(
     tls: Option<Arc<ClientConfig>>,
     connect_timeout: Option<std::time::Duration>,
 ) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
+    let (http, config) = dialer(tls, connect_timeout);
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http2()
+        .wrap_connector(http)
+}
+
+/// What both connectors dial with: TCP without Nagle, within `connect_timeout`, and `tls` (or
+/// the platform's roots) with no ALPN of its own: each builder sets the protocols it enables,
+/// and refuses a configuration that names any.
+fn dialer(
+    tls: Option<Arc<ClientConfig>>,
+    connect_timeout: Option<std::time::Duration>,
+) -> (
+    hyper_util::client::legacy::connect::HttpConnector,
+    ClientConfig,
+) {
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -196,13 +205,8 @@ pub fn h2_connector(
         Some(c) => (*c).clone(),
         None => unused_client_config(),
     };
-    // The builder sets ALPN `h2` itself, and refuses a configuration that names any.
     config.alpn_protocols.clear();
-    hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_or_http()
-        .enable_http2()
-        .wrap_connector(http)
+    (http, config)
 }
 
 /// The client configuration the admin subcommands (`wiregate reload`, `wiregate migration`)
