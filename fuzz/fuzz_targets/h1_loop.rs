@@ -30,9 +30,56 @@ const DOCUMENTED: [u16; 14] = [
     200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 431, 501, 502, 505,
 ];
 
-/// The stand-in upstream's one answer: a legacy envelope, then the connection closed (it reads
-/// only the head, so a body it did not read never becomes its next request).
-const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: 74\r\n\r\n{\"a2a_version\":\"1.0\",\"request_id\":\"r\",\"status\":\"success\",\"data\":{\"ok\":1}}";
+/// The stand-in upstream's one answer, a legacy envelope, to every request on a kept-alive
+/// connection.
+const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 74\r\n\r\n{\"a2a_version\":\"1.0\",\"request_id\":\"r\",\"status\":\"success\",\"data\":{\"ok\":1}}";
+
+/// Serves one upstream connection: reads each request whole (the gateway frames them by
+/// `content-length` or chunked) and answers it, until the gateway closes.
+async fn stand_in(mut s: TcpStream) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        // The head.
+        let end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        let length = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        let chunked = head.contains("transfer-encoding: chunked");
+        // The body: its length, or chunks up to the last one.
+        let whole = |b: &[u8]| match (length, chunked) {
+            (Some(n), _) => (b.len() >= end + n).then_some(end + n),
+            (None, true) => b[end..]
+                .windows(5)
+                .position(|w| w == b"0\r\n\r\n")
+                .map(|i| end + i + 5),
+            (None, false) => Some(end),
+        };
+        let done = loop {
+            if let Some(done) = whole(&buf) {
+                break done;
+            }
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        buf.drain(..done);
+        if s.write_all(ANSWER).await.is_err() {
+            return;
+        }
+    }
+}
 
 struct World {
     runtime: tokio::runtime::Runtime,
@@ -52,20 +99,10 @@ fn world() -> &'static World {
             let up = upstream.local_addr().unwrap();
             tokio::spawn(async move {
                 loop {
-                    let Ok((mut s, _)) = upstream.accept().await else {
+                    let Ok((s, _)) = upstream.accept().await else {
                         continue;
                     };
-                    tokio::spawn(async move {
-                        let mut head = Vec::new();
-                        let mut buf = [0u8; 4096];
-                        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
-                            match s.read(&mut buf).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => head.extend_from_slice(&buf[..n]),
-                            }
-                        }
-                        let _ = s.write_all(ANSWER).await;
-                    });
+                    tokio::spawn(stand_in(s));
                 }
             });
             let toml = format!(

@@ -32,6 +32,12 @@ impl Trusted {
         Trusted(cidrs.iter().filter_map(|c| parse_cidr(c)).collect())
     }
 
+    /// Whether there are none (nobody's forwarding headers are believed).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether `ip` is one of them (an IPv4 address mapped into IPv6 counts as itself).
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = match ip {
