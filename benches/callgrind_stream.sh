@@ -23,7 +23,8 @@ SHORT=${SHORT:-2000}
 LONG=${LONG:-10000}
 command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind >/dev/null; }
 if [ -z "${BIN_DIR:-}" ]; then
-  cargo build --release --quiet --bin wiregate --example fake_sid
+  # Apart: with an example, the gateway would get tokio's `test-util` (a dev-dependency's).
+  cargo build --release --quiet --bin wiregate && cargo build --release --quiet --example fake_sid
   BIN_DIR=$PWD/target/release
 fi
 work=$(mktemp -d)

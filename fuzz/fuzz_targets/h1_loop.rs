@@ -1,6 +1,6 @@
 //! Whole requests through the gateway: the HTTP/1 loop's head parser, its lane decision, the
 //! body's read, the RPC lane's translation and the pass-through's relay, all as they run, over a
-//! real socket to a gateway on 127.0.0.1 in front of a stand-in upstream.
+//! real socket to a gateway on 127.0.0.1 in front of the demo's legacy server.
 //!
 //! Input: the bytes a client sends on one connection (one or more requests), cut into reads at
 //! the points [`split::cuts`] draws from the input's first 8 bytes; the client then half-closes
@@ -22,64 +22,13 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Statuses a client may be answered with by the RPC lane, the pass-through (whatever the
 /// stand-in answers: 200), the router and hyper's refusals.
 const DOCUMENTED: [u16; 14] = [
     200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 431, 501, 502, 505,
 ];
-
-/// The stand-in upstream's one answer, a legacy envelope, to every request on a kept-alive
-/// connection.
-const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 74\r\n\r\n{\"a2a_version\":\"1.0\",\"request_id\":\"r\",\"status\":\"success\",\"data\":{\"ok\":1}}";
-
-/// Serves one upstream connection: reads each request whole (the gateway frames them by
-/// `content-length` or chunked) and answers it, until the gateway closes.
-async fn stand_in(mut s: TcpStream) {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        // The head.
-        let end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            match s.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-        let length = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse::<usize>().ok());
-        let chunked = head.contains("transfer-encoding: chunked");
-        // The body: its length, or chunks up to the last one.
-        let whole = |b: &[u8]| match (length, chunked) {
-            (Some(n), _) => (b.len() >= end + n).then_some(end + n),
-            (None, true) => b[end..]
-                .windows(5)
-                .position(|w| w == b"0\r\n\r\n")
-                .map(|i| end + i + 5),
-            (None, false) => Some(end),
-        };
-        let done = loop {
-            if let Some(done) = whole(&buf) {
-                break done;
-            }
-            match s.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        buf.drain(..done);
-        if s.write_all(ANSWER).await.is_err() {
-            return;
-        }
-    }
-}
 
 struct World {
     runtime: tokio::runtime::Runtime,
@@ -95,16 +44,11 @@ fn world() -> &'static World {
             .build()
             .unwrap();
         let gateway = runtime.block_on(async {
-            let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let up = upstream.local_addr().unwrap();
-            tokio::spawn(async move {
-                loop {
-                    let Ok((s, _)) = upstream.accept().await else {
-                        continue;
-                    };
-                    tokio::spawn(stand_in(s));
-                }
-            });
+            // The demo's legacy server (`examples/legacy_upstream`): it reads each request
+            // whole and answers on a kept-alive connection.
+            let (up, _task) = wiregate::demo::legacy_upstream("127.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap();
             let toml = format!(
                 r#"
 [server]
@@ -169,6 +113,39 @@ async fn send(to: SocketAddr, data: &[u8], cuts: &[usize]) -> Vec<u8> {
     out
 }
 
+/// Sends one whole request and reads its answer, the connection kept open meanwhile (a client
+/// that half-closes has left, and its call is dropped), within 3 s.
+async fn ask(to: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(to).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let read = async {
+        loop {
+            let head_end = out.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+            if let Some(end) = head_end {
+                let head = String::from_utf8_lossy(&out[..end]).to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if out.len() >= end + length {
+                    return;
+                }
+            }
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(3), read)
+        .await
+        .expect("a plain call is answered within 3 s");
+    out
+}
+
 /// The status code of the first answer in `out` (only its head is certainly a head: a body
 /// may hold anything).
 fn status(out: &[u8]) -> Option<u16> {
@@ -207,8 +184,7 @@ fuzz_target!(|data: &[u8]| {
         )
         .into_bytes();
         plain.extend_from_slice(call);
-        let end = plain.len();
-        let out = send(w.gateway, &plain, &[end]).await;
+        let out = ask(w.gateway, &plain).await;
         assert!(
             out.starts_with(b"HTTP/1.1 200 "),
             "a plain call after the input: {}",
