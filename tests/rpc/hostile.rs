@@ -87,17 +87,7 @@ format = "json"
         up = up.url(),
         feed = feed.url(),
     );
-    crate::support::schema::check_toml(&toml);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, &toml).unwrap();
-    let gw = GatewayProcess::spawn(|c| {
-        c.current_dir(dir.path())
-            .arg("--config")
-            .arg(&path)
-            .args(["--listen", "127.0.0.1:0"])
-    });
-    let addr = gw.listening_addr().await;
+    let (gw, addr, _dir) = GatewayProcess::with_config(&toml).await;
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}}"#;
 
     // Lengths at and past what `usize` and `u64` hold, on the pass-through and the RPC lane:

@@ -351,6 +351,24 @@ impl GatewayProcess {
         GatewayProcess { child, log }
     }
 
+    /// Runs [`BIN`] with the configuration `toml` (checked against the schema first) written to
+    /// a file in a directory of its own, on a free port; with the address it listens on, once
+    /// it says so (`toml` sets `[log] format = "json"`), and the directory, kept while it runs.
+    pub async fn with_config(toml: &str) -> (GatewayProcess, String, tempfile::TempDir) {
+        super::schema::check_toml(toml);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(&path, toml).unwrap();
+        let gw = GatewayProcess::spawn(|c| {
+            c.current_dir(dir.path())
+                .arg("--config")
+                .arg(&path)
+                .args(["--listen", "127.0.0.1:0"])
+        });
+        let addr = gw.listening_addr().await;
+        (gw, addr, dir)
+    }
+
     /// Its process id.
     pub fn id(&self) -> u32 {
         self.child.id()

@@ -222,18 +222,7 @@ async fn a_stopping_gateway_sends_the_spans_still_waiting() {
 /// the address it listens on once it says so.
 async fn gateway_process(sections: &str) -> (GatewayProcess, String, tempfile::TempDir) {
     let toml = format!("{sections}\n[log]\nformat = \"json\"\naccess = true\n");
-    crate::support::schema::check_toml(&toml);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, &toml).unwrap();
-    let gw = GatewayProcess::spawn(|c| {
-        c.current_dir(dir.path())
-            .arg("--config")
-            .arg(&path)
-            .args(["--listen", "127.0.0.1:0"])
-    });
-    let addr = gw.listening_addr().await;
-    (gw, addr, dir)
+    GatewayProcess::with_config(&toml).await
 }
 
 /// One JSON-RPC call to the gateway at `addr`, answered 200.
