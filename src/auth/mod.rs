@@ -3,6 +3,7 @@
 //! they may call ([`limits`], shared across replicas by [`shared`]).
 
 pub mod admin;
+mod bucket;
 pub(crate) mod caller;
 pub(crate) mod gate;
 pub(crate) mod jwks;

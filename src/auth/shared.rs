@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::limits::{now_ns, Buckets, Gcra, KeyPart, Pass, Slot, MAX_KEYS};
+use super::bucket::{now_ns, Buckets, Gcra, KeyPart, Pass, Slot, MAX_KEYS};
 use crate::cluster::keys::PREFIX;
 use crate::cluster::Link;
 

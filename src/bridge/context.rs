@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-pub(crate) use super::transport::Transport;
+use super::reach::Transport;
 use crate::events::EventQueue;
 use crate::model::event::{A2aEvent, EventKind};
 use crate::model::task::{Task, TaskState, Tracker, Update};

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::context::Transport;
+use super::reach::Transport;
 use super::Bridge;
 
 /// Most contexts listed, and most tasks listed per context (open tasks first).

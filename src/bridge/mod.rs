@@ -12,6 +12,7 @@ mod errors;
 mod lines;
 pub(crate) mod listing;
 mod observe;
+mod reach;
 mod registry;
 mod rpc_params;
 mod sending;
@@ -29,7 +30,8 @@ use std::time::Duration;
 use crate::config::Sid as SidConfig;
 use crate::events::frames::Timing;
 use crate::model::error::GatewayError;
-use context::{Context, Transport};
+use context::Context;
+use reach::Transport;
 
 pub(crate) use rpc_params::IdParams;
 use rpc_params::{params, SendParams};

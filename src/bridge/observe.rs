@@ -4,7 +4,8 @@
 
 use std::time::{Instant, SystemTime};
 
-use super::context::{Context, Inner, Transport};
+use super::context::{Context, Inner};
+use super::reach::Transport;
 use crate::model::task::Update;
 use crate::wire::raw::{DeltaLine, ServerLine, ServerMessage};
 

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::context::{Context, Transport};
+use super::context::Context;
+use super::reach::Transport;
 use super::{Bridge, Turn, STOP_GRACE};
 use crate::model::error::GatewayError;
 use crate::model::task::Task;

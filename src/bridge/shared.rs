@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::context::{Context, Transport};
+use super::context::Context;
+use super::reach::Transport;
 use super::{Bridge, Opened};
 use crate::cluster::lease::{self, Holder};
 use crate::cluster::log::{self, Exporter, Mirrors};

@@ -9,16 +9,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, Notify};
 
 use super::context::Context;
-use super::lines::{Line, Lines};
 
-/// How the context reaches sid.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Transport {
-    /// A child process on stdin/stdout; sid reads nothing during a turn.
-    Stdio(Vec<String>),
-    /// An attached `sid --listen` socket (`unix:///path` or `tcp://host:port`).
-    Socket(String),
-}
+use super::lines::{Line, Lines};
 
 impl Context {
     /// Runs sid as a child (with `--resume SESSION` when given) until it exits: the child and

@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::migration::Sticky;
-use super::upstream::Upstream;
 use super::Issues;
 
 /// The most endpoints one upstream may list (the balancer keeps its choices in a 64-bit set).
@@ -128,63 +127,19 @@ pub(super) fn default_hash_key() -> String {
     "auth".into()
 }
 
-/// The URLs of an upstream's endpoints: `endpoints`, or `url` alone.
-pub(super) fn urls(u: &Upstream) -> impl Iterator<Item = &str> {
-    let one = (u.endpoints.is_empty() && !u.url.is_empty()).then_some(u.url.as_str());
-    u.endpoints.iter().map(String::as_str).chain(one)
-}
-
-/// Checks upstream `i`'s endpoints and its balancing, health, outlier and retry keys.
-pub(super) fn validate(i: usize, u: &Upstream, issues: &mut Issues) {
-    let at = |key: &str| format!("upstreams[{i}].{key}");
-    match (u.url.is_empty(), u.endpoints.is_empty()) {
-        (true, true) => issues.add(at("url"), "set url, or endpoints for several".into()),
-        (false, false) => issues.add(
-            at("endpoints"),
-            "set url (one endpoint) or endpoints (several), not both".into(),
-        ),
-        _ => {}
-    }
-    if u.endpoints.len() > MAX_ENDPOINTS {
-        issues.add(
-            at("endpoints"),
-            format!("at most {MAX_ENDPOINTS} endpoints"),
-        );
-    }
-    let mut seen = std::collections::HashSet::new();
-    for (j, e) in u.endpoints.iter().enumerate() {
-        let key = at(&format!("endpoints[{j}]"));
-        if let Err(m) = check_url(e) {
-            issues.add(key, m);
-        } else if !seen.insert(e.as_str()) {
-            issues.add(
-                key,
-                format!("duplicate endpoint \"{}\"", crate::util::redact::url(e)),
-            );
-        }
-    }
-    if !u.url.is_empty() {
-        if let Err(m) = check_url(&u.url) {
-            issues.add(at("url"), m);
-        }
-    }
-    if let Err(e) = Sticky::parse(&u.hash_key) {
+/// Checks an upstream's balancing, health, outlier and retry keys (`at` names a key of it).
+pub(super) fn validate(
+    at: &dyn Fn(&str) -> String,
+    hash_key: &str,
+    (health, outlier, retry): (&Health, &Outlier, &Retry),
+    issues: &mut Issues,
+) {
+    if let Err(e) = Sticky::parse(hash_key) {
         issues.add(at("hash_key"), e);
     }
-    validate_health(&u.health, &at, issues);
-    validate_outlier(&u.outlier, &at, issues);
-    validate_retry(&u.retry, &at, issues);
-}
-
-/// An endpoint's URL: `http://` or `https://` with a host.
-fn check_url(url: &str) -> Result<(), String> {
-    match url.parse::<axum::http::Uri>() {
-        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {
-            Ok(())
-        }
-        Ok(_) => Err("must be an http:// or https:// URL with a host".into()),
-        Err(e) => Err(e.to_string()),
-    }
+    validate_health(health, at, issues);
+    validate_outlier(outlier, at, issues);
+    validate_retry(retry, at, issues);
 }
 
 fn validate_health(h: &Health, at: &dyn Fn(&str) -> String, issues: &mut Issues) {

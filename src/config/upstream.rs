@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::fleet::{self, Balance, Health, Outlier, Retry};
+use super::fleet::{self, Balance, Health, Outlier, Retry, MAX_ENDPOINTS};
 use super::migration::{Rollback, SplitSide};
 use super::Issues;
 
@@ -142,7 +142,8 @@ impl Upstream {
 
     /// The URLs of its endpoints: `endpoints`, or `url` alone.
     pub fn endpoint_urls(&self) -> impl Iterator<Item = &str> {
-        fleet::urls(self)
+        let one = (self.endpoints.is_empty() && !self.url.is_empty()).then_some(self.url.as_str());
+        self.endpoints.iter().map(String::as_str).chain(one)
     }
 
     /// Whether any endpoint is `https://` (the TLS keys then apply).
@@ -301,9 +302,58 @@ fn validate_upstreams<'a>(upstreams: &'a [Upstream], issues: &mut Issues) -> Has
     names
 }
 
+/// Checks upstream `i`'s endpoints, then its balancing, health, outlier and retry keys.
+fn validate_fleet(i: usize, u: &Upstream, issues: &mut Issues) {
+    let at = |key: &str| format!("upstreams[{i}].{key}");
+    match (u.url.is_empty(), u.endpoints.is_empty()) {
+        (true, true) => issues.add(at("url"), "set url, or endpoints for several".into()),
+        (false, false) => issues.add(
+            at("endpoints"),
+            "set url (one endpoint) or endpoints (several), not both".into(),
+        ),
+        _ => {}
+    }
+    if u.endpoints.len() > MAX_ENDPOINTS {
+        issues.add(
+            at("endpoints"),
+            format!("at most {MAX_ENDPOINTS} endpoints"),
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (j, e) in u.endpoints.iter().enumerate() {
+        let key = at(&format!("endpoints[{j}]"));
+        if let Err(m) = check_url(e) {
+            issues.add(key, m);
+        } else if !seen.insert(e.as_str()) {
+            issues.add(
+                key,
+                format!("duplicate endpoint \"{}\"", crate::util::redact::url(e)),
+            );
+        }
+    }
+    if !u.url.is_empty() {
+        if let Err(m) = check_url(&u.url) {
+            issues.add(at("url"), m);
+        }
+    }
+    let tables = (&u.health, &u.outlier, &u.retry);
+    fleet::validate(&at, &u.hash_key, tables, issues);
+}
+
+/// An endpoint's URL: `http://` or `https://` with a host.
+fn check_url(url: &str) -> Result<(), String> {
+    match url.parse::<axum::http::Uri>() {
+        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {
+            Ok(())
+        }
+        Ok(_) => Err("must be an http:// or https:// URL with a host".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Checks upstream `i`'s endpoints, TLS files, `pipeline` and `timeout_ms`.
 fn validate_upstream_settings(i: usize, u: &Upstream, issues: &mut Issues) {
-    fleet::validate(i, u, issues);
+    validate_fleet(i, u, issues);
     if let Err(e) = crate::config::tls::client_config(u) {
         issues.add(format!("upstreams[{i}].{}", e.key), e.message);
     }

@@ -19,8 +19,8 @@ use crate::wire::dialect::{self, Inbound};
 use crate::wire::jsonrpc::{Id, Response as RpcResponse};
 use crate::wire::legacy::LegacyResponse;
 
-use super::front::ClientCert;
 use super::{AppState, A2A_VERSION, LAST_EVENT_ID, X_REQUEST_ID};
+use crate::auth::refusal::ClientCert;
 
 /// `application/json` or any `application/*+json`, parameters ignored.
 pub(super) fn is_json(headers: Headers<'_>) -> bool {

@@ -45,7 +45,10 @@ async fn forward(
         tls: req.extensions().get::<OverTls>().is_some(),
         edits: None,
     };
-    let cert = req.extensions().get::<super::front::ClientCert>().cloned();
+    let cert = req
+        .extensions()
+        .get::<crate::auth::refusal::ClientCert>()
+        .cloned();
     let gate = gated(
         &state.gateway,
         &state.passthrough,
@@ -68,7 +71,7 @@ pub(super) async fn gated(
     passthrough: &crate::passthrough::Passthrough,
     uri: &axum::http::Uri,
     headers: &axum::http::HeaderMap,
-    cert: Option<super::front::ClientCert>,
+    cert: Option<crate::auth::refusal::ClientCert>,
     mut origin: crate::passthrough::Origin,
 ) -> Result<crate::passthrough::Origin, Response> {
     if !gateway.is_gated() {

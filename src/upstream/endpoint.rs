@@ -16,6 +16,7 @@ use axum::http::{HeaderValue, StatusCode, Uri};
 use bytes::Bytes;
 use tokio::net::TcpStream;
 
+pub(crate) use super::health::Outcome;
 use super::{h1, health, pipeline, stream};
 use crate::config::Upstream;
 use crate::model::error::GatewayError;
@@ -122,45 +123,6 @@ pub(crate) struct Failure {
     pub(crate) sent: bool,
     /// How the metrics and the outlier detection count it.
     pub(crate) outcome: Outcome,
-}
-
-/// How one try ended, as `wiregate_upstream_endpoint_requests_total` labels it (in the order
-/// of `telemetry::fleet::OUTCOMES`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// An answer below 500.
-    Ok,
-    /// An HTTP 5xx answer.
-    Status5xx,
-    /// Refused, or the request could not be written (nothing reached the endpoint).
-    Refused,
-    /// Reset, closed or malformed once sent.
-    Failed,
-    /// No answer within `timeout_ms`.
-    TimedOut,
-}
-
-impl Outcome {
-    /// An answer's.
-    pub(crate) fn of_status(status: StatusCode) -> Self {
-        match status.is_server_error() {
-            true => Outcome::Status5xx,
-            false => Outcome::Ok,
-        }
-    }
-
-    /// An exchange's that failed: refused when nothing reached the endpoint.
-    pub(crate) fn of_error(e: &h1::Error) -> Self {
-        match e {
-            h1::Error::Connect { .. } | h1::Error::NotSent(_) => Outcome::Refused,
-            _ => Outcome::Failed,
-        }
-    }
-
-    /// Whether the outlier detection counts it as a failure.
-    pub(crate) fn is_failure(self) -> bool {
-        self != Outcome::Ok
-    }
 }
 
 impl Endpoint {

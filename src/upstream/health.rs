@@ -6,10 +6,12 @@
 //! the shadow's copy of an upstream (its own pools, on its own thread) shares it.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Instant;
 
-use super::endpoint::{Endpoint, Outcome};
+use axum::http::StatusCode;
+
+use super::h1;
 use crate::config::{Health, Outlier};
 use crate::telemetry::fleet::EndpointMetrics;
 
@@ -40,7 +42,7 @@ pub(crate) struct State {
     /// Failed tries, ever.
     pub(crate) errors: AtomicU64,
     /// Which checker runs its active checks; an older one stops when it sees a newer number.
-    checker: AtomicU64,
+    pub(super) checker: AtomicU64,
     pub(crate) metrics: EndpointMetrics,
 }
 
@@ -175,7 +177,7 @@ impl State {
     }
 
     /// Counts one active check; true when it changed the endpoint's checked state.
-    fn checked(&self, good: bool, health: &Health) -> bool {
+    pub(super) fn checked(&self, good: bool, health: &Health) -> bool {
         let up = self.checked_up.load(Ordering::Relaxed);
         if good {
             self.checks_bad.store(0, Ordering::Relaxed);
@@ -223,77 +225,48 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Starts the active checks of `endpoints` (of upstream `name`) as `health` says, on the
-/// current runtime. The task stops when none of the endpoints is left, or when a newer checker
-/// takes them over (a reload).
-pub(crate) fn spawn_checks(name: &str, endpoints: &[Arc<Endpoint>], health: &Health) {
-    let Some(runtime) = crate::util::background::handle() else {
-        return;
-    };
-    let generation = next_generation();
-    for e in endpoints {
-        e.state.checker.store(generation, Ordering::Relaxed);
-    }
-    let watched: Vec<Weak<Endpoint>> = endpoints.iter().map(Arc::downgrade).collect();
-    let health = health.clone();
-    let name = name.to_owned();
-    runtime.spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(health.interval_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let live: Vec<Arc<Endpoint>> = watched
-                .iter()
-                .filter_map(Weak::upgrade)
-                .filter(|e| e.state.checker.load(Ordering::Relaxed) == generation)
-                .collect();
-            if live.is_empty() {
-                return;
-            }
-            let checks = live.iter().map(|e| check(e, &health));
-            let results = futures_util::future::join_all(checks).await;
-            for (e, result) in live.iter().zip(results) {
-                let good = result.is_ok();
-                if e.state.checked(good, &health) {
-                    match result {
-                        Ok(()) => tracing::info!(upstream = %name, endpoint = e.label(), "endpoint passes its health checks again"),
-                        Err(why) => tracing::warn!(upstream = %name, endpoint = e.label(), reason = %why, "endpoint fails its health checks: taken out"),
-                    }
-                }
-            }
-        }
-    });
-}
-
-fn next_generation() -> u64 {
+/// A fresh checker generation: a reload's checks take the endpoints over from older ones.
+pub(crate) fn next_generation() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// One active check: `GET path` on a fresh connection, passed by a 2xx within the timeout.
-async fn check(e: &Endpoint, health: &Health) -> Result<(), String> {
-    let run = async {
-        let mut conn = e.connect().await.map_err(|e| e.to_string())?;
-        let request = format!(
-            "GET {} HTTP/1.1\r\nhost: {}\r\nuser-agent: wiregate-health\r\nconnection: close\r\n\r\n",
-            health.path,
-            e.label()
-        );
-        conn.send(request.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let head = conn
-            .read_head(false, None)
-            .await
-            .map_err(|e| e.to_string())?;
-        match head.status.is_success() {
-            true => Ok(()),
-            false => Err(format!("answered {}", head.status.as_u16())),
+/// How one try ended, as `wiregate_upstream_endpoint_requests_total` labels it (in the order
+/// of `telemetry::fleet::OUTCOMES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// An answer below 500.
+    Ok,
+    /// An HTTP 5xx answer.
+    Status5xx,
+    /// Refused, or the request could not be written (nothing reached the endpoint).
+    Refused,
+    /// Reset, closed or malformed once sent.
+    Failed,
+    /// No answer within `timeout_ms`.
+    TimedOut,
+}
+
+impl Outcome {
+    /// An answer's.
+    pub(crate) fn of_status(status: StatusCode) -> Self {
+        match status.is_server_error() {
+            true => Outcome::Status5xx,
+            false => Outcome::Ok,
         }
-    };
-    match tokio::time::timeout(Duration::from_millis(health.timeout_ms), run).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("no answer within {} ms", health.timeout_ms)),
+    }
+
+    /// An exchange's that failed: refused when nothing reached the endpoint.
+    pub(crate) fn of_error(e: &h1::Error) -> Self {
+        match e {
+            h1::Error::Connect { .. } | h1::Error::NotSent(_) => Outcome::Refused,
+            _ => Outcome::Failed,
+        }
+    }
+
+    /// Whether the outlier detection counts it as a failure.
+    pub(crate) fn is_failure(self) -> bool {
+        self != Outcome::Ok
     }
 }
 

@@ -11,6 +11,7 @@ mod balance;
 /// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).
 pub(crate) mod call;
 pub(crate) mod caller;
+mod checks;
 mod endpoint;
 pub mod h1;
 mod health;
@@ -170,7 +171,7 @@ impl UpstreamClient {
             })
             .collect();
         if config.health.enabled() {
-            health::spawn_checks(&config.name, &endpoints, &config.health);
+            checks::spawn_checks(&config.name, &endpoints, &config.health);
         } else {
             endpoints.iter().for_each(|e| e.state.unchecked());
         }
