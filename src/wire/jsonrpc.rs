@@ -114,8 +114,8 @@ impl IdNumber {
             .map(|raw| IdNumber(NumberText::Raw(raw.to_owned())))
     }
 
-    /// The number's text, an integer written with `itoa` (`core::fmt` cost a proxied call
-    /// about 0.3 k instructions here: README, Performance).
+    /// The number's text, an integer written with `itoa` (`core::fmt` measured dearer per
+    /// proxied call here: docs/performance.md).
     fn text(&self) -> String {
         match &self.0 {
             NumberText::Int(n) => itoa::Buffer::new().format(*n).to_owned(),
