@@ -140,7 +140,7 @@ impl Attributes {
 /// `AnyValue`: string_value = 1, bool_value = 2, int_value = 3). A short one (nearly every
 /// attribute: a key and a value of a few dozen bytes, every length one byte) is room reserved
 /// once and four copies, two of them four bytes: a push a byte checked the buffer's room each
-/// time, a zeroed stack buffer its zeroing (both measured dearer: docs/performance.md).
+/// time, a zeroed stack buffer would pay its zeroing (both measured dearer: docs/performance.md).
 ///
 /// Inlined: at each call site the key is a constant, so its copy and most of the lengths fold
 /// to a few stores.

@@ -73,7 +73,7 @@ pub(crate) fn members_deferring<'a>(
 
 /// Fills `slot` with `value` once: `None` (the scan stops) when the member came before, or when
 /// its value could not be read. What every reader of an envelope's members does, so a member sent
-/// twice is serde_json's to refuse ("duplicate field"), as it always was.
+/// twice is serde_json's to refuse ("duplicate field"), with the error it gives without a scanner.
 pub(crate) fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
     match slot {
         Some(_) => None,

@@ -1,9 +1,9 @@
 //! Spans as OTLP's protobuf (`ExportTraceServiceRequest`): one request per batch, the gateway
 //! as its one resource and instrumentation scope. Written straight from the spans, field by
 //! field, in the official definitions' tags: building `opentelemetry-proto`'s message structs
-//! first cost a copy of every id, key and value (an allocation each). The tests decode what is
-//! written with those structs (`prost`), and compare it with the structs built the long way.
-//! Pure.
+//! first would cost a copy of every id, key and value (an allocation each). The tests decode
+//! what is written with those structs (`prost`), and compare it with the structs built the
+//! long way. Pure.
 
 use bytes::Bytes;
 
