@@ -5,7 +5,7 @@
 //! `traceparent`, `authorization`, and whatever a split's `sticky = "header:NAME"`, the caller
 //! report or the cluster's carry asks for). The HTTP/1 loop ([`crate::server`]'s `h1`) already
 //! has each header's place in the head from httparse; building a map from them (hashing,
-//! appends, `HeaderValue` checks) cost more than the lookups it served (README, Performance), so
+//! appends, `HeaderValue` checks) costs more than the lookups it serves (docs/performance.md), so
 //! its calls read the head's ranges instead, a lookup scanning the few lines. Calls that came
 //! through hyper keep their map.
 

@@ -1,10 +1,10 @@
 //! HTTP/1 `POST`s to the RPC paths and to the pass-through, served on a connection loop of our
 //! own instead of hyper's.
 //!
-//! Nearly every request a gateway sees is one of these, and hyper's HTTP/1 server spent about as
+//! Nearly every request a gateway sees is one of these, and hyper's HTTP/1 server spends about as
 //! much on one as the gateway's own work does: its dispatcher, a request with a streaming body
 //! and the channel behind it, a timer set per request, the answer encoded through its own buffers
-//! (README, Performance). This loop reads the head with httparse (as the upstream side,
+//! (docs/performance.md). This loop reads the head with httparse (as the upstream side,
 //! [`crate::upstream::h1`], reads answers), the body with it, answers through the same
 //! [`Front::respond`] as hyper's connections (trace context, access line, metrics, every header
 //! the handlers set), and writes the answer's head and a known-length body in one write, under

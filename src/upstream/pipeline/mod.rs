@@ -16,7 +16,7 @@
 //! calls by their order alone (RFC 9112 §9.3.2: a server answers pipelined requests in the
 //! order it received them), so an answer can only ever go to the call it answers.
 //!
-//! Failures, each tested over real sockets in `tests/proxy_pipeline.rs`:
+//! Failures, each tested over real sockets in `tests/rpc/pipeline.rs`:
 //! - a queue full (the least loaded lane holds `2 × depth` calls): the call takes the pooled
 //!   path, so nothing is buffered without bound and no call waits for a slot;
 //! - the upstream closes or resets the connection: every call written and not answered fails
