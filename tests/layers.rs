@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The layers, first to last, with the folders of `src/` each holds (what each owns: README's
-/// Layout). Folders of one layer may use one another, but never in a circle.
+/// The layers, first to last, with the folders of `src/` each holds (what each owns:
+/// docs/architecture.md). Folders of one layer may use one another, but never in a circle.
 const LAYERS: &[(&str, &[&str])] = &[
     ("util", &["util"]),
     ("wire", &["wire"]),

@@ -1,8 +1,8 @@
 //! Lowercase hex digits of ids on the call path (the made `X-Request-Id`, the `traceparent`
 //! sent upstream), eight bytes at a time.
 //!
-//! A byte at a time (a table of digits, two stores a byte) cost about 0.2 k instructions for a
-//! UUID and as much for a `traceparent` (README, Performance). Here the eight bytes' sixteen
+//! A byte at a time (a table of digits, two stores a byte) measured dearer for a
+//! UUID and for a `traceparent` (docs/performance.md). Here the eight bytes' sixteen
 //! nibbles are spread one to a byte of a `u128` and turned into digits all at once: a few shifts,
 //! masks and adds for the lot.
 
