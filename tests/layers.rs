@@ -407,9 +407,9 @@ fn names_under(code: &str, prefix: &str) -> BTreeSet<String> {
 }
 
 /// Circles between the files of one folder: in each folder of the tree at `src`, its children
-/// (`x.rs`, or `x/` with everything in it; `mod.rs` left out, a parent names its children) and
-/// which of them names which, through `super::x` (from a child's own file) or
-/// `crate::<folder>::x`. One line a circle, naming its members and their imports.
+/// (`<name>.rs`, or `<name>/` with everything in it; `mod.rs` left out, a parent names its
+/// children) and which of them names which, through `super::<name>` (from a child's own file)
+/// or `crate::<folder>::<name>`. One line a circle, naming its members and their imports.
 fn file_circles(src: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut folders = vec![src.to_path_buf()];
