@@ -37,7 +37,7 @@
 # passthrough: the same, with `[[passthrough]] prefix = "/"` and wrk posting the legacy
 #        envelope of benches/load.sh to /a2a, which reaches the upstream unchanged; calls
 #        counted by wiregate_passthrough_requests_total.
-# pipelined: the proxy part with `pipeline = 256` on the upstream (`src/upstream/pipeline/`),
+# pipelined: the proxy part with `pipeline = 256` on the upstream (`src/outbound/pipeline/`),
 #        driven by 32 connections unless CONNS says otherwise: pipelining only batches calls
 #        when several are ready in the same tick.
 # fleet: the proxy part with the upstream as `endpoints` = three examples/legacy_upstream

@@ -67,7 +67,7 @@
 #
 # "pipelined" is the translating gateway again with `pipeline = PIPELINE` (256 unless set) on its
 # upstream: calls ready together written to the upstream in one write (HTTP/1.1 pipelining,
-# `src/upstream/pipeline/`); the translating row stays the pooled default.
+# `src/outbound/pipeline/`); the translating row stays the pooled default.
 #
 # Beside the translating rows: wiregate's pass-through (`[[passthrough]]`, the legacy envelope
 # forwarded unchanged) against nginx's proxy_pass, and TLS terminated by wiregate (translating)

@@ -56,7 +56,7 @@ SOAK_CLIENT_ARGS=${SOAK_CLIENT_ARGS:-}
 # 0: /metrics is read only at the end, as by a gateway nobody scrapes; N: every N s, as Prometheus.
 SCRAPE_SECS=${SCRAPE_SECS:-0}
 # N > 0: the legacy upstream is reached with `pipeline = N` (calls ready together written in one
-# write on one connection, answers matched in order; src/upstream/pipeline/).
+# write on one connection, answers matched in order; src/outbound/pipeline/).
 PIPELINE=${PIPELINE:-0}
 
 if [ -z "${SOAK_NO_BUILD:-}" ]; then

@@ -39,6 +39,7 @@ pub(crate) mod gateway;
 pub mod http;
 pub mod migration;
 pub mod model;
+pub mod outbound;
 pub mod passthrough;
 pub mod server;
 pub mod telemetry;

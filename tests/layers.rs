@@ -16,6 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("model", &["model"]),
     ("http", &["http"]),
     ("config", &["config"]),
+    ("outbound", &["outbound"]),
     ("telemetry", &["telemetry"]),
     ("upstream", &["upstream"]),
     ("io", &["cluster", "events", "passthrough"]),

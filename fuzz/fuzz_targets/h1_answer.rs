@@ -1,4 +1,4 @@
-//! `upstream::h1`'s answer reader: `parse_head` and the chunked decoder (`Chunked::advance`), driven
+//! `outbound::h1`'s answer reader: `parse_head` and the chunked decoder (`Chunked::advance`), driven
 //! the way `Conn::exchange` drives them, over a buffer that grows as reads arrive. Each input is
 //! read twice: arrived whole, and arrived in random pieces (1-byte pieces for short inputs, on
 //! some runs), as TCP may deliver it.
@@ -18,7 +18,7 @@
 
 use http::StatusCode;
 use libfuzzer_sys::fuzz_target;
-use wiregate::upstream::h1::{parse_head, Chunked, Error, Framing};
+use wiregate::outbound::h1::{parse_head, Chunked, Error, Framing};
 
 #[path = "common/split.rs"]
 mod split;

@@ -13,7 +13,6 @@ pub(crate) mod list;
 pub(crate) mod push;
 pub(crate) mod rest;
 pub(crate) mod shapes;
-pub(crate) mod ssrf;
 
 use std::sync::Arc;
 

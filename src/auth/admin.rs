@@ -41,38 +41,42 @@ pub fn authorize(
 /// What the command line's admin subcommands (`wiregate reload`, …) send to a running gateway:
 /// `method` on `url` with an optional bearer token; the answer's status and body. An `https://`
 /// URL is dialled with `tls` ([`admin_client_config`](crate::config::tls::admin_client_config)), or
-/// verified against the platform's roots when `None`.
+/// verified against the platform's roots when `None`. Connected within 10 s, answered within
+/// 30 s, the answer at most [`MAX_ADMIN_ANSWER`] bytes.
 pub async fn request(
     method: axum::http::Method,
     url: &str,
     token: Option<&str>,
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 ) -> Result<(axum::http::StatusCode, bytes::Bytes), String> {
-    use http_body_util::BodyExt;
-    let uri: axum::http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-    let connector = crate::config::tls::connector(tls, Some(std::time::Duration::from_secs(10)));
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, axum::body::Body>(connector);
-    let mut req = axum::http::Request::builder().method(method).uri(uri);
-    if let Some(t) = token {
-        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    use std::time::Duration;
+    let total = Duration::from_secs(30);
+    let opts = crate::outbound::Options::within(total, MAX_ADMIN_ANSWER)
+        .connect_within(Duration::from_secs(10))
+        .with_tls(tls);
+    let pool = crate::outbound::Pool::new(url, &opts, 0).map_err(|e| e.to_string())?;
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|b| ("authorization", b.as_str()))
+        .collect();
+    let req = crate::outbound::Request {
+        method: method.as_str(),
+        target: None,
+        headers: &headers,
+        body: &[],
+    };
+    match pool.fetch(&req).await {
+        Ok(answer) => Ok((answer.status, answer.body)),
+        Err(crate::outbound::Error::TimedOut { .. }) => {
+            Err(format!("{url}: no answer within 30 s"))
+        }
+        Err(e) => Err(format!("{url}: {e}")),
     }
-    let req = req
-        .body(axum::body::Body::empty())
-        .map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(std::time::Duration::from_secs(30), client.request(req))
-        .await
-        .map_err(|_| format!("{url}: no answer within 30 s"))?
-        .map_err(|e| format!("{url}: {e}"))?;
-    let status = resp.status();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok((status, body))
 }
+
+/// The largest answer an admin subcommand reads (the migration report of many callers).
+const MAX_ADMIN_ANSWER: usize = 64 << 20;
 
 /// Loopback, including an IPv4 loopback address mapped into IPv6.
 fn is_loopback(addr: SocketAddr) -> bool {

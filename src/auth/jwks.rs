@@ -8,10 +8,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use jsonwebtoken::jwk::{
     AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, KeyOperations, PublicKeyUse,
 };
@@ -181,8 +177,7 @@ impl KeySet {
 
 /// Fetches one `jwks_url`.
 pub(crate) struct Fetcher {
-    uri: hyper::Uri,
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    pool: crate::outbound::Pool,
 }
 
 impl Fetcher {
@@ -194,66 +189,41 @@ impl Fetcher {
             let shown = crate::util::redact::url(url);
             return Err(("jwks_url", format!("{shown} is not an https:// URL")));
         }
-        let shown = crate::util::redact::url(url);
-        // User info is never sent (nor kept where the client's own logs would print it).
-        let uri: hyper::Uri = crate::util::redact::without_userinfo(url)
-            .parse()
-            .map_err(|e| ("jwks_url", format!("{shown}: {e}")))?;
         let tls = crate::config::tls::client_config_for(url, ca_file, "", "")
             .map_err(|p| ("ca_file", p.message))?;
-        let connector = crate::config::tls::connector(tls, Some(FETCH_TIMEOUT));
-        // A set is fetched every few minutes: an idle connection kept between is not worth it.
-        let client = Client::builder(hyper_util::rt::TokioExecutor::new())
-            .pool_max_idle_per_host(0)
-            .build(connector);
-        Ok(Fetcher { uri, client })
+        let opts = crate::outbound::Options::within(FETCH_TIMEOUT, MAX_JWKS_BYTES).with_tls(tls);
+        // User info is never sent (nor kept where a log could print it).
+        let pool =
+            crate::outbound::Pool::new(&crate::util::redact::without_userinfo(url), &opts, 0)
+                .map_err(|e| ("jwks_url", e.to_string()))?;
+        Ok(Fetcher { pool })
     }
 
     /// The set served now, within [`FETCH_TIMEOUT`] and [`MAX_JWKS_BYTES`].
     pub(crate) async fn fetch(&self) -> Result<KeySet, String> {
-        match tokio::time::timeout(FETCH_TIMEOUT, self.get()).await {
-            Ok(result) => result,
-            Err(_) => Err(format!("no answer within {} s", FETCH_TIMEOUT.as_secs())),
-        }
-    }
-
-    async fn get(&self) -> Result<KeySet, String> {
-        let request = hyper::Request::get(self.uri.clone())
-            .header(hyper::header::ACCEPT, "application/json")
-            .header(hyper::header::USER_AGENT, "wiregate-jwks")
-            .body(Empty::new())
-            .map_err(|e| e.to_string())?;
-        let response = self
-            .client
-            .request(request)
+        let headers = [
+            ("accept", "application/json"),
+            ("user-agent", "wiregate-jwks"),
+        ];
+        let answer = match self
+            .pool
+            .fetch(&crate::outbound::Request::get(&headers))
             .await
-            .map_err(|e| with_sources(&e))?;
-        if !response.status().is_success() {
-            return Err(format!("answered {}", response.status().as_u16()));
+        {
+            Ok(answer) => answer,
+            Err(crate::outbound::Error::TimedOut { .. }) => {
+                return Err(format!("no answer within {} s", FETCH_TIMEOUT.as_secs()))
+            }
+            Err(crate::outbound::Error::Exchange(crate::outbound::h1::Error::TooLarge {
+                ..
+            })) => return Err(format!("its key set is larger than {MAX_JWKS_BYTES} bytes")),
+            Err(e) => return Err(e.to_string()),
+        };
+        if !answer.status.is_success() {
+            return Err(format!("answered {}", answer.status.as_u16()));
         }
-        let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
-            .collect()
-            .await
-            .map_err(|e| match e.is::<http_body_util::LengthLimitError>() {
-                true => format!("its key set is larger than {MAX_JWKS_BYTES} bytes"),
-                false => with_sources(&*e),
-            })?
-            .to_bytes();
-        KeySet::parse(&body)
+        KeySet::parse(&answer.body)
     }
-}
-
-/// An error and its causes on one line: hyper's own message alone ("client error
-/// (Connect)") does not say what failed.
-fn with_sources(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 #[cfg(test)]

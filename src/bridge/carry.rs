@@ -8,8 +8,8 @@
 //! each call, adds no Redis round trip per event, and a replica that cannot reach the owner
 //! says so at once (the client can resume on any replica with `Last-Event-ID`).
 //!
-//! The exchange is the pass-through's ([`crate::passthrough::exchange`]) on the pooled client
-//! [`Bridge::forward`] uses, so there is one HTTP/1.1 client in the crate.
+//! The exchange is the pass-through's ([`crate::passthrough::exchange`]) on the owner's pool of
+//! the outbound client ([`crate::outbound`]), the one [`Bridge::forward`] uses.
 
 use std::convert::Infallible;
 
@@ -21,13 +21,13 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
 
-use super::shared::{Place, FORWARD_TIMEOUT_MS};
+use super::shared::{Place, FORWARD_TIMEOUT_MS, MAX_ANSWER};
 use super::Bridge;
 use crate::http::reply::{Reply, ReplyBody};
 use crate::http::span::Kind;
 use crate::model::error::GatewayError;
+use crate::outbound::h1;
 use crate::passthrough::exchange::{self, Delivered, Sending};
-use crate::upstream::h1;
 
 /// Marks a request already carried once: the replica receiving it runs it or refuses it, and
 /// never carries it on (two replicas that disagree on a lease cannot bounce a call).
@@ -42,9 +42,6 @@ const KEPT: [&str; 6] = [
     "traceparent",
     "x-request-id",
 ];
-
-/// Most bytes of a JSON answer read back from the owner.
-const MAX_ANSWER: usize = 64 << 20;
 
 impl Bridge {
     /// The context and task a seed call must run beside, for
@@ -135,7 +132,7 @@ impl Bridge {
         let answer = tokio::time::timeout(
             forward,
             exchange::exchange(
-                client.pick(None).endpoint,
+                &client,
                 head,
                 Body::from(Bytes::copy_from_slice(body)),
                 Sending::Length,

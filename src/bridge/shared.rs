@@ -15,6 +15,7 @@ use crate::config::Sid as SidConfig;
 use crate::events::frames::Filter;
 use crate::model::error::GatewayError;
 use crate::model::task::Task;
+use crate::outbound::{Options, Pool};
 
 /// How long an answer waits for its task's events to reach Redis, so another replica asked
 /// next already knows what this one answered. Past it the answer goes anyway (Redis is slow
@@ -30,8 +31,7 @@ pub(super) struct Shared {
     pub(super) link: Arc<Link>,
     mirrors: Arc<Mirrors>,
     /// Clients of the other replicas, by `advertise` URL.
-    pub(super) owners:
-        std::sync::Mutex<std::collections::HashMap<String, crate::upstream::UpstreamClient>>,
+    pub(super) owners: std::sync::Mutex<std::collections::HashMap<String, Arc<Pool>>>,
 }
 
 impl Shared {
@@ -199,6 +199,9 @@ async fn open_tasks(
 /// How long a call carried to a context's owner may take (a turn runs to its end).
 pub(super) const FORWARD_TIMEOUT_MS: u64 = 600_000;
 
+/// Most bytes of a JSON answer read back from the replica a call was carried to.
+pub(super) const MAX_ANSWER: usize = 64 << 20;
+
 /// Where a call for a context runs.
 #[derive(Debug)]
 pub(super) enum Place {
@@ -356,12 +359,12 @@ impl Bridge {
         }
     }
 
-    /// The pooled client of the replica `node` at `advertise` (one per replica, kept).
+    /// The connections to the replica `node` at `advertise` (one pool per replica, kept).
     pub(super) fn owner_client(
         &self,
         node: &str,
         advertise: &str,
-    ) -> Result<crate::upstream::UpstreamClient, GatewayError> {
+    ) -> Result<Arc<Pool>, GatewayError> {
         if advertise.is_empty() {
             return Err(GatewayError::SidUnavailable(format!(
                 "this context runs on replica {node}, which has no cluster.advertise URL"
@@ -371,18 +374,17 @@ impl Bridge {
             return Err(GatewayError::SidUnavailable("no cluster".into()));
         };
         let mut clients = sh.owners.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = clients.get(advertise) {
+            return Ok(pool.clone());
+        }
+        let url = format!("{}/rpc", advertise.trim_end_matches('/'));
+        let opts = Options::within(Duration::from_millis(FORWARD_TIMEOUT_MS), MAX_ANSWER);
+        let pool = Pool::new(&url, &opts, 0).map_err(|e| {
+            GatewayError::SidUnavailable(format!("replica {node}'s cluster.advertise: {e}"))
+        })?;
         Ok(clients
             .entry(advertise.to_owned())
-            .or_insert_with(|| {
-                let url = format!("{}/rpc", advertise.trim_end_matches('/'));
-                let up = crate::config::Upstream::new(
-                    &format!("replica {node}"),
-                    &url,
-                    crate::config::Dialect::Jsonrpc,
-                    FORWARD_TIMEOUT_MS,
-                );
-                crate::upstream::UpstreamClient::new(up, 64 << 20)
-            })
+            .or_insert(Arc::new(pool))
             .clone())
     }
 
@@ -411,11 +413,7 @@ impl Bridge {
             .map(|t| format!("Bearer {t}"));
         metrics::counter!("wiregate_cluster_forwarded_total").increment(1);
         let answer = client
-            .post(
-                body.to_string().as_bytes(),
-                auth.as_deref(),
-                Default::default(),
-            )
+            .post_json(body.to_string().as_bytes(), auth.as_deref())
             .await
             .map_err(|e| {
                 GatewayError::SidUnavailable(format!(

@@ -147,66 +147,14 @@ pub fn client_config(u: &Upstream) -> Result<Option<Arc<ClientConfig>>, TlsProbl
     Ok(Some(Arc::new(config)))
 }
 
-/// A client configuration verified against the platform's roots (for a connector that may
-/// never dial TLS: an `http://` upstream's).
+/// A client configuration verified against the platform's roots, with no ALPN (each outbound
+/// connector sets its own: [`outbound::tls`](crate::outbound::tls)).
 pub fn unused_client_config() -> ClientConfig {
     ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default versions")
         .with_root_certificates(platform_roots())
         .with_no_client_auth()
-}
-
-/// An HTTP client connector that dials `http://` plainly and `https://` with `tls` (or, when
-/// `None`, verified against the platform's roots): for the pass-through, the event feed and the
-/// admin subcommands (the RPC path has its own, see [`proxy`](crate::upstream)).
-pub fn connector(
-    tls: Option<Arc<ClientConfig>>,
-    connect_timeout: Option<std::time::Duration>,
-) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
-    let (http, config) = dialer(tls, connect_timeout);
-    hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http)
-}
-
-/// An HTTP/2-only connector, for gRPC: `http://` as cleartext HTTP/2 (prior knowledge),
-/// `https://` with `tls` (or, when `None`, the platform's roots) and ALPN `h2` alone, which
-/// gRPC over TLS requires.
-pub fn h2_connector(
-    tls: Option<Arc<ClientConfig>>,
-    connect_timeout: Option<std::time::Duration>,
-) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
-    let (http, config) = dialer(tls, connect_timeout);
-    hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_or_http()
-        .enable_http2()
-        .wrap_connector(http)
-}
-
-/// What both connectors dial with: TCP without Nagle, within `connect_timeout`, and `tls` (or
-/// the platform's roots) with no ALPN of its own: each builder sets the protocols it enables,
-/// and refuses a configuration that names any.
-fn dialer(
-    tls: Option<Arc<ClientConfig>>,
-    connect_timeout: Option<std::time::Duration>,
-) -> (
-    hyper_util::client::legacy::connect::HttpConnector,
-    ClientConfig,
-) {
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(connect_timeout);
-    let mut config = match tls {
-        Some(c) => (*c).clone(),
-        None => unused_client_config(),
-    };
-    config.alpn_protocols.clear();
-    (http, config)
 }
 
 /// The client configuration the admin subcommands (`wiregate reload`, `wiregate migration`)

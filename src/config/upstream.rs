@@ -83,7 +83,7 @@ pub struct Upstream {
     pub client_key: String,
     /// HTTP/1.1 pipelining to this upstream: 0 (the default) off; N: calls are queued on a few
     /// long-lived connections, those ready together written in one write, at most N waiting
-    /// for their answers on one connection (`upstream::pipeline`). Only for an `http://` upstream
+    /// for their answers on one connection (`outbound::pipeline`). Only for an `http://` upstream
     /// that answers pipelined requests in order, as RFC 9112 §9.3.2 requires of every server.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pipeline: usize,

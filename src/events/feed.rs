@@ -11,13 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{header, Request, Uri};
+use axum::http::header;
 use bytes::Bytes;
 use eventsource_stream::Eventsource;
-use futures_util::{Stream, StreamExt, TryStreamExt};
-use http_body_util::{BodyStream, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use futures_util::{Stream, StreamExt};
 use tokio::sync::watch;
 
 use crate::config::Events as EventsConfig;
@@ -27,6 +24,10 @@ use crate::events::EventQueue;
 
 /// Longest backoff between reconnects.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long connecting to the source may take, and its answer's head once asked: the body is
+/// a stream that may stay quiet for as long as nothing happens, so it has no time limit (and
+/// no size limit but its records', `events.max_line_bytes`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The running feed.
 #[derive(Debug)]
@@ -168,47 +169,39 @@ impl Reader {
         let tls = cfg
             .tls()
             .expect("events.source's TLS settings are validated at start");
-        let client: Client<_, Empty<Bytes>> =
-            Client::builder(TokioExecutor::new()).build(crate::config::tls::connector(tls, None));
+        let opts = crate::outbound::Options::within(CONNECT_TIMEOUT, 0).with_tls(tls);
+        let source = crate::util::redact::without_userinfo(&cfg.source);
+        let pool = crate::outbound::Pool::new(&source, &opts, 0)
+            .expect("the source URL is validated at start");
+        let pool = Arc::new(pool);
         let first = Duration::from_millis(cfg.reconnect_ms);
         let mut backoff = first;
         loop {
-            let source = crate::util::redact::without_userinfo(&cfg.source);
-            let uri = resume_uri(&source, self.last_id.as_deref());
-            let mut req = Request::get(uri).header(
-                header::ACCEPT,
-                "application/x-ndjson, text/event-stream;q=0.9",
-            );
+            let target = resume_target(pool.path(), self.last_id.as_deref());
+            let mut headers = vec![("accept", "application/x-ndjson, text/event-stream;q=0.9")];
             // An id that is no header value (a control character) still resumes by `?after=`.
-            if let Some(id) = self
-                .last_id
-                .as_deref()
-                .and_then(|id| header::HeaderValue::from_str(id).ok())
-            {
-                req = req.header("last-event-id", id);
+            if let Some(id) = self.last_id.as_deref() {
+                headers.push(("last-event-id", id));
             }
-            let req = req
-                .body(Empty::new())
-                .expect("a URI, a constant and a checked header make a request");
-            match client.request(req).await {
-                Ok(resp) if resp.status().is_success() => {
+            let req = crate::outbound::Request {
+                target: Some(&target),
+                ..crate::outbound::Request::get(&headers)
+            };
+            match pool.open(&req).await {
+                Ok(resp) if resp.status.is_success() => {
                     feed.connected.store(true, Ordering::Relaxed);
                     backoff = first;
                     let sse = resp
-                        .headers()
+                        .headers
                         .get(header::CONTENT_TYPE)
                         .and_then(|v| v.to_str().ok())
                         .is_some_and(|ct| ct.starts_with("text/event-stream"));
-                    let body = Box::pin(
-                        BodyStream::new(resp.into_body())
-                            .try_filter_map(|f| async move { Ok(f.into_data().ok()) }),
-                    );
-                    self.consume(body, sse).await;
+                    self.consume(resp.body, sse).await;
                     feed.connected.store(false, Ordering::Relaxed);
                     tracing::warn!(source = %crate::util::redact::url(&cfg.source), "the event feed ended; reconnecting");
                 }
                 Ok(resp) => {
-                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), status = %resp.status(), "the event feed refused")
+                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), status = %resp.status, "the event feed refused")
                 }
                 Err(e) => {
                     tracing::warn!(source = %crate::util::redact::url(&cfg.source), error = %e, "cannot reach the event feed")
@@ -353,25 +346,22 @@ where
     }
 }
 
-/// The source URL with `after=<id>` added, when there is a resume point.
-fn resume_uri(source: &str, last_id: Option<&str>) -> Uri {
-    let url = match last_id {
-        None => source.to_owned(),
-        Some(id) => {
-            let sep = if source.contains('?') { '&' } else { '?' };
-            let id: String = id
-                .bytes()
-                .map(|b| match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                        (b as char).to_string()
-                    }
-                    _ => format!("%{b:02X}"),
-                })
-                .collect();
-            format!("{source}{sep}after={id}")
-        }
+/// The source's request target with `after=<id>` added, when there is a resume point.
+fn resume_target(path: &str, last_id: Option<&str>) -> String {
+    let Some(id) = last_id else {
+        return path.to_owned();
     };
-    url.parse().expect("the source URL is validated at start")
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let id: String = id
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("{path}{sep}after={id}")
 }
 
 #[cfg(test)]
@@ -380,15 +370,9 @@ mod tests {
 
     #[test]
     fn resume_point_is_a_query_parameter() {
-        assert_eq!(resume_uri("http://h/e", None).to_string(), "http://h/e");
-        assert_eq!(
-            resume_uri("http://h/e", Some("7")).to_string(),
-            "http://h/e?after=7"
-        );
-        assert_eq!(
-            resume_uri("http://h/e?x=1", Some("a b")).to_string(),
-            "http://h/e?x=1&after=a%20b"
-        );
+        assert_eq!(resume_target("/e", None), "/e");
+        assert_eq!(resume_target("/e", Some("7")), "/e?after=7");
+        assert_eq!(resume_target("/e?x=1", Some("a b")), "/e?x=1&after=a%20b");
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
 #[inline(always)]
 pub fn parse_as(buf: &[u8], serves: Serves) -> Parsed {
     // Header slots left uninitialised: httparse fills what it uses (48 zeroed slots cost more
-    // than parsing a short head), as `upstream::h1` reads answers.
+    // than parsing a short head), as `outbound::h1` reads answers.
     let mut slots =
         [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);

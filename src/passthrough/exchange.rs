@@ -4,12 +4,12 @@
 //! framing (read whole when it is short and has a length, streamed otherwise); a `101` hands the
 //! upstream connection over for a tunnel.
 //!
-//! Like the RPC path's exchange ([`crate::upstream::h1`], whose connections, framing rules and
-//! pool it shares), it wakes no other task and crosses no channel. hyper's pooled client
-//! spends far more user CPU than nginx on a passed-through call: a connection
-//! task, the channels to it, and its request and response objects (docs/performance.md).
+//! The connections, their framing rules and the pool are the outbound client's
+//! ([`crate::outbound`]), the RPC path's own: like its exchange, this one wakes no other task
+//! and crosses no channel. hyper's pooled client spends far more user CPU than nginx on a
+//! passed-through call: a connection task, the channels to it, and its request and response
+//! objects (docs/performance.md).
 
-use std::io;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -19,10 +19,11 @@ use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use hyper::body::{Body as _, Frame};
 
-use crate::upstream::h1::{self, Chunked, Conn, Framing};
 use std::sync::Arc;
 
-use crate::upstream::{stream::Stream, until, Endpoint};
+use crate::outbound::h1::{self, Conn, Framing};
+use crate::outbound::stream::Stream;
+use crate::outbound::{done, read_whole, reusable, send_on, stream_answer, until, Pool};
 
 /// Answers with a length up to this are read whole before they are passed on (one frame, and
 /// the connection back in the pool at once); longer ones, chunked and close-delimited ones
@@ -115,7 +116,7 @@ async fn within<T>(
 /// that has none whatever its headers say (the answer to `HEAD`); `upgrade` lets a `101`
 /// through. Each step is timed by `timeouts`.
 pub(crate) async fn exchange(
-    client: &Arc<Endpoint>,
+    client: &Arc<Pool>,
     mut head: Vec<u8>,
     mut body: Body,
     sending: Sending,
@@ -156,7 +157,7 @@ pub(crate) async fn exchange(
 /// The answer to a request sent whole on `conn`: its head, and its body (read whole when short,
 /// else to be streamed).
 async fn answer(
-    client: &Arc<Endpoint>,
+    client: &Arc<Pool>,
     mut conn: Conn,
     no_body: bool,
     upgrade: bool,
@@ -235,11 +236,11 @@ pub(crate) enum Unanswered {
 /// short and has a length, streamed otherwise, as [`exchange`]'s.
 ///
 /// Timed by the pooled connection's own timer, as the RPC path's calls are
-/// (`Endpoint::post`): a `tokio::time::timeout` per call registered and dropped a timer
+/// (`outbound::Pool::post`): a `tokio::time::timeout` per call registered and dropped a timer
 /// entry each time, and woke the runtime's driver through its eventfd about once per poll of
 /// the event loop (as `strace` shows).
 pub(crate) async fn relay(
-    client: &Arc<Endpoint>,
+    client: &Arc<Pool>,
     request: &[u8],
     out: &mut Vec<u8>,
     timeout: std::time::Duration,
@@ -266,7 +267,7 @@ pub(crate) async fn relay(
 /// [`relay`]'s exchange, on `pooled` when there is one; with the connection when it may carry
 /// another request.
 async fn relay_on(
-    client: &Arc<Endpoint>,
+    client: &Arc<Pool>,
     pooled: Option<Conn>,
     request: &[u8],
     out: &mut Vec<u8>,
@@ -328,26 +329,8 @@ async fn relay_on(
 
 /// Writes `bytes` on a pooled connection, or on a fresh one when the pooled one turns out dead
 /// (nothing of the request can have reached the upstream then).
-async fn send(client: &Arc<Endpoint>, bytes: &[u8]) -> Result<Conn, h1::Error> {
+async fn send(client: &Pool, bytes: &[u8]) -> Result<Conn, h1::Error> {
     send_on(client, client.checkout(), bytes).await
-}
-
-/// [`send`], on `pooled` when there is one.
-async fn send_on(
-    client: &Arc<Endpoint>,
-    pooled: Option<Conn>,
-    bytes: &[u8],
-) -> Result<Conn, h1::Error> {
-    if let Some(mut conn) = pooled {
-        match conn.send(bytes).await {
-            Ok(()) => return Ok(conn),
-            Err(h1::Error::NotSent(_)) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let mut conn = client.connect().await?;
-    conn.send(bytes).await?;
-    Ok(conn)
 }
 
 /// Appends a body frame's data to `out`, chunk-framed when the body is sent chunked.
@@ -402,9 +385,9 @@ async fn stream_body(
 }
 
 /// A body of `n` bytes (at most [`WHOLE`]) read whole, the connection then put back in the pool
-/// by [`done`]: what both the answer to a routed call and a relayed answer do with a short body.
+/// when it can carry another request.
 async fn whole(
-    client: &Arc<Endpoint>,
+    client: &Pool,
     mut conn: Conn,
     n: usize,
     keep_alive: bool,
@@ -412,82 +395,6 @@ async fn whole(
     let bytes = read_whole(&mut conn, n).await?;
     done(client, conn, keep_alive);
     Ok(bytes)
-}
-
-/// The next `n` bytes of `conn`'s answer.
-async fn read_whole(conn: &mut Conn, n: usize) -> Result<Bytes, h1::Error> {
-    let buf = conn.received();
-    buf.reserve(n.saturating_sub(buf.len()));
-    while conn.received().len() < n {
-        conn.fill().await?;
-    }
-    Ok(conn.received().split_to(n).freeze())
-}
-
-/// Puts a connection whose answer is complete back in the pool when it can carry another.
-fn done(client: &Arc<Endpoint>, conn: Conn, keep_alive: bool) {
-    if let Some(conn) = reusable(conn, keep_alive) {
-        client.checkin(conn);
-    }
-}
-
-/// A connection whose answer is complete, ready for another request when it can carry one.
-fn reusable(mut conn: Conn, keep_alive: bool) -> Option<Conn> {
-    (keep_alive && conn.received().is_empty()).then(|| {
-        conn.trim();
-        conn
-    })
-}
-
-/// An answer's body passed on as it arrives, by its framing; the connection goes back to the
-/// pool when the body ended cleanly, and is closed when the client stops reading first.
-fn stream_answer(
-    client: Arc<Endpoint>,
-    mut conn: Conn,
-    framing: Framing,
-    keep_alive: bool,
-) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send {
-    async_stream::try_stream! {
-        match framing {
-            Framing::Empty => {}
-            Framing::Length(mut left) => {
-                while left > 0 {
-                    if conn.received().is_empty() {
-                        conn.fill().await.map_err(io::Error::other)?;
-                    }
-                    let n = left.min(conn.received().len());
-                    left -= n;
-                    yield conn.received().split_to(n).freeze();
-                }
-            }
-            Framing::Chunked => {
-                let mut chunked = Chunked::default();
-                loop {
-                    let complete = chunked
-                        .advance(conn.received(), usize::MAX, StatusCode::OK)
-                        .map_err(io::Error::other)?;
-                    conn.received().advance(chunked.pos);
-                    chunked.pos = 0;
-                    if !chunked.body.is_empty() {
-                        yield Bytes::from(std::mem::take(&mut chunked.body));
-                    }
-                    if complete {
-                        break;
-                    }
-                    conn.fill().await.map_err(io::Error::other)?;
-                }
-            }
-            Framing::Close => loop {
-                if !conn.received().is_empty() {
-                    yield conn.received().split().freeze();
-                }
-                if conn.read_more().await.map_err(io::Error::other)? == 0 {
-                    break;
-                }
-            },
-        }
-        done(&client, conn, keep_alive && framing != Framing::Close);
-    }
 }
 
 #[cfg(test)]

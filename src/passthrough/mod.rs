@@ -21,7 +21,8 @@ use crate::config::{Config, Upstream};
 use crate::http::forwarded::{self, Hop};
 use crate::http::span::Kind;
 use crate::http::trace::{self, TraceContext};
-use crate::upstream::{stream::Stream, Endpoint, Outcome, UpstreamClient};
+use crate::outbound::stream::Stream;
+use crate::upstream::{Endpoint, Outcome, UpstreamClient};
 
 pub(crate) mod exchange;
 #[doc(hidden)]
@@ -264,7 +265,7 @@ impl Ready {
         };
         let sent = {
             let _in_flight = self.endpoint.in_flight();
-            exchange::relay(&self.endpoint, &self.request, out, t.timeout).await
+            exchange::relay(&self.endpoint.pool, &self.request, out, t.timeout).await
         };
         let tried = match &sent {
             Ok(answer) => Outcome::of_status(answer.status),
@@ -355,7 +356,7 @@ impl Target {
         let sent = {
             let _in_flight = endpoint.in_flight();
             exchange::exchange(
-                &endpoint,
+                &endpoint.pool,
                 head,
                 body,
                 sending,

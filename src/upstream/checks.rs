@@ -54,7 +54,7 @@ pub(crate) fn spawn_checks(name: &str, endpoints: &[Arc<Endpoint>], health: &Hea
 /// One active check: `GET path` on a fresh connection, passed by a 2xx within the timeout.
 async fn check(e: &Endpoint, health: &Health) -> Result<(), String> {
     let run = async {
-        let mut conn = e.connect().await.map_err(|e| e.to_string())?;
+        let mut conn = e.pool.connect().await.map_err(|e| e.to_string())?;
         let request = format!(
             "GET {} HTTP/1.1\r\nhost: {}\r\nuser-agent: wiregate-health\r\nconnection: close\r\n\r\n",
             health.path,

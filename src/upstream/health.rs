@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use axum::http::StatusCode;
 
-use super::h1;
 use crate::config::{Health, Outlier};
+use crate::outbound::h1;
 use crate::telemetry::fleet::EndpointMetrics;
 
 /// Milliseconds since the first reading in this process, from 1 (0 stands for "never").

@@ -8,22 +8,18 @@
 //! one for the endpoint's calls in flight.
 
 mod balance;
-/// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).
 pub(crate) mod call;
 pub(crate) mod caller;
 mod checks;
 mod endpoint;
-pub mod h1;
 mod health;
-mod pipeline;
 mod retry;
 pub(crate) mod router;
-pub(crate) mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use endpoint::Answer;
-pub(crate) use endpoint::{until, Endpoint, Outcome};
+pub(crate) use endpoint::{Endpoint, Outcome};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -64,8 +60,6 @@ struct Fleet {
     /// The TLS client of its `https://` endpoints.
     tls: Option<Arc<rustls::ClientConfig>>,
     max_body: usize,
-    /// The addresses its endpoint dials instead of resolving its host ([`UpstreamClient::pinned`]).
-    pinned: Option<Arc<[std::net::SocketAddr]>>,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -112,21 +106,11 @@ pub struct EndpointReport {
 }
 
 impl UpstreamClient {
-    /// A client for a validated upstream on its own (a push webhook, a replica's address):
-    /// no metrics of its own, since its name is no configured upstream's.
-    pub fn new(config: Upstream, max_body: usize) -> Self {
-        Self::make(config, 0, max_body, None, false, None)
-    }
-
-    /// A client for a destination a caller chose (a push webhook), connecting to `addrs`, the
-    /// addresses its destination policy checked, and never resolving the URL's host itself
-    /// (TLS still sends and verifies that name). `config` has the one URL they belong to.
-    pub(crate) fn pinned(
-        config: Upstream,
-        max_body: usize,
-        addrs: Vec<std::net::SocketAddr>,
-    ) -> Self {
-        Self::make(config, 0, max_body, None, false, Some(addrs.into()))
+    /// A client for a validated upstream outside `[[upstreams]]` (tests): no metrics of its
+    /// own, since its name is no configured upstream's.
+    #[cfg(test)]
+    pub(crate) fn new(config: Upstream, max_body: usize) -> Self {
+        Self::make(config, 0, max_body, None, false)
     }
 
     /// The client of `[[upstreams]]`'s entry `index`; with `previous` (the same upstream before
@@ -138,7 +122,7 @@ impl UpstreamClient {
         max_body: usize,
         previous: Option<&UpstreamClient>,
     ) -> Self {
-        Self::make(config, index, max_body, previous, true, None)
+        Self::make(config, index, max_body, previous, true)
     }
 
     fn make(
@@ -147,7 +131,6 @@ impl UpstreamClient {
         max_body: usize,
         previous: Option<&UpstreamClient>,
         measured: bool,
-        pinned: Option<Arc<[std::net::SocketAddr]>>,
     ) -> Self {
         let tls = crate::config::tls::client_config(&config)
             .expect("upstream TLS settings are validated at start");
@@ -159,15 +142,11 @@ impl UpstreamClient {
                     Some(e) if e.fits(&config, max_body) => return e.clone(),
                     Some(e) => e.state.clone(),
                     None => Arc::new(health::State::new(match measured {
-                        true => fleet::endpoint(&config.name, endpoint::authority(url)),
+                        true => fleet::endpoint(&config.name, crate::outbound::authority_of(url)),
                         false => fleet::EndpointMetrics::none(),
                     })),
                 };
-                let e = Endpoint::new(&config, url, max_body, state, tls.as_ref());
-                Arc::new(match &pinned {
-                    Some(addrs) => e.pinned_to(addrs.clone()),
-                    None => e,
-                })
+                Arc::new(Endpoint::new(&config, url, max_body, state, tls.as_ref()))
             })
             .collect();
         if config.health.enabled() {
@@ -179,7 +158,7 @@ impl UpstreamClient {
             true => fleet::FleetMetrics::of(&config.name),
             false => fleet::FleetMetrics::none(),
         };
-        Self::of(config, index, max_body, endpoints, metrics, tls, pinned)
+        Self::of(config, index, max_body, endpoints, metrics, tls)
     }
 
     fn of(
@@ -189,7 +168,6 @@ impl UpstreamClient {
         endpoints: Vec<Arc<Endpoint>>,
         metrics: fleet::FleetMetrics,
         tls: Option<Arc<rustls::ClientConfig>>,
-        pinned: Option<Arc<[std::net::SocketAddr]>>,
     ) -> Self {
         let salts = endpoints
             .iter()
@@ -211,7 +189,6 @@ impl UpstreamClient {
                 turn: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
                 max_body,
-                pinned,
             }),
         }
     }
@@ -225,11 +202,13 @@ impl UpstreamClient {
             .iter()
             .map(|e| {
                 let state = e.state.clone();
-                let own = Endpoint::new(&f.config, &e.url, f.max_body, state, f.tls.as_ref());
-                Arc::new(match &f.pinned {
-                    Some(addrs) => own.pinned_to(addrs.clone()),
-                    None => own,
-                })
+                Arc::new(Endpoint::new(
+                    &f.config,
+                    &e.url,
+                    f.max_body,
+                    state,
+                    f.tls.as_ref(),
+                ))
             })
             .collect();
         let (config, metrics) = (f.config.clone(), f.metrics.clone());
@@ -240,7 +219,6 @@ impl UpstreamClient {
             endpoints,
             metrics,
             f.tls.clone(),
-            f.pinned.clone(),
         )
     }
 
@@ -394,11 +372,6 @@ impl UpstreamClient {
     fn key(&self, who: Option<&Who<'_>>) -> Option<u64> {
         let rule = self.fleet.hash_rule.as_ref()?;
         caller::key_hash(rule, who?)
-    }
-
-    /// The endpoint for a request of `who`, as a call's first try.
-    pub(crate) fn pick(&self, who: Option<&Who<'_>>) -> Picked<'_> {
-        self.pick_excluding(self.key(who), 0)
     }
 
     /// The endpoint for a request passed through as it came, whose headers `get` reads (see

@@ -322,9 +322,14 @@ async fn spans_reach_a_tls_collector_over_http_and_grpc_verified_against_ca_file
     let pki = Pki::new("collector CA");
     let issued = pki.issue("collector", &["localhost"]);
     let up = jsonrpc_echo().run().await;
-    // OTLP/HTTP speaks HTTP/1.1 without offering ALPN; gRPC over TLS offers `h2` alone.
+    // OTLP/HTTP offers `http/1.1`, as every outbound HTTP/1.1 connection does; gRPC over TLS
+    // offers `h2` alone.
     for (scheme, content_type, alpn) in [
-        ("https", "application/x-protobuf", None),
+        (
+            "https",
+            "application/x-protobuf",
+            Some(b"http/1.1".to_vec()),
+        ),
         ("grpcs", "application/grpc", Some(b"h2".to_vec())),
     ] {
         let collector = Collector::start_tls(Mode::Accept, &issued).await;

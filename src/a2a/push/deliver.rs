@@ -1,28 +1,23 @@
 //! One webhook's sender: each queued notification POSTed to the webhook, retried with backoff.
 //!
-//! Each try resolves the webhook's host once through the [`Guard`], which checks every address
-//! the answer holds, and connects to exactly those addresses ([`UpstreamClient::pinned`]); the
-//! client is kept while the answer stays the same, so its keep-alive connections (all to
-//! checked addresses) are reused, and rebuilt when the answer changes.
+//! Each try goes through the outbound client's [`Checked`]: the webhook's host resolved once,
+//! every address it answers checked by the [`Policy`], and only those addresses connected to.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::{Auth, Config, ATTEMPTS, BACKOFF, MAX_ANSWER, TIMEOUT_MS};
-use crate::a2a::ssrf::Guard;
-use crate::config::{Dialect, Upstream};
 use crate::http::span::Kind;
-use crate::upstream::UpstreamClient;
+use crate::outbound::{Checked, Error, Options, Policy};
 
 /// What a webhook's sender needs of its configuration (not its queue's sending side, so the
 /// queue closes when the configuration goes).
 #[derive(Debug)]
 pub(super) struct Target {
-    id: String,
     task_id: String,
     url: String,
     auth: Option<Auth>,
@@ -32,7 +27,6 @@ pub(super) struct Target {
 impl Config {
     pub(super) fn without_queue(&self) -> Target {
         Target {
-            id: self.id.clone(),
             task_id: self.task_id.clone(),
             url: self.url.clone(),
             auth: self.auth.clone(),
@@ -41,45 +35,18 @@ impl Config {
     }
 }
 
-/// The client of the addresses the last check answered.
-#[derive(Default)]
-struct Dialer {
-    current: Option<(Vec<SocketAddr>, UpstreamClient)>,
-}
-
-impl Dialer {
-    /// A client connecting to `addrs` only: the one held when it connects to the same ones.
-    fn client(&mut self, c: &Target, mut addrs: Vec<SocketAddr>) -> &UpstreamClient {
-        // In one order, so a resolver that rotates its answers keeps the connection.
-        addrs.sort_unstable();
-        let kept = match self.current.take() {
-            Some((held, client)) if held == addrs => (held, client),
-            _ => {
-                let upstream = Upstream::new(
-                    &format!("webhook {}", c.id),
-                    &c.url,
-                    Dialect::Jsonrpc,
-                    TIMEOUT_MS,
-                );
-                let client = UpstreamClient::pinned(upstream, MAX_ANSWER, addrs.clone());
-                (addrs, client)
-            }
-        };
-        &self.current.insert(kept).1
-    }
-}
-
 /// One webhook's sender: POSTs each queued notification, retrying with backoff, until the
 /// webhook is deleted or its task's updates end. With `trace` (the request that made the
 /// webhook recorded spans), each notification is an INTERNAL span of that trace, each POST of
 /// it a CLIENT span under it.
 pub(super) async fn deliver(
-    guard: Guard,
+    guard: Policy,
     c: Target,
     mut rx: mpsc::Receiver<Bytes>,
     trace: Option<crate::http::span::Parent>,
 ) {
-    let mut dialer = Dialer::default();
+    let opts = Options::within(Duration::from_millis(TIMEOUT_MS), MAX_ANSWER);
+    let mut dialer = Checked::new(&c.url, guard, opts);
     let authorization = c.auth.as_ref().map(|a| {
         format!("{} {}", a.scheme, a.credentials)
             .trim_end()
@@ -89,7 +56,7 @@ pub(super) async fn deliver(
         if !c.live.load(Ordering::Acquire) {
             return; // deleted: nothing more goes out
         }
-        let notify = notify(&guard, &c, &mut dialer, authorization.as_deref(), &body);
+        let notify = notify(&c, &mut dialer, authorization.as_deref(), &body);
         let outcome = match &trace {
             Some(parent) => {
                 crate::http::scope::run_as(
@@ -118,9 +85,8 @@ pub(super) async fn deliver(
 
 /// One notification to one webhook, tried up to `ATTEMPTS` times with backoff: how it ended.
 async fn notify(
-    guard: &Guard,
     c: &Target,
-    dialer: &mut Dialer,
+    dialer: &mut Checked,
     authorization: Option<&str>,
     body: &Bytes,
 ) -> &'static str {
@@ -129,18 +95,14 @@ async fn notify(
     for attempt in 1..=ATTEMPTS {
         // Resolved and checked again before each try (a name may lead elsewhere by now), and
         // the try connects to the addresses checked, not to a second lookup's.
-        let addrs = match guard.resolve(&c.url).await {
-            Ok(addrs) => addrs,
-            Err(e) => {
-                tracing::warn!(webhook = %crate::util::redact::url(&c.url), task = %c.task_id, error = %crate::util::redact::scrub(&e.to_string(), &c.url), "webhook refused");
-                outcome = "refused";
-                break;
-            }
-        };
-        let client = dialer.client(c, addrs);
-        match client.post(body, authorization, Default::default()).await {
+        match dialer.post(body, authorization).await {
             Ok(a) if a.status.is_success() => {
                 outcome = "delivered";
+                break;
+            }
+            Err(Error::Refused(e)) => {
+                tracing::warn!(webhook = %crate::util::redact::url(&c.url), task = %c.task_id, error = %crate::util::redact::scrub(&e.to_string(), &c.url), "webhook refused");
+                outcome = "refused";
                 break;
             }
             Ok(a) => {
@@ -168,7 +130,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-    use crate::a2a::ssrf::{answering, is_blocked, Lookup, Resolver};
+    use crate::outbound::policy::{answering, is_blocked, Lookup, Resolver};
 
     /// The address the test lets a webhook reach: a loopback address other than 127.0.0.1.
     const CHECKED: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
@@ -224,7 +186,6 @@ mod tests {
 
     fn target(url: String) -> Target {
         Target {
-            id: "hook".into(),
             task_id: "task".into(),
             url,
             auth: None,
@@ -250,21 +211,16 @@ mod tests {
             counted.fetch_add(1, Ordering::SeqCst);
             answers(host, port)
         });
-        let guard = Guard::with(false, resolver, blocked_but_checked);
+        let guard = Policy::with(false, resolver, blocked_but_checked);
         let c = target(format!("http://rebinding.test:{port}/hook"));
-        let mut dialer = Dialer::default();
+        let opts = Options::within(Duration::from_secs(10), MAX_ANSWER);
+        let mut dialer = Checked::new(&c.url, guard, opts);
         let body = Bytes::from_static(b"{\"n\":1}");
 
-        assert_eq!(
-            notify(&guard, &c, &mut dialer, None, &body).await,
-            "delivered"
-        );
+        assert_eq!(notify(&c, &mut dialer, None, &body).await, "delivered");
         assert_eq!(lookups.load(Ordering::SeqCst), 1, "one lookup per try");
         assert_eq!(served.load(Ordering::SeqCst), 1);
-        assert_eq!(
-            notify(&guard, &c, &mut dialer, None, &body).await,
-            "refused"
-        );
+        assert_eq!(notify(&c, &mut dialer, None, &body).await, "refused");
         assert_eq!(lookups.load(Ordering::SeqCst), 2);
         assert_eq!(served.load(Ordering::SeqCst), 1);
         let reached = tokio::time::timeout(Duration::from_millis(300), inside.accept()).await;
@@ -280,7 +236,7 @@ mod tests {
         let (served, connections) = (Arc::new(AtomicUsize::new(0)), Arc::default());
         answer_ok(checked, served.clone(), Arc::clone(&connections));
         // The same allowed answer each time: the client (and its connection) is kept.
-        let guard = Guard::with(
+        let guard = Policy::with(
             false,
             answering(vec![vec![CHECKED.into()]]),
             blocked_but_checked,

@@ -10,7 +10,7 @@
 //!
 //! Server-side request forgery: a webhook whose host is, or resolves to, an address of the IANA
 //! special-purpose registries (loopback, private, link-local, CGNAT, NAT64 of those, 6to4,
-//! documentation, benchmarking, reserved, multicast: [`super::ssrf`]) is refused unless
+//! documentation, benchmarking, reserved, multicast: [`crate::outbound::policy`]) is refused unless
 //! `a2a.push_allow_private`; the check runs when the configuration is made and again before
 //! every try, and the try connects to the addresses that check resolved, never to a second
 //! lookup's (`deliver.rs`). An `https://` webhook is dialled as any `https://` upstream is:
@@ -31,11 +31,11 @@ mod shared;
 
 use self::deliver::deliver;
 use super::shapes::{self, UpdateWriter};
-use super::ssrf::Guard;
 use super::Version;
 use crate::bridge::Bridge;
 use crate::events::Read;
 use crate::model::error::GatewayError;
+use crate::outbound::Policy;
 
 /// Webhooks one task may have.
 pub(crate) const MAX_CONFIGS_PER_TASK: usize = 8;
@@ -204,7 +204,7 @@ impl Tasks {
 pub(crate) struct Push {
     tasks: Mutex<Tasks>,
     /// What a webhook may reach (`a2a.push_allow_private`), and how its host is looked up.
-    guard: Guard,
+    guard: Policy,
     /// With `[cluster]`: where the configurations are kept for the other replicas ([`shared`]).
     link: Option<Arc<crate::cluster::Link>>,
 }
@@ -215,7 +215,7 @@ impl Push {
     pub(crate) fn new(allow_private: bool, bridge: &Arc<Bridge>) -> Arc<Self> {
         let push = Arc::new(Push {
             tasks: Mutex::new(Tasks::default()),
-            guard: Guard::new(allow_private),
+            guard: Policy::new(allow_private),
             link: bridge.cluster_link().cloned(),
         });
         if push.link.is_some() {

@@ -5,7 +5,7 @@
 //! much on one as the gateway's own work does: its dispatcher, a request with a streaming body
 //! and the channel behind it, a timer set per request, the answer encoded through its own buffers
 //! (docs/performance.md). This loop reads the head with httparse (as the upstream side,
-//! [`crate::upstream::h1`], reads answers), the body with it, answers through the same
+//! [`crate::outbound::h1`], reads answers), the body with it, answers through the same
 //! [`Front::respond`] as hyper's connections (trace context, access line, metrics, every header
 //! the handlers set), and writes the answer's head and a known-length body in one write, under
 //! one timer per connection.

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use axum::http::{header, HeaderName, HeaderValue, Method, Request, StatusCode};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
+
+use crate::outbound::{Options, Pool};
 
 use super::otlp::{self, Service};
 use super::{Pending, Tracer, EXPORT_FAILURES, SPANS_EXPORTED};
@@ -17,13 +19,18 @@ use crate::config::{OtlpProtocol, Tracing};
 
 /// How long one export may take before it counts as failed.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting to the collector may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest answer read from the collector (a partial-success message is a few bytes).
+const MAX_ANSWER: usize = 1 << 20;
 /// Export errors are logged at most this often.
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// The collector's client, for one endpoint: `https://` ones over TLS verified against
-/// `tracing.ca_file` or the platform's roots (gRPC's with ALPN `h2`).
+/// `tracing.ca_file` or the platform's roots. OTLP/HTTP goes through the outbound client's
+/// pool; gRPC needs HTTP/2, so hyper's client over the outbound client's connector (ALPN `h2`).
 enum Transport {
-    Http(Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>),
+    Http(Pool),
     Grpc(Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>),
 }
 
@@ -45,16 +52,20 @@ impl Target {
         let tls = settings
             .tls()
             .map_err(|e| format!("tracing.{}: {}", e.key, e.message))?;
-        let timeout = Some(Duration::from_secs(5));
         let transport = match protocol {
-            OtlpProtocol::Http => Transport::Http(
-                Client::builder(hyper_util::rt::TokioExecutor::new())
-                    .build(crate::config::tls::connector(tls, timeout)),
-            ),
+            OtlpProtocol::Http => {
+                let opts = Options::within(EXPORT_TIMEOUT, MAX_ANSWER)
+                    .connect_within(CONNECT_TIMEOUT)
+                    .with_tls(tls);
+                match Pool::new(&url, &opts, 0) {
+                    Ok(pool) => Transport::Http(pool),
+                    Err(_) => return Ok(None),
+                }
+            }
             OtlpProtocol::Grpc => Transport::Grpc(
                 Client::builder(hyper_util::rt::TokioExecutor::new())
                     .http2_only(true)
-                    .build(crate::config::tls::h2_connector(tls, timeout)),
+                    .build(crate::outbound::tls::h2_connector(tls, CONNECT_TIMEOUT)),
             ),
         };
         // Checked by `check-config`; a pair that still fails is left out, not sent broken.
@@ -82,58 +93,69 @@ impl Target {
     /// Sends one batch (its spans after [`otlp::HEAD_ROOM`]); `Err` says why it was not
     /// accepted (never a header's value).
     async fn send(&self, batch: Vec<u8>, service: &Service) -> Result<(), String> {
-        let grpc = matches!(self.transport, Transport::Grpc(_));
-        let body = otlp::request(service, batch, grpc);
-        let content_type = match grpc {
-            false => "application/x-protobuf",
-            true => "application/grpc",
+        let client = match &self.transport {
+            Transport::Http(pool) => return self.post(pool, batch, service).await,
+            Transport::Grpc(client) => client,
         };
+        let body = otlp::request(service, batch, true);
         let mut req = Request::builder()
             .method(Method::POST)
             .uri(self.url.clone())
-            .header(header::CONTENT_TYPE, content_type);
-        if grpc {
-            req = req.header(header::TE, "trailers");
-        }
+            .header(header::CONTENT_TYPE, "application/grpc")
+            .header(header::TE, "trailers");
         for (k, v) in &self.headers {
             req = req.header(k, v);
         }
         let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
         let sent = async {
-            let resp = match &self.transport {
-                Transport::Http(c) => c.request(req).await,
-                Transport::Grpc(c) => c.request(req).await,
-            }
-            .map_err(|e| format!("{e:?}"))?;
+            let resp = client.request(req).await.map_err(|e| format!("{e:?}"))?;
             let status = resp.status();
             let head_grpc = resp.headers().get("grpc-status").cloned();
-            let collected = resp
-                .into_body()
+            let collected = Limited::new(resp.into_body(), MAX_ANSWER)
                 .collect()
                 .await
                 .map_err(|e| e.to_string())?;
-            match self.transport {
-                Transport::Http(_) if status.is_success() => Ok(()),
-                Transport::Http(_) => Err(format!("the collector answered {status}")),
-                Transport::Grpc(_) => {
-                    let grpc = head_grpc.or_else(|| {
-                        collected
-                            .trailers()
-                            .and_then(|t| t.get("grpc-status").cloned())
-                    });
-                    match (status, grpc.as_ref().map(HeaderValue::as_bytes)) {
-                        (StatusCode::OK, Some(b"0")) => Ok(()),
-                        (s, g) => Err(format!(
-                            "the collector answered {s}, grpc-status {}",
-                            g.map_or("none".into(), |g| String::from_utf8_lossy(g).into_owned())
-                        )),
-                    }
-                }
+            let grpc = head_grpc.or_else(|| {
+                collected
+                    .trailers()
+                    .and_then(|t| t.get("grpc-status").cloned())
+            });
+            match (status, grpc.as_ref().map(HeaderValue::as_bytes)) {
+                (StatusCode::OK, Some(b"0")) => Ok(()),
+                (s, g) => Err(format!(
+                    "the collector answered {s}, grpc-status {}",
+                    g.map_or("none".into(), |g| String::from_utf8_lossy(g).into_owned())
+                )),
             }
         };
         tokio::time::timeout(EXPORT_TIMEOUT, sent)
             .await
             .map_err(|_| format!("no answer within {} s", EXPORT_TIMEOUT.as_secs()))?
+    }
+
+    /// One batch over OTLP/HTTP, through the outbound client.
+    async fn post(&self, pool: &Pool, batch: Vec<u8>, service: &Service) -> Result<(), String> {
+        let body = otlp::request(service, batch, false);
+        let mut headers = vec![("content-type", "application/x-protobuf")];
+        headers.extend(
+            self.headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
+        );
+        let req = crate::outbound::Request {
+            method: "POST",
+            target: None,
+            headers: &headers,
+            body: &body,
+        };
+        match pool.fetch(&req).await {
+            Ok(a) if a.status.is_success() => Ok(()),
+            Ok(a) => Err(format!("the collector answered {}", a.status)),
+            Err(crate::outbound::Error::TimedOut { .. }) => {
+                Err(format!("no answer within {} s", EXPORT_TIMEOUT.as_secs()))
+            }
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 

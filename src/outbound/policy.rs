@@ -1,10 +1,12 @@
-//! The server-side request forgery guard of push-notification webhooks: which URLs a webhook
-//! may have, and which addresses it must not reach unless `a2a.push_allow_private`.
+//! The destination policy of a URL a caller chose (a push-notification webhook): which URLs it
+//! may have, and which addresses it must not reach unless private destinations are allowed
+//! (`a2a.push_allow_private`), against server-side request forgery.
 //!
-//! A delivery resolves the webhook's host once, checks every address the answer holds against
-//! [`ranges`], and dials exactly the addresses it checked: a name that answers a public address
-//! to the check and a private one to a second lookup (DNS rebinding) never gets the second
-//! lookup. The resolver is held by the [`Guard`] so tests can answer each lookup differently.
+//! A request resolves the host once, checks every address the answer holds against
+//! [`ranges`](super::ranges), and dials exactly the addresses it checked
+//! ([`Checked`](super::Checked)): a name that answers a public address to the check and a
+//! private one to a second lookup (DNS rebinding) never gets the second lookup. The resolver is
+//! held by the [`Policy`] so tests can answer each lookup differently.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -15,9 +17,7 @@ use axum::http::Uri;
 
 use crate::model::error::GatewayError;
 
-mod ranges;
-
-pub(crate) use ranges::is_blocked;
+pub(crate) use super::ranges::is_blocked;
 
 /// A lookup of a host and port: the addresses it answers.
 pub(crate) type Lookup = Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>>;
@@ -36,9 +36,9 @@ fn system_resolver() -> Resolver {
     })
 }
 
-/// What a webhook may reach, and how its host is looked up.
+/// What a caller-chosen destination may reach, and how its host is looked up.
 #[derive(Clone)]
-pub(crate) struct Guard {
+pub(crate) struct Policy {
     allow_private: bool,
     resolver: Resolver,
     /// Which addresses are refused: [`is_blocked`], but for tests that must allow one loopback
@@ -46,32 +46,32 @@ pub(crate) struct Guard {
     blocked: fn(IpAddr) -> bool,
 }
 
-impl std::fmt::Debug for Guard {
+impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Guard")
+        f.debug_struct("Policy")
             .field("allow_private", &self.allow_private)
             .finish_non_exhaustive()
     }
 }
 
-impl Guard {
-    /// The guard of `a2a.push_allow_private`, looking names up with the system resolver.
+impl Policy {
+    /// The policy of `a2a.push_allow_private`, looking names up with the system resolver.
     pub(crate) fn new(allow_private: bool) -> Self {
-        Guard {
+        Policy {
             allow_private,
             resolver: system_resolver(),
             blocked: is_blocked,
         }
     }
 
-    /// A guard with its own resolver and block list (tests).
+    /// A policy with its own resolver and block list (tests).
     #[cfg(test)]
     pub(crate) fn with(
         allow_private: bool,
         resolver: Resolver,
         blocked: fn(IpAddr) -> bool,
     ) -> Self {
-        Guard {
+        Policy {
             allow_private,
             resolver,
             blocked,
@@ -179,8 +179,8 @@ mod tests {
 
     #[tokio::test]
     async fn webhook_urls_are_checked_before_use() {
-        let strict = Guard::new(false);
-        let lax = Guard::new(true);
+        let strict = Policy::new(false);
+        let lax = Policy::new(true);
         for (url, guard) in [
             ("http://127.0.0.1:9/hook", &strict),
             ("http://localhost/hook", &strict),
@@ -202,7 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn special_purpose_literals_are_refused() {
-        let strict = Guard::new(false);
+        let strict = Policy::new(false);
         for url in [
             "http://[64:ff9b::7f00:1]/hook",
             "http://[64:ff9b::10.0.0.1]/hook",
@@ -222,7 +222,7 @@ mod tests {
     #[tokio::test]
     async fn a_host_in_a_form_no_certificate_names_is_refused() {
         // A resolver may read these as 8.8.8.8 or 127.0.0.1; TLS cannot name them.
-        let open = Guard::new(true);
+        let open = Policy::new(true);
         for url in [
             "https://134744072/hook",
             "http://134744072/hook",
@@ -241,16 +241,16 @@ mod tests {
                 .map(|i| i.parse().unwrap())
                 .collect::<Vec<IpAddr>>()
         };
-        let guard = Guard::with(
+        let guard = Policy::with(
             false,
             answering(vec![ips(&["93.184.216.34", "10.0.0.1"])]),
             is_blocked,
         );
         assert!(refused(guard.resolve("http://hook.example/").await));
-        let guard = Guard::with(false, answering(vec![vec![]]), is_blocked);
+        let guard = Policy::with(false, answering(vec![vec![]]), is_blocked);
         assert!(refused(guard.resolve("http://hook.example/").await));
         // One lookup per check: the second check sees the second answer.
-        let guard = Guard::with(
+        let guard = Policy::with(
             false,
             answering(vec![ips(&["93.184.216.34"]), ips(&["127.0.0.1"])]),
             is_blocked,

@@ -3,7 +3,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::upstream::h1::{self, Chunked, Framing, Parsed};
+use crate::outbound::h1::{self, Chunked, Framing, Parsed};
 
 /// The next complete answer at the front of `read`, consumed, and whether it declared that the
 /// connection ends (`Connection: close`, or HTTP/1.0 without keep-alive) so the requests behind

@@ -1,10 +1,11 @@
-//! One HTTP/1.1 exchange on one upstream connection: the request written in one buffer, the
+//! One HTTP/1.1 exchange on one outbound connection: the request written in one buffer, the
 //! answer's head parsed by `httparse`, its body framed by RFC 9112 §6.3.
 //!
-//! The gateway sends upstreams only one kind of request (a `POST` of a JSON body, answered with
-//! a body read whole), so it speaks that exchange itself instead of going through a general
-//! client: no request and response objects, no channel between the caller and a connection
-//! task, no header map. What a general client would do with an answer's framing is done here in
+//! The request the gateway sends most (a `POST` of a JSON body, answered with a body read
+//! whole) is laid out here in one buffer, and every answer is read here, so the gateway speaks
+//! HTTP/1.1 itself instead of going through a general client: no request and response objects,
+//! no channel between the caller and a connection task, no header map (but for the requests
+//! that ask for the answer's headers, [`super::Request`]'s). What a general client would do with an answer's framing is done here in
 //! full: `Content-Length`, `chunked` (extensions and trailers skipped), close-delimited bodies,
 //! interim `1xx` answers skipped, `Connection: close` and HTTP/1.0 honoured.
 
@@ -356,7 +357,17 @@ impl Conn {
             .write_all(&self.write)
             .await
             .map_err(Error::NotSent)?;
-        let parsed = self.read_head(false, None).await?;
+        self.read_answer(limit, None).await
+    }
+
+    /// Reads the whole answer to a request written: its head (its headers added to `headers`
+    /// when given), then its body bounded by `limit` bytes.
+    pub async fn read_answer(
+        &mut self,
+        limit: usize,
+        headers: Option<&mut HeaderMap>,
+    ) -> Result<Answer, Error> {
+        let parsed = self.read_head(false, headers).await?;
         let status = parsed.status;
         let (body, complete) = match parsed.framing {
             Framing::Empty => (Bytes::new(), true),

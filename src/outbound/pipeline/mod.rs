@@ -3,7 +3,7 @@
 //! of the runtime go to the upstream in one `write`, their answers read back as they come
 //! (several in one `read` when the upstream wrote them together).
 //!
-//! Why: the pooled path ([`super::UpstreamClient::post`]) already makes a plain proxy's
+//! Why: the pooled path ([`super::Pool::post`]) already makes a plain proxy's
 //! minimum of system calls per call, one write and one read to the upstream; only putting
 //! several calls in one write and one read goes below it.
 //!
