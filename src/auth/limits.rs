@@ -18,13 +18,15 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::bucket::{ceil_div, now_ns, Buckets, Gcra, KeyPart, Pass, Tat, MAX_KEYS};
+use super::bucket::{ceil_div, Gcra, KeyPart, Pass, Tat, MAX_KEYS};
 use super::shared::{Fleet, SharedLimit};
 use crate::auth::Caller;
 use crate::cluster::Link;
 use crate::config::{LimitKey, RateLimit};
 use crate::http::headers::Headers;
 use crate::upstream::router::glob_match;
+use crate::util::bounded::Bounded;
+use crate::util::clock::now_ns;
 
 const NS_PER_S: u64 = 1_000_000_000;
 const NS_PER_MS: u64 = 1_000_000;
@@ -219,7 +221,7 @@ enum Store {
 /// A limit of this replica alone.
 struct Local {
     gcra: Gcra,
-    buckets: Buckets<Tat>,
+    buckets: Bounded<Tat>,
 }
 
 impl Limit {
@@ -261,7 +263,7 @@ impl Limit {
                 ))),
                 false => Store::Local(Arc::new(Local {
                     gcra: Gcra::new(c.rate_per_s, c.burst),
-                    buckets: Buckets::new(MAX_KEYS),
+                    buckets: Bounded::new(MAX_KEYS),
                 })),
             };
             (name, store)
@@ -304,8 +306,8 @@ impl Limit {
         match &self.store {
             Store::Local(l) => {
                 let hash = l.buckets.hash(key);
-                l.buckets
-                    .peek(hash, |tat| l.gcra.take(tat.0, now).map(Pass::from))
+                let tat = l.buckets.peek(hash, |tat| tat.copied()).unwrap_or_default();
+                l.gcra.take(tat.0, now).map(Pass::from)
             }
             Store::Shared(s) => s.peek(fleet, key, now),
         }
@@ -465,7 +467,7 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::bucket::SHARDS;
+    use crate::util::bounded::SHARDS;
     use crate::auth::Kind;
     use axum::http::HeaderMap;
 
@@ -708,7 +710,7 @@ mod tests {
 
     #[test]
     fn buckets_stay_bounded_full_ones_going_first() {
-        let b: Buckets<Tat> = Buckets::new(SHARDS * 8);
+        let b: Bounded<Tat> = Bounded::new(SHARDS * 8);
         let gcra = Gcra::new(1.0, 1);
         let take = |k: u64, now: u64| {
             let h = b.hash(&KeyPart::Header(&k.to_le_bytes()));

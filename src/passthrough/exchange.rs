@@ -22,7 +22,8 @@ use hyper::body::{Body as _, Frame};
 use crate::upstream::h1::{self, Chunked, Conn, Framing};
 use std::sync::Arc;
 
-use crate::upstream::{stream::Stream, until, Endpoint};
+use crate::upstream::{stream::Stream, Endpoint};
+use crate::util::timer::until;
 
 /// Answers with a length up to this are read whole before they are passed on (one frame, and
 /// the connection back in the pool at once); longer ones, chunked and close-delimited ones
@@ -254,7 +255,7 @@ pub(crate) async fn relay(
     let answered = tokio::select! {
         biased;
         answered = relay_on(client, pooled, request, out) => answered,
-        () = until(&mut timer, due) => return Err(Unanswered::TimedOut),
+        () = until(timer.as_mut(), due) => return Err(Unanswered::TimedOut),
     };
     let (relayed, idle) = answered.map_err(Unanswered::Failed)?;
     if let Some(conn) = idle {

@@ -20,6 +20,7 @@ pub(crate) use super::health::Outcome;
 use super::{h1, health, pipeline, stream};
 use crate::config::Upstream;
 use crate::model::error::GatewayError;
+use crate::util::timer::until;
 
 /// Idle connections kept per endpoint and worker.
 const MAX_IDLE: usize = 256;
@@ -40,22 +41,6 @@ struct Pooled {
 /// A call's timer, reused by the calls of one pooled connection: a `tokio::time::timeout` per
 /// call registered, polled and dropped a timer entry each time (README, Performance).
 pub(crate) type Timer = std::pin::Pin<Box<tokio::time::Sleep>>;
-
-/// Waits until `due` on `timer`, which may be set earlier (for a call before) and is then
-/// moved on; it is moved only when it must fire sooner, so most calls leave the timer wheel
-/// alone.
-pub(crate) async fn until(timer: &mut Timer, due: tokio::time::Instant) {
-    if timer.deadline() > due {
-        timer.as_mut().reset(due);
-    }
-    loop {
-        timer.as_mut().await;
-        if tokio::time::Instant::now() >= due {
-            return;
-        }
-        timer.as_mut().reset(due);
-    }
-}
 
 impl Pooled {
     /// Still usable at `now`: not idle for too long, and not closed by the upstream meanwhile.
@@ -239,7 +224,7 @@ impl Endpoint {
             let done = tokio::select! {
                 biased;
                 done = self.attempt(conn, &head, body) => done,
-                () = until(&mut t, due) => return Err(self.timed_out(config, true)),
+                () = until(t.as_mut(), due) => return Err(self.timed_out(config, true)),
             };
             timer = Some(t);
             match done {
