@@ -201,7 +201,6 @@ pub(crate) fn key_of<'a>(
     crate::wire::authorization::token_of(authorization?, "apikey")
 }
 
-
 /// A TOML syntax or shape error on one line: `line 3, column 1: …`.
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim_end().replace('\n', "; ");

@@ -29,10 +29,10 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::bucket::{Gcra, KeyPart, Pass, MAX_KEYS};
-use crate::util::bounded::{Bounded, Evict};
-use crate::util::clock::now_ns;
 use crate::cluster::keys::PREFIX;
 use crate::cluster::Link;
+use crate::util::bounded::{Bounded, Evict};
+use crate::util::clock::now_ns;
 
 const NS_PER_S: u64 = 1_000_000_000;
 const NS_PER_MS: u64 = 1_000_000;

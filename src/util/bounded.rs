@@ -155,7 +155,10 @@ mod tests {
         }
         assert!(m.len() >= SHARDS * 7, "{}", m.len());
         // The latest keys are kept, the lowest ranked went.
-        assert_eq!(m.peek(m.hash(&9_999u64), |v| v.copied()), Some(Until(10_999)));
+        assert_eq!(
+            m.peek(m.hash(&9_999u64), |v| v.copied()),
+            Some(Until(10_999))
+        );
         assert_eq!(m.peek(m.hash(&0u64), |v| v.copied()), None);
     }
 
