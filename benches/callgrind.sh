@@ -299,8 +299,8 @@ run() {
   kill -TERM "$gw"
   wait "$gw" || true
   # quanta's clock calibration at start-up (the metrics recorder's) runs for a fixed wall time,
-  # so its instructions vary with the machine's load (1.8 M to 8.3 M seen): taken out of the
-  # total, or it alone moves a per-call figure by a thousand instructions.
+  # so its instructions vary with the machine's load (docs/performance.md): taken out of the
+  # total, or it alone moves a per-call figure.
   local calibration
   calibration=$(inclusive "$work/$1.$2" 'quanta::Clock::new')
   echo "$(($(totals "$work/$1.$2") - calibration)) $calls"

@@ -27,8 +27,9 @@ fn ids(events: &[SseEvent]) -> Vec<String> {
     events.iter().map(|e| e.id.clone()).collect()
 }
 
-/// DESIGN.md's map, both spellings written out (not taken from the code's tables, so a wrong row
-/// there fails): plan events are status updates, the others artifact updates.
+/// The contract's map (docs/fronting.md), both spellings written out (not taken from the code's
+/// tables, so a wrong row there fails): plan events are status updates, the others artifact
+/// updates.
 const DESIGN_MAP: [(&str, &str, &str); 10] = [
     ("plan.created", "PLAN_CREATED", "TaskStatusUpdateEvent"),
     (

@@ -38,8 +38,8 @@ fn chunked(wire: &[u8], cuts: &[usize], limit: usize) -> Result<Option<Vec<u8>>,
     Ok(None)
 }
 
-/// Found by `h1_answer`: a chunk-size line over the 4 KiB bound was refused when it arrived in
-/// pieces and accepted (or refused as too large) when it arrived in one read.
+/// Found by `h1_answer`: a chunk-size line over the 4 KiB bound is refused the same whether it
+/// arrives in pieces or in one read.
 #[test]
 fn a_long_chunk_size_line_is_refused_however_it_arrives() {
     let wire = format!("1;{}\r\nx\r\n0\r\n\r\n", "e".repeat(4178));
@@ -268,8 +268,8 @@ fn batch_members_are_judged_one_by_one_and_bounded() {
 }
 
 /// Found by `dialect_parse`: a batch member that is JSON yet cannot be decoded (a lone surrogate
-/// escape in a member name, a number out of range) was answered -32700 inside an accepted batch;
-/// a member's error is -32600, the body as a whole having been read.
+/// escape in a member name, a number out of range) is -32600 inside an accepted batch, not
+/// -32700: the body as a whole was read.
 #[test]
 fn an_undecodable_batch_member_is_an_invalid_request() {
     let body = br#"[{"i\udBBBsion":"3.0","method":"b"},{"jsonrpc":"2.0","method":1e400,"id":1},{"jsonrpc":"2.0","method":"m","id":2}]"#;
@@ -527,9 +527,9 @@ fn read_both_ways(wire: &[u8]) -> Parsed {
     whole
 }
 
-/// Found by `h1_request`: a request head longer than the loop's bound (`MAX_HEAD`, 16 KiB) was
-/// served when it arrived in one read, and handed to hyper when a read ended past the bound. Now
-/// it goes to hyper however it arrives; a head of exactly the bound is served either way.
+/// Found by `h1_request`: a request head longer than the loop's bound (`MAX_HEAD`, 16 KiB) goes
+/// to hyper however it arrives, in one read or in several; a head of exactly the bound is served
+/// either way.
 #[test]
 fn a_request_head_over_the_bound_is_handed_over_however_it_arrives() {
     let line = |pad: usize| {

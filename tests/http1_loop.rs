@@ -1,5 +1,5 @@
 //! The HTTP/1 connection loop that serves `POST`s to the RPC paths and the pass-through
-//! (`src/server/h1.rs`), over raw sockets: kept-alive and pipelined calls answered in order, a
+//! (`src/server/h1/`), over raw sockets: kept-alive and pipelined calls answered in order, a
 //! body that arrives after its head, requests it leaves to hyper on the same connection (the
 //! bytes already read handed over), and a call in flight at shutdown answered with
 //! `connection: close`.

@@ -1,4 +1,4 @@
-//! The pure paths whose instruction counts README quotes, each run `WIREGATE_PATH_ITERS` times
+//! The pure paths `benches/callgrind.sh pure` measures, each run `WIREGATE_PATH_ITERS` times
 //! (3 by default) on the payloads `benches/translate.rs` uses, with its output checked.
 //! `benches/callgrind.sh` runs each test under callgrind at two iteration counts and divides the
 //! difference of the totals by the difference of the counts: instructions per call, start-up

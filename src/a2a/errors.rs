@@ -1,7 +1,7 @@
 //! Errors as A2A 1.0 writes them: `error.data` is an array holding a `google.rpc.ErrorInfo`
 //! (spec §9.5). A2A's own errors carry the spec's reason in domain `a2a-protocol.org`; the
 //! gateway's (sid busy, unavailable, …) carry their kind in domain `wiregate`. A 0.3 call and
-//! the seed dialect keep the object `data` they always had. Pure.
+//! the seed dialect carry `data` as an object, as those dialects define it. Pure.
 
 use serde_json::{json, Map, Value};
 

@@ -163,7 +163,6 @@ pub struct SpecStream {
     pub encoder: SpecEncoder,
 }
 
-/// Serves spec calls from the bridge.
 /// Who asks an A2A call, as its answer depends on it: the verified caller's `kind:id` (what
 /// another caller owns is not found, [`Bridge::check_task`]), and the request's `Host` (the
 /// extended card's URLs).
@@ -177,6 +176,7 @@ pub struct Asker<'a> {
     pub https: bool,
 }
 
+/// Serves spec calls from the bridge.
 #[derive(Debug)]
 pub struct A2a {
     bridge: Arc<Bridge>,

@@ -80,7 +80,7 @@ const BEAT_SCRIPT: &str = "local t = redis.call('TIME') \
     redis.call('PEXPIRE', KEYS[1], recent * 2) \
     return redis.call('ZCARD', KEYS[1])";
 
-/// Whether the shared limits use Redis, as the calls last saw it.
+/// [`Fleet`]'s `state`: not known yet, Redis answering, Redis not answering.
 const UNKNOWN: u8 = 0;
 const UP: u8 = 1;
 const DOWN: u8 = 2;
@@ -93,6 +93,7 @@ pub(crate) struct Fleet {
     replicas: AtomicU32,
     /// A lease or heartbeat failed since the last heartbeat that did not.
     failed: AtomicBool,
+    /// Whether the shared limits use Redis, as the calls last saw it.
     state: AtomicU8,
     round_trips: AtomicU64,
 }

@@ -12,7 +12,7 @@ use super::Issues;
 )]
 #[serde(rename_all = "snake_case")]
 pub enum AuthMode {
-    /// Credentials are not looked at (today's behaviour).
+    /// Credentials are not looked at (the default).
     #[default]
     Off,
     /// A credential, when sent, must be valid; a call without one is anonymous.

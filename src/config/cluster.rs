@@ -8,7 +8,7 @@ use super::Issues;
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Cluster {
-    /// `redis://host:port/db` or `rediss://` (TLS); empty: no cluster, today's single process.
+    /// `redis://host:port/db` or `rediss://` (TLS); empty: no cluster, a single process.
     pub redis: String,
     /// This replica's name in leases and logs; empty: the host name and the process id.
     pub node_id: String,

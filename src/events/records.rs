@@ -134,7 +134,7 @@ impl Records {
     }
 
     /// The body ended: a record over the cap it cut is reported; a shorter one it cut is no
-    /// record (a line or an event without its end, as before the cap).
+    /// record (a line or an event without its end is none, whatever its length).
     pub fn finish(&mut self, out: &mut impl FnMut(Piece)) {
         self.pending = BytesMut::new();
         if let Some(bytes) = self.skipping.take() {

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The shortest tick, for up to [`FULL`]` / 4` subscribers: at 1,000 events/s two events share
-/// a wake-up and a write, as they did when each subscriber lingered this long after waking.
+/// a wake-up and a write, as they would if each subscriber lingered this long after waking.
 pub(crate) const MIN_TICK: Duration = Duration::from_millis(2);
 
 /// The longest tick, reached at [`FULL`] subscribers.

@@ -5,6 +5,8 @@
 //!
 //! Only reached when the gate is not open ([`Gate::is_open`]): with auth off and no limits, a
 //! body goes straight to [`Gateway::handle`](super::Gateway::handle).
+//!
+//! [`Gate::is_open`]: crate::auth::gate::Gate::is_open
 
 use std::sync::OnceLock;
 

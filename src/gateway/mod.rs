@@ -96,7 +96,7 @@ impl Gateway {
 ///
 /// They differ in two rules. On A2A's binding every JSON-RPC answer is HTTP 200, a malformed
 /// request's -32600 and -32700 included (as a2a-sdk's server answers, and the A2A TCK checks);
-/// the gateway's own path answers those 400, as its clients were promised. And A2A's binding
+/// the gateway's own path answers those 400, as its contract says. And A2A's binding
 /// serves only A2A methods: slash names are A2A 0.3 with or without `A2A-Version` (there is no
 /// seed dialect there), and any other method is -32601.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -238,8 +238,8 @@ pub fn write_request_hop(out: &mut Vec<u8>, headers: &impl Values, hop: &Hop<'_>
     out.extend_from_slice(b" wiregate\r\n");
 }
 
-/// Writes `ip` as text; an IPv4 address digit by digit (`fmt`'s machinery costs about a
-/// thousand instructions per address, on every passed-through call).
+/// Writes `ip` as text; an IPv4 address digit by digit (`fmt`'s machinery measured
+/// dearer, on every passed-through call: docs/performance.md).
 fn put_ip(out: &mut Vec<u8>, ip: IpAddr) {
     use std::io::Write as _;
     match ip {

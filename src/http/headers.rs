@@ -5,7 +5,7 @@
 //! `traceparent`, `authorization`, and whatever a split's `sticky = "header:NAME"`, the caller
 //! report or the cluster's carry asks for). The HTTP/1 loop ([`crate::server`]'s `h1`) already
 //! has each header's place in the head from httparse; building a map from them (hashing,
-//! appends, `HeaderValue` checks) cost more than the lookups it served (README, Performance), so
+//! appends, `HeaderValue` checks) costs more than the lookups it serves (docs/performance.md), so
 //! its calls read the head's ranges instead, a lookup scanning the few lines. Calls that came
 //! through hyper keep their map.
 
@@ -214,7 +214,7 @@ fn same(have: &HeaderName, name: &str) -> bool {
 /// `bytes` as text when [`HeaderValue::to_str`] would give it: tab or visible ASCII and space.
 ///
 /// Every byte is looked at, with no early exit: such a loop is vectorised, where a
-/// short-circuiting `all` costs about seven instructions a byte (1.7 k for a bearer JWT).
+/// short-circuiting `all` measured dearer a byte (docs/performance.md).
 pub(crate) fn visible(bytes: &[u8]) -> Option<&str> {
     let text = bytes.iter().fold(true, |all, &b| {
         all & ((b' '..127).contains(&b) | (b == b'\t'))

@@ -140,7 +140,7 @@ impl Attributes {
 /// `AnyValue`: string_value = 1, bool_value = 2, int_value = 3). A short one (nearly every
 /// attribute: a key and a value of a few dozen bytes, every length one byte) is room reserved
 /// once and four copies, two of them four bytes: a push a byte checked the buffer's room each
-/// time (200 instructions an attribute), a zeroed stack buffer cost its zeroing (140).
+/// time, a zeroed stack buffer would pay its zeroing (both measured dearer: docs/performance.md).
 ///
 /// Inlined: at each call site the key is a constant, so its copy and most of the lengths fold
 /// to a few stores.
@@ -260,8 +260,8 @@ thread_local! {
 
 /// Nanoseconds since the Unix epoch, as a span's start and end are stamped: the wall clock read
 /// at most every 100 ms on each thread, advanced between by `quanta`'s clock (the CPU's
-/// time-stamp counter where it has one): four wall clock reads cost a traced call about 500
-/// instructions.
+/// time-stamp counter where it has one): measured cheaper than four wall clock reads a traced
+/// call (docs/performance.md).
 pub(crate) fn now_ns() -> u64 {
     let now = quanta::Instant::now();
     ANCHOR.with(|anchor| {

@@ -2,9 +2,10 @@
 //!
 //! A gateway's long-lived connections are its SSE subscribers, and most of them sit idle between
 //! events. hyper keeps about 24 KB of buffers per HTTP/1 connection for its whole life (a read
-//! buffer it grows to 16 KB while watching for the client's close, an 8 KB head buffer), which
-//! made 10 000 idle subscribers cost 210 MB. A stream needs none of it once its head is read: this
-//! module reads the head into a buffer it frees, and writes the stream's chunks as they come.
+//! buffer it grows to 16 KB while watching for the client's close, an 8 KB head buffer), most
+//! of an idle subscriber's memory (docs/performance.md). A stream needs none of it once its
+//! head is read: this module reads the head into a buffer it frees, and writes the stream's
+//! chunks as they come.
 //!
 //! It takes only what it fully understands: a `GET` with no body, no `Upgrade` or `Expect`, HTTP
 //! 1.0 or 1.1, whose target the caller's router recognises as a stream. Anything else is handed

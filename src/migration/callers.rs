@@ -117,7 +117,7 @@ pub(crate) struct CallersReport {
 /// One reported caller.
 #[derive(Debug, Serialize)]
 pub(crate) struct CallerRow {
-    /// The id (see [`caller_id`]).
+    /// The id (see [`write_caller_id`]).
     pub caller: String,
     /// Its figures.
     #[serde(flatten)]

@@ -127,6 +127,8 @@ pub(super) async fn a2a_rpc(
 /// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
 /// builds no extensions map), for splits sticky by `ip` and the caller report. `read` is the
 /// body when it was read before (see [`Front::respond`]).
+///
+/// [`Front::respond`]: super::front::Front::respond
 pub(super) async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
@@ -160,6 +162,8 @@ pub(super) async fn rpc_call(
 /// The reply to a call on an RPC path whose body has been read (or failed to be), and the
 /// request id it is answered with: what [`rpc_call`] makes a response of, and what the HTTP/1
 /// loop writes itself ([`h1`], without a response object or a header map for the answer).
+///
+/// [`h1`]: super::h1
 pub(super) async fn rpc_reply(
     state: &AppState,
     headers: Headers<'_>,

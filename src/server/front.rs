@@ -30,7 +30,7 @@ use super::{is_own_path, Live, OverTls};
 /// The service a connection is served by: `POST /rpc`, nearly every request a gateway sees, goes
 /// straight to its handler; everything else through the router. Routing, the handler's service
 /// adapters and their boxing cost about as much per call as the upstream exchange itself
-/// (measured with callgrind: about 4k of 42k instructions per proxied call).
+/// (measured with callgrind: docs/performance.md).
 #[derive(Clone)]
 pub(super) struct Front {
     /// The configuration being served; a reload swaps it.
@@ -196,8 +196,8 @@ impl Front {
             .as_ref()
             .map(|a| crate::telemetry::activity::Call::begin(a.clone()));
         // Boxed on its own before it is wrapped: the handlers' futures are large, and every
-        // wrapper that held one by value would copy it (measured with callgrind: tens of
-        // thousands of instructions of memcpy per call).
+        // wrapper that held one by value would copy it (measured with callgrind: much
+        // of a call's instructions were memcpy; docs/performance.md).
         let handled: Handled = if fast {
             Box::pin(rpc_call(
                 live.state.clone(),

@@ -197,6 +197,8 @@ fn domain_stream(state: &AppState, task: Option<String>, headers: &HeaderMap) ->
 /// `/contexts/{id}/events`) to a `GET` of `uri`, for [`sse_conn`]; `None` for any other target,
 /// or one the router would read differently (a percent-encoded id, a query it would refuse).
 /// Behind a gate that is not open, every stream is the router's: who asks is decided there.
+///
+/// [`sse_conn`]: crate::http::sse_conn
 pub(super) fn stream_route(
     state: &AppState,
     uri: &axum::http::Uri,

@@ -18,6 +18,8 @@ pub const OVERFLOW: &str = "wiregate_upstream_overflow_total";
 /// The `outcome` labels of [`ENDPOINT_REQUESTS`], in the order of [`EndpointMetrics::tries`].
 pub const OUTCOMES: [&str; 5] = ["ok", "5xx", "refused", "failed", "timeout"];
 /// The `reason` labels of [`RETRIES`], in the order of [`retries`]'s counters.
+///
+/// [`retries`]: FleetMetrics::retries
 pub const RETRY_REASONS: [&str; 3] = ["not_sent", "failed", "status"];
 
 /// One endpoint's handles.

@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn a_second_costs_208_bytes() {
-        // What the module's and README's memory bound says: 900 of these at most.
+        // What the module's memory bound says: 900 of these at most.
         assert_eq!(std::mem::size_of::<Slot>(), 208);
     }
 

@@ -35,11 +35,13 @@ struct Pooled {
     /// not again for the pool).
     idle_until: Instant,
     /// The timer of the calls made on it (see [`UpstreamClient::post`]), kept with it.
+    ///
+    /// [`UpstreamClient::post`]: super::UpstreamClient::post
     timer: Option<Timer>,
 }
 
 /// A call's timer, reused by the calls of one pooled connection: a `tokio::time::timeout` per
-/// call registered, polled and dropped a timer entry each time (README, Performance).
+/// call registers, polls and drops a timer entry each time (docs/performance.md).
 pub(crate) type Timer = std::pin::Pin<Box<tokio::time::Sleep>>;
 
 impl Pooled {

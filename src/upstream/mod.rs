@@ -4,8 +4,8 @@
 //!
 //! This module owns the sockets to upstreams and nothing else; what goes into a request body and
 //! what comes out of an answer is decided in `wire::translate`. A call to an upstream of one
-//! endpoint with no limit set takes the same steps it took before upstreams had several: one
-//! atomic count for the retry budget and one for the endpoint's calls in flight.
+//! endpoint with no limit set pays for the fleet only one atomic count for the retry budget and
+//! one for the endpoint's calls in flight.
 
 mod balance;
 /// The HTTP/1.1 exchange; public for the fuzz targets (`fuzz/`).

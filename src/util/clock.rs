@@ -5,9 +5,9 @@
 //! clock, so a state kept over a reload stays comparable with every new reading.
 //!
 //! A proxied call's answer carries a `Date`, and the console counts the call in its second:
-//! each read the wall clock and converted it to Unix time (`SystemTime::now` and
-//! `duration_since`, 0.08 k instructions each). Within a second, the monotonic clock tells
-//! whether the second has turned (one reading and a comparison); the wall clock is read again
+//! reading the wall clock and converting it to Unix time for each (`SystemTime::now` and
+//! `duration_since`) measured dearer (docs/performance.md). Within a second, the monotonic clock
+//! tells whether the second has turned (one reading and a comparison); the wall clock is read again
 //! only when it has, so a wall clock that is stepped shows within a second.
 
 use std::cell::Cell;

@@ -3,13 +3,13 @@
 //! and the draws that sample calls (a split's side for a caller without a sticky key, a
 //! shadow's share).
 //!
-//! `uuid::Uuid::new_v4` draws from a ChaCha generator, several times a proxied call (README,
-//! Performance). These ids name calls and these draws pick them; they guard nothing (no token,
-//! no secret is derived from them), so they come from a per-thread wyrand generator
-//! instead: fastrand's (a 64-bit state stepped by a constant, passes BigCrush and PractRand),
-//! seeded once per thread from the process's hasher seed, a few instructions per id. Two threads
-//! or two processes draw from independently seeded states, so ids stay unique across them as
-//! random ids do.
+//! `uuid::Uuid::new_v4` draws from a ChaCha generator, several times a proxied call (measured
+//! dearer: docs/performance.md). These ids name calls and these draws pick them; they guard
+//! nothing (no token, no secret is derived from them), so they come from a per-thread wyrand
+//! generator instead: fastrand's (a 64-bit state stepped by a constant, passes BigCrush and
+//! PractRand), seeded once per thread from the process's hasher seed: an add, a widening
+//! multiply and an xor per 64 bits. Two threads or two processes draw from independently seeded
+//! states, so ids stay unique across them as random ids do.
 
 /// 64 random bits from the calling thread's generator (fastrand's wyrand, seeded per thread).
 pub(crate) fn random_u64() -> u64 {
@@ -32,7 +32,7 @@ pub(crate) fn uuid_v4() -> uuid::Uuid {
 
 /// A random (version 4) UUID as its 36 hyphenated lowercase characters (a call's made
 /// `X-Request-Id`): what `uuid_v4().hyphenated().encode_lower` writes, its digits eight bytes at
-/// a time ([`crate::util::hex`]) where uuid's writer takes a byte at a time (0.2 k instructions).
+/// a time ([`crate::util::hex`]) where uuid's writer takes a byte at a time (docs/performance.md).
 pub(crate) fn uuid_v4_text() -> [u8; 36] {
     hyphenated(*uuid_v4().as_bytes())
 }

@@ -7,7 +7,7 @@
 //! The pass is the strict scanner's ([`super::scan`]) when it can vouch for the object (what
 //! nearly every request is: members named without escapes, each once, the string members
 //! strings), with no serde machinery between the bytes and the members; serde_json reads every
-//! other body, so whatever it refuses is refused with its own error, as before.
+//! other body, so whatever it refuses is refused with its own error, scanner or no scanner.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -114,8 +114,8 @@ impl IdNumber {
             .map(|raw| IdNumber(NumberText::Raw(raw.to_owned())))
     }
 
-    /// The number's text, an integer written with `itoa` (`core::fmt` cost a proxied call
-    /// about 0.3 k instructions here: README, Performance).
+    /// The number's text, an integer written with `itoa` (`core::fmt` measured dearer per
+    /// proxied call here: docs/performance.md).
     fn text(&self) -> String {
         match &self.0 {
             NumberText::Int(n) => itoa::Buffer::new().format(*n).to_owned(),
@@ -576,7 +576,7 @@ impl TryFrom<ResponseWire> for Response {
 impl Response {
     /// Reads an upstream's answer to one call: by the strict scanner ([`super::scan`]) when it
     /// can vouch for the object (what nearly every answer is), else by serde_json, which accepts
-    /// or refuses it with its own error, as it always has.
+    /// or refuses it with its own error, so an answer reads the same with the scanner as without.
     pub fn from_json(bytes: &[u8]) -> serde_json::Result<Self> {
         super::from_json_scanned(bytes, Self::scanned)
     }

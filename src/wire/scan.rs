@@ -73,7 +73,7 @@ pub(crate) fn members_deferring<'a>(
 
 /// Fills `slot` with `value` once: `None` (the scan stops) when the member came before, or when
 /// its value could not be read. What every reader of an envelope's members does, so a member sent
-/// twice is serde_json's to refuse ("duplicate field"), as it always was.
+/// twice is serde_json's to refuse ("duplicate field"), with the error it gives without a scanner.
 pub(crate) fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
     match slot {
         Some(_) => None,
@@ -181,8 +181,8 @@ impl Scan<'_> {
 
     /// Skips the bytes of a string that need no look (not `"`, `\\`, nor a control
     /// character), eight at a time (a word's bytes tested at once), up to the first that does
-    /// or the last whole word: most of a line's bytes are in strings, and a byte at a time cost
-    /// seven instructions each.
+    /// or the last whole word: most of a line's bytes are in strings, and a byte at a time measured
+    /// dearer (docs/performance.md).
     fn plain(&mut self) {
         while let Some(word) = self.b.get(self.i..self.i + 8) {
             let hits = needs_look(u64::from_le_bytes(word.try_into().expect("eight bytes")));

@@ -116,7 +116,7 @@ async fn a_refused_origin_gets_no_cors_headers() {
         .headers()
         .get("access-control-allow-origin")
         .is_none());
-    // Without [server.cors], no CORS headers at all, as before.
+    // Without [server.cors], no CORS headers at all.
     let plain = with_cors(&[]).await;
     let call = plain
         .http

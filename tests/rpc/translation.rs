@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 use support::{fronting, gateway, jsonrpc_echo, legacy_echo, upstream};
 use wiregate::config::{Dialect, Legacy};
 
-/// DESIGN.md's error-code table (legacy code → JSON-RPC code), then the gateway's own failures
-/// README's changelog adds to it. Written out here, not taken from the code's table, so a wrong
+/// The contract's error-code table (legacy code → JSON-RPC code), then the gateway's own failures
+/// (README's Failures, CHANGELOG.md). Written out here, not taken from the code's table, so a wrong
 /// row there fails.
 const DESIGN_CODES: [(&str, i64); 15] = [
     ("NOT_FOUND", -32001),

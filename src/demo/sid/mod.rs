@@ -16,7 +16,7 @@
 //! clients and conformance suites that continue or cancel a task): each answer continues it and
 //! holds again, `done` completes it, an `interrupt` (read while it waits, over stdio too) cancels
 //! it. With `FAKE_SID_HOLD=1` in its environment every plain turn holds so (what the A2A
-//! conformance suite expects of an agent, see README). Like sid, it does not read stdin during a stdio turn except to answer a prompt,
+//! conformance suite expects of an agent, see docs/a2a.md). Like sid, it does not read stdin during a stdio turn except to answer a prompt,
 //! answers `busy` meanwhile, and exits 0 on EOF.
 
 mod listen;

@@ -20,7 +20,7 @@ use crate::wire::head;
 /// Answers up to this size are written with their head in one write.
 const GATHER: usize = 64 * 1024;
 
-/// Writes a call's JSON (or empty) `reply` on `io`, its head laid out here as [`write`] lays
+/// Writes a call's JSON (or empty) `reply` on `io`, its head laid out here as [`write()`] lays
 /// out a response's (`content-type`, the reply's headers, `x-request-id`, the length, `date`)
 /// and its body gathered with it when small.
 pub(super) async fn write_reply<S>(
@@ -165,7 +165,7 @@ where
 
 /// Writes what `out` holds (an answer's head), then `body` (chunk-framed when `chunked`),
 /// gathered in `out` up to [`GATHER`] bytes, and watching the client meanwhile when the body
-/// has to be waited for (see [`write`]).
+/// has to be waited for (see [`write()`]).
 pub(super) async fn write_body<S>(
     io: &mut S,
     out: &mut Vec<u8>,

@@ -1,10 +1,10 @@
 //! HTTP/1 `POST`s to the RPC paths and to the pass-through, served on a connection loop of our
 //! own instead of hyper's.
 //!
-//! Nearly every request a gateway sees is one of these, and hyper's HTTP/1 server spent about as
+//! Nearly every request a gateway sees is one of these, and hyper's HTTP/1 server spends about as
 //! much on one as the gateway's own work does: its dispatcher, a request with a streaming body
 //! and the channel behind it, a timer set per request, the answer encoded through its own buffers
-//! (README, Performance). This loop reads the head with httparse (as the upstream side,
+//! (docs/performance.md). This loop reads the head with httparse (as the upstream side,
 //! [`crate::upstream::h1`], reads answers), the body with it, answers through the same
 //! [`Front::respond`] as hyper's connections (trace context, access line, metrics, every header
 //! the handlers set), and writes the answer's head and a known-length body in one write, under
@@ -66,8 +66,8 @@ pub(super) fn may_be_post(first: &[u8]) -> bool {
 /// One wait for more of the client's bytes: read into `$buf`, or the timer of `$w` fires (then
 /// `$on_timeout`), or the gateway stops (noted in `$w.stopping`, the wait goes on); the client
 /// gone, `$on_gone` (one `$on_end` for both). A macro rather than an async fn: one async fn for the head's and the body's
-/// waits (`read_more`) cost 0.2 k instructions per proxied call (its future and result enum),
-/// measured with `benches/callgrind.sh proxy`.
+/// waits (`read_more`) measured dearer per proxied call (its future and result enum), with
+/// `benches/callgrind.sh proxy` (docs/performance.md).
 macro_rules! read_more {
     ($io:expr, $buf:expr, $w:ident, $on_timeout:expr, $on_gone:expr) => {
         tokio::select! {
@@ -92,8 +92,8 @@ macro_rules! read_more {
 /// than the one before), and when it fires early (it was set for an earlier wait) it is moved
 /// on to `due`: most requests then leave the timer wheel alone. The stop (`stop`) is awaited
 /// only while the loop waits for a request; while a call runs it is read from `flag` once the
-/// call is done (polling the wait beside every call cost 0.13 k instructions per proxied call,
-/// its waiter list locked each time). `stopping`: the stop was seen.
+/// call is done (polling the wait beside every call measured dearer per proxied
+/// call, its waiter list locked each time: docs/performance.md). `stopping`: the stop was seen.
 struct Waits<'a, F> {
     deadline: Pin<&'a mut tokio::time::Sleep>,
     due: Instant,

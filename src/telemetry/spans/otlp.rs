@@ -1,9 +1,9 @@
 //! Spans as OTLP's protobuf (`ExportTraceServiceRequest`): one request per batch, the gateway
 //! as its one resource and instrumentation scope. Written straight from the spans, field by
 //! field, in the official definitions' tags: building `opentelemetry-proto`'s message structs
-//! first cost a copy of every id, key and value (an allocation each). The tests decode what is
-//! written with those structs (`prost`), and compare it with the structs built the long way.
-//! Pure.
+//! first would cost a copy of every id, key and value (an allocation each). The tests decode
+//! what is written with those structs (`prost`), and compare it with the structs built the
+//! long way. Pure.
 
 use bytes::Bytes;
 
@@ -34,7 +34,7 @@ pub(crate) fn put_span(out: &mut Vec<u8>, s: &SpanRecord) {
 
 /// Bytes a batch keeps free before its spans for the request's envelope (and gRPC's frame):
 /// the request is then written around the spans where they lie, where copying a batch's
-/// 200 kB into a new buffer cost about 700 instructions a call.
+/// bytes into a new buffer measured dearer per call (docs/performance.md).
 pub(crate) const HEAD_ROOM: usize = 256;
 
 /// The export request around the spans in `batch`, written by [`put_span`] after

@@ -11,12 +11,12 @@
 //! channel) and the FIFO of calls written and not answered yet (at most `depth`). The lane's
 //! count of its calls bounds the queue: at most `2 × depth` calls, written or queued (the
 //! count is kept anyway to pick the least loaded lane, and a bounded channel's semaphore
-//! cost about 120 instructions a call more). A caller lays its request out itself, queues it with the instant it is
+//! measured dearer per call: docs/performance.md). A caller lays its request out itself, queues it with the instant it is
 //! due, and waits on a `oneshot` for its answer within its own timeout. Answers are matched to
 //! calls by their order alone (RFC 9112 §9.3.2: a server answers pipelined requests in the
 //! order it received them), so an answer can only ever go to the call it answers.
 //!
-//! Failures, each tested over real sockets in `tests/proxy_pipeline.rs`:
+//! Failures, each tested over real sockets in `tests/rpc/pipeline.rs`:
 //! - a queue full (the least loaded lane holds `2 × depth` calls): the call takes the pooled
 //!   path, so nothing is buffered without bound and no call waits for a slot;
 //! - the upstream closes or resets the connection: every call written and not answered fails

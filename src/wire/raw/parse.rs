@@ -88,7 +88,7 @@ impl<'a> Flat<'a> {
         Flat::scan_into(line, &mut f).map(|()| f)
     }
 
-    /// [`scan`](Self::scan) into a `Flat` of the caller's (default, and left partly filled
+    /// The line read by [`scan::members`] into a `Flat` of the caller's (default, and left partly filled
     /// when the answer is `None`): a `Flat` is some 400 bytes, which an `Option` returned and
     /// unwrapped copied twice a line.
     fn scan_into(line: &'a str, f: &mut Flat<'a>) -> Option<()> {
