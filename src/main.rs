@@ -1,13 +1,13 @@
 //! The `wiregate` command line: serve, check the configuration, or run the demo.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use wiregate::config::Config;
+use wiregate::config::{Config, ConfigError};
 use wiregate::{demo, server};
 
 /// jemalloc, not glibc's malloc: under SSE churn (subscriptions' medium-lived state interleaved
@@ -149,25 +149,31 @@ impl AdminTls {
     }
 }
 
+/// The configuration file read when `--config` names none.
+const DEFAULT_CONFIG: &str = "gateway.toml";
+
+/// The configuration the command line names: [`read_config`], or for `--demo` without
+/// `--config` the defaults and the environment only (the demo needs no file).
 fn load(cli: &Cli) -> Result<Config, ExitCode> {
-    let (path, explicit) = match &cli.config {
-        Some(p) => (p.clone(), true),
-        None => (PathBuf::from("gateway.toml"), false),
+    let file = match (&cli.config, cli.demo) {
+        (None, true) => Some(PathBuf::from("/nonexistent/wiregate-demo.toml")),
+        (file, _) => file.clone(),
     };
-    let loaded = if cli.demo && !explicit {
-        // The demo needs no file: defaults and the environment only.
-        Config::load(
-            std::path::Path::new("/nonexistent/wiregate-demo.toml"),
-            false,
-        )
-    } else {
-        Config::load(&path, explicit)
-    };
-    let mut config = loaded.map_err(|e| {
+    read_config(file.as_deref(), cli.config.is_some(), cli.listen).map_err(|e| {
         eprintln!("{e}");
         ExitCode::from(2)
-    })?;
-    if let Some(l) = cli.listen {
+    })
+}
+
+/// The configuration `file` holds (./gateway.toml when `None`, which may be missing unless
+/// `explicit`), with `--listen` applied: what the gateway starts with and what a reload reads.
+fn read_config(
+    file: Option<&Path>,
+    explicit: bool,
+    listen: Option<SocketAddr>,
+) -> Result<Config, ConfigError> {
+    let mut config = Config::load(file.unwrap_or(Path::new(DEFAULT_CONFIG)), explicit)?;
+    if let Some(l) = listen {
         config.server.listen = l;
     }
     Ok(config)
@@ -349,22 +355,12 @@ async fn run(
     if let Some((path, listen)) = reload_source {
         let file = path
             .clone()
-            .unwrap_or_else(|| PathBuf::from("gateway.toml"));
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
         let changes = match config.server.watch_config {
             true => Some(server::config_watch::changes(&file)?),
             false => None,
         };
-        let load = move || {
-            let (path, explicit) = match &path {
-                Some(p) => (p.clone(), true),
-                None => (PathBuf::from("gateway.toml"), false),
-            };
-            let mut c = Config::load(&path, explicit)?;
-            if let Some(l) = listen {
-                c.server.listen = l;
-            }
-            Ok(c)
-        };
+        let load = move || read_config(path.as_deref(), path.is_some(), listen);
         running
             .reloader()
             .watch(load, move |c: &Config| log.apply(&c.log), changes)?;

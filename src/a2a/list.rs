@@ -68,19 +68,16 @@ impl Cursor {
     }
 
     fn token(&self) -> String {
-        let plain = format!("1:{}:{}", self.nanos, self.id);
-        plain.bytes().map(|b| format!("{b:02x}")).collect()
+        crate::util::hex::encode(format!("1:{}:{}", self.nanos, self.id).as_bytes())
     }
 
     fn parse(token: &str) -> Option<Self> {
-        if token.len() % 2 != 0 || token.len() > 1024 {
+        if token.len() > 1024 {
             return None;
         }
-        let bytes: Option<Vec<u8>> = (0..token.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
-            .collect();
-        let plain = String::from_utf8(bytes?).ok()?;
+        let mut bytes = vec![0; token.len() / 2];
+        crate::util::hex::decode_into(token.as_bytes(), &mut bytes, true)?;
+        let plain = String::from_utf8(bytes).ok()?;
         let mut it = plain.splitn(3, ':');
         (it.next()? == "1").then_some(())?;
         let nanos = it.next()?.parse().ok()?;

@@ -16,7 +16,7 @@ pub(crate) mod shapes;
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -243,6 +243,27 @@ impl A2a {
         Ok(())
     }
 
+    /// A message of `tenant`'s (`SendMessage`, `SendStreamingMessage`), checked before its turn
+    /// starts: its params, where its context runs (one another replica runs is not started here
+    /// too, `[cluster]`), A2A's multi-turn rules ([`Self::check_turn`]) and its webhook's URL
+    /// (registered once the task exists).
+    async fn admit_send(
+        &self,
+        v: Version,
+        p: &Value,
+        tenant: Option<&str>,
+    ) -> Result<shapes::Send, GatewayError> {
+        let mut send = params::<SendRequest>(p)?.into_send(v)?;
+        send.turn.tenant = tenant.map(Into::into);
+        self.bridge.here_or_refuse(&send.turn).await?;
+        self.check_turn(&send.turn).await?;
+        if let Some(cfg) = &send.push {
+            let url = cfg.get("url").and_then(Value::as_str).unwrap_or("");
+            self.push.admit(url).await?;
+        }
+        Ok(send)
+    }
+
     /// Answers a non-streaming spec call with its `result`.
     pub async fn call(
         &self,
@@ -264,17 +285,7 @@ impl A2a {
         let tenant = asker.tenant;
         match c.method {
             Method::Send => {
-                let mut send = params::<SendRequest>(&p)?.into_send(v)?;
-                send.turn.tenant = tenant.map(Into::into);
-                // A context another replica runs is not started here too (`[cluster]`).
-                self.bridge.here_or_refuse(&send.turn).await?;
-                self.check_turn(&send.turn).await?;
-                if let Some(cfg) = &send.push {
-                    // Checked before the turn starts; registered as soon as the task exists.
-                    self.push
-                        .admit(cfg.get("url").and_then(Value::as_str).unwrap_or(""))
-                        .await?;
-                }
+                let send = self.admit_send(v, &p, tenant).await?;
                 let (mut task, mut ctx) = self
                     .bridge
                     .send_turn(&send.turn, send.wait && send.push.is_none())
@@ -390,15 +401,7 @@ impl A2a {
         let tenant = asker.tenant;
         let (mut opened, task) = match c.method {
             Method::Stream => {
-                let mut send = params::<SendRequest>(&p)?.into_send(v)?;
-                send.turn.tenant = tenant.map(Into::into);
-                // A context another replica runs is not started here too (`[cluster]`).
-                self.bridge.here_or_refuse(&send.turn).await?;
-                self.check_turn(&send.turn).await?;
-                if let Some(cfg) = &send.push {
-                    let url = cfg.get("url").and_then(Value::as_str).unwrap_or("");
-                    self.push.admit(url).await?;
-                }
+                let send = self.admit_send(v, &p, tenant).await?;
                 let (opened, mut task) = self
                     .bridge
                     .stream_turn(&send.turn)
@@ -486,17 +489,20 @@ impl SpecEncoder {
     }
 
     fn write(&self, out: &mut BytesMut, event_id: Option<&str>, result: &Value) {
-        match &self.id {
-            Some(id) => {
-                let resp = SpecResponse {
-                    jsonrpc: "2.0",
-                    id,
-                    result,
-                };
-                sse::write_json_frame(out, None, event_id, &resp);
-            }
-            None => sse::write_json_frame(out, None, event_id, result),
-        }
+        sse::write_json(out, None, event_id, |out| {
+            // Serialising a value that serde_json can represent cannot fail.
+            let _ = match &self.id {
+                Some(id) => {
+                    let resp = SpecResponse {
+                        jsonrpc: "2.0",
+                        id,
+                        result,
+                    };
+                    serde_json::to_writer(out.writer(), &resp)
+                }
+                None => serde_json::to_writer(out.writer(), result),
+            };
+        });
     }
 
     /// One event's frame. A text delta, most events of a stream, is written without the tree
@@ -518,19 +524,23 @@ impl SpecEncoder {
         if self.id.is_some() {
             json.push(b'}');
         }
-        sse::write_json_line_frame(out, None, Some(&ev.event_id), &json);
+        sse::write_json(out, None, Some(&ev.event_id), |out| out.put_slice(&json));
         self.scratch = json;
     }
 
     /// An error inside the stream: a JSON-RPC error response, or the REST binding's error.
     pub fn error(&self, e: &GatewayError) -> Bytes {
-        match &self.id {
-            Some(id) => {
-                let resp = Response::error(id.clone(), wire_error(e, Some(self.version)));
-                sse::json_frame(Some("error"), None, &resp)
-            }
-            None => sse::json_frame(Some("error"), None, &rest::error_body(e)),
-        }
+        let mut out = BytesMut::with_capacity(256);
+        sse::write_json(&mut out, Some("error"), None, |out| {
+            let _ = match &self.id {
+                Some(id) => {
+                    let resp = Response::error(id.clone(), wire_error(e, Some(self.version)));
+                    serde_json::to_writer(out.writer(), &resp)
+                }
+                None => serde_json::to_writer(out.writer(), &rest::error_body(e)),
+            };
+        });
+        out.freeze()
     }
 }
 

@@ -380,7 +380,7 @@ impl Gate {
             Err(limited) => Err(GatewayError::RateLimited {
                 limit: limited.limit.to_string(),
                 retry_after_ms: limited.retry_after_ms,
-                policy: limited.policy_header(),
+                policy: limited.policy,
             }),
         }
     }

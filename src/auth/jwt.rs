@@ -15,7 +15,7 @@ mod cache;
 mod tests;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock, Weak};
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
@@ -101,7 +101,7 @@ struct Remote {
     fetching: tokio::sync::Mutex<Option<Instant>>,
     /// Fetches finished: a caller that waited tells by it that one was made meanwhile.
     fetched: AtomicU64,
-    /// When a failing fetch was last warned of ([`monotonic_ms`]; 0: never).
+    /// When a failing fetch was last warned of ([`crate::util::clock::now_ms`]; 0: never).
     warned_ms: AtomicU64,
 }
 
@@ -380,7 +380,7 @@ impl Issuer {
 
     /// Warns of a failed fetch, at most once per [`WARN_EVERY`].
     fn warn(&self, remote: &Remote, why: &str) {
-        let now = monotonic_ms();
+        let now = crate::util::clock::now_ms();
         let last = remote.warned_ms.load(Ordering::Relaxed);
         if last != 0 && now < last + WARN_EVERY.as_millis() as u64 {
             return;
@@ -569,10 +569,4 @@ fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Milliseconds since the first reading in this process, from 1 (0 stands for "never").
-fn monotonic_ms() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
 }

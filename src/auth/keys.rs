@@ -12,15 +12,14 @@
 //! in it.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::{PoisonError, RwLock};
 
 use ring::digest::{digest, SHA256, SHA256_OUTPUT_LEN};
 use serde::Deserialize;
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 use crate::auth::{Caller, Kind};
-use crate::util::prehashed::PrehashedMap;
+use crate::util::bounded::{Bounded, Evict};
+use crate::util::hex;
 
 /// The API keys of one file: each entry's digest and the caller it names.
 pub(crate) struct ApiKeys {
@@ -30,32 +29,40 @@ pub(crate) struct ApiKeys {
     verified: Verified,
 }
 
-/// Keys verified already at most; beyond, the cache starts over.
+/// Keys verified already at most.
 const MAX_VERIFIED: usize = 1024;
 
 /// Keys that matched an entry, by a seeded hash of the key: the key itself (compared in
 /// constant time, so two keys of one hash only cost a miss) and its entry's index.
-#[derive(Default)]
-struct Verified {
-    hasher: foldhash::fast::RandomState,
-    keys: RwLock<PrehashedMap<(Box<[u8]>, usize)>>,
+struct Verified(Bounded<(Box<[u8]>, usize)>);
+
+/// No verified key is stale (the file's keys hold until a reload drops them all); a full
+/// cache drops any eighth.
+impl Evict for (Box<[u8]>, usize) {
+    fn stale(&self, _: u64) -> bool {
+        false
+    }
+    fn rank(&self) -> u64 {
+        0
+    }
+}
+
+impl Default for Verified {
+    fn default() -> Self {
+        Verified(Bounded::new(MAX_VERIFIED))
+    }
 }
 
 impl Verified {
     fn get(&self, key: &[u8]) -> Option<usize> {
-        let hash = self.hasher.hash_one(key);
-        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
-        let (kept, i) = keys.get(&hash)?;
-        crate::util::secret::same(kept, key).then_some(*i)
+        self.0.peek(self.0.hash(key), |kept| {
+            let (kept, i) = kept?;
+            crate::util::secret::same(kept, key).then_some(*i)
+        })
     }
 
     fn insert(&self, key: &[u8], i: usize) {
-        let hash = self.hasher.hash_one(key);
-        let mut keys = self.keys.write().unwrap_or_else(PoisonError::into_inner);
-        if keys.len() >= MAX_VERIFIED {
-            keys.clear();
-        }
-        keys.insert(hash, (key.into(), i));
+        self.0.insert(self.0.hash(key), 0, (key.into(), i));
     }
 }
 
@@ -116,7 +123,7 @@ impl ApiKeys {
                     entry.id
                 ));
             }
-            let Some(d) = decode_hex(&entry.sha256) else {
+            let Some(d) = hex::decode::<SHA256_OUTPUT_LEN>(&entry.sha256, true) else {
                 return Err(format!("keys[{i}].sha256: not 64 hex digits"));
             };
             if let Some(j) = seen.get(&d) {
@@ -195,27 +202,6 @@ pub(crate) fn key_of<'a>(
     crate::wire::authorization::token_of(authorization?, "apikey")
 }
 
-/// 64 hex digits (either case) as the 32 bytes they spell.
-fn decode_hex(s: &str) -> Option<[u8; SHA256_OUTPUT_LEN]> {
-    fn nibble(b: u8) -> Option<u8> {
-        match b {
-            b'0'..=b'9' => Some(b - b'0'),
-            b'a'..=b'f' => Some(b - b'a' + 10),
-            b'A'..=b'F' => Some(b - b'A' + 10),
-            _ => None,
-        }
-    }
-    let s = s.as_bytes();
-    if s.len() != 2 * SHA256_OUTPUT_LEN {
-        return None;
-    }
-    let mut out = [0u8; SHA256_OUTPUT_LEN];
-    for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
-        *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
-    }
-    Some(out)
-}
-
 /// A TOML syntax or shape error on one line: `line 3, column 1: …`.
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim_end().replace('\n', "; ");
@@ -235,11 +221,7 @@ mod tests {
     use super::*;
 
     fn hex(key: &[u8]) -> String {
-        digest(&SHA256, key)
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::util::hex::encode(digest(&SHA256, key).as_ref())
     }
 
     fn file() -> String {
@@ -295,7 +277,7 @@ sha256 = "{}"
     #[test]
     fn keeps_only_keys_that_matched_and_stays_bounded() {
         let keys = ApiKeys::parse(&file()).unwrap();
-        let kept = |k: &ApiKeys| k.verified.keys.read().unwrap().len();
+        let kept = |k: &ApiKeys| k.verified.0.len();
         assert_eq!(keys.find(b"wrong"), None);
         assert_eq!(kept(&keys), 0, "a guess is not kept");
         let first = keys.find(b"ci-secret-0123456789").cloned();
@@ -307,7 +289,7 @@ sha256 = "{}"
         for i in 0..MAX_VERIFIED + 10 {
             v.insert(format!("key-{i}").as_bytes(), i);
         }
-        assert!(v.keys.read().unwrap().len() <= MAX_VERIFIED);
+        assert!(v.0.len() <= MAX_VERIFIED);
         assert_eq!(
             v.get(format!("key-{}", MAX_VERIFIED + 9).as_bytes()),
             Some(MAX_VERIFIED + 9)

@@ -12,19 +12,22 @@
 //! its tokens from Redis in blocks, so a call never waits on Redis.
 //!
 //! The check is apart from the I/O: [`Limits::check`] is synchronous and reads the clock once;
-//! what it answers is turned into the IETF HTTPAPI `RateLimit` / `RateLimit-Policy` fields
-//! (draft-ietf-httpapi-ratelimit-headers) by [`Passed`] and [`Limited`].
+//! a call it refuses ([`Limited`]) carries its limit's IETF HTTPAPI `RateLimit-Policy` value
+//! (draft-ietf-httpapi-ratelimit-headers), which [`refusal_headers`](super::refusal::refusal_headers)
+//! writes with `RateLimit` and `Retry-After`.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::bucket::{ceil_div, now_ns, Buckets, Gcra, KeyPart, Pass, Tat, MAX_KEYS};
+use super::bucket::{ceil_div, Gcra, KeyPart, Pass, Tat, MAX_KEYS};
 use super::shared::{Fleet, SharedLimit};
 use crate::auth::Caller;
 use crate::cluster::Link;
 use crate::config::{LimitKey, RateLimit};
 use crate::http::headers::Headers;
 use crate::upstream::router::glob_match;
+use crate::util::bounded::Bounded;
+use crate::util::clock::now_ns;
 
 const NS_PER_S: u64 = 1_000_000_000;
 const NS_PER_MS: u64 = 1_000_000;
@@ -94,67 +97,6 @@ pub(crate) struct Limited {
     pub(crate) reset_s: u64,
 }
 
-#[allow(
-    dead_code,
-    reason = "the header values for the gate's 429s and successes; it writes its own so far"
-)]
-impl Passed {
-    /// The `RateLimit-Policy` field's value.
-    pub(crate) fn policy_header(&self) -> String {
-        self.policy.to_string()
-    }
-
-    /// The `RateLimit` field's value: `"name";r=<remaining>;t=<seconds>`.
-    pub(crate) fn limit_header(&self) -> String {
-        limit_item(&self.policy, self.remaining, self.reset_s)
-    }
-}
-
-#[allow(
-    dead_code,
-    reason = "the header values for the gate's 429s and successes; it writes its own so far"
-)]
-impl Limited {
-    /// The `RateLimit-Policy` field's value.
-    pub(crate) fn policy_header(&self) -> String {
-        self.policy.clone()
-    }
-
-    /// The `RateLimit` field's value: none remaining, and when the next is there.
-    pub(crate) fn limit_header(&self) -> String {
-        limit_item(&self.policy, 0, self.reset_s)
-    }
-
-    /// `Retry-After` (whole seconds, rounded up: a client retrying then passes).
-    pub(crate) fn retry_after_header(&self) -> String {
-        self.retry_after_ms.div_ceil(1000).max(1).to_string()
-    }
-}
-
-/// A `RateLimit` item for the policy `policy` (its leading sf-string names the limit).
-fn limit_item(policy: &str, remaining: u64, reset_s: u64) -> String {
-    format!(
-        "{};r={};t={}",
-        policy_name(policy),
-        remaining.min(SF_INT_MAX),
-        reset_s.min(SF_INT_MAX)
-    )
-}
-
-/// The quoted name a policy item starts with (up to its closing, unescaped quote).
-fn policy_name(policy: &str) -> &str {
-    let b = policy.as_bytes();
-    let mut i = 1;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 2,
-            b'"' => return &policy[..=i],
-            _ => i += 1,
-        }
-    }
-    policy
-}
-
 /// A limit's `RateLimit-Policy` item: its name as an sf-string, its quota (the burst) and the
 /// window the quota refills in (`ceil(burst / rate)` seconds).
 fn policy_item(name: &str, rate_per_s: f64, burst: u32) -> String {
@@ -219,7 +161,7 @@ enum Store {
 /// A limit of this replica alone.
 struct Local {
     gcra: Gcra,
-    buckets: Buckets<Tat>,
+    buckets: Bounded<Tat>,
 }
 
 impl Limit {
@@ -261,7 +203,7 @@ impl Limit {
                 ))),
                 false => Store::Local(Arc::new(Local {
                     gcra: Gcra::new(c.rate_per_s, c.burst),
-                    buckets: Buckets::new(MAX_KEYS),
+                    buckets: Bounded::new(MAX_KEYS),
                 })),
             };
             (name, store)
@@ -304,8 +246,8 @@ impl Limit {
         match &self.store {
             Store::Local(l) => {
                 let hash = l.buckets.hash(key);
-                l.buckets
-                    .peek(hash, |tat| l.gcra.take(tat.0, now).map(Pass::from))
+                let tat = l.buckets.peek(hash, |tat| tat.copied()).unwrap_or_default();
+                l.gcra.take(tat.0, now).map(Pass::from)
             }
             Store::Shared(s) => s.peek(fleet, key, now),
         }
@@ -465,8 +407,8 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::bucket::SHARDS;
     use crate::auth::Kind;
+    use crate::util::bounded::SHARDS;
     use axum::http::HeaderMap;
 
     const T0: u64 = 1_000 * NS_PER_S;
@@ -532,7 +474,6 @@ mod tests {
         limits.check_at(CALL, &s, T0).unwrap();
         let refused = limits.check_at(CALL, &s, T0).unwrap_err();
         assert_eq!(refused.retry_after_ms, 334, "1/3 s is 333.33… ms");
-        assert_eq!(refused.retry_after_header(), "1");
         assert!(limits.check_at(CALL, &s, T0 + 333_333_332).is_err());
         assert!(limits.check_at(CALL, &s, T0 + 333_333_333).is_ok());
     }
@@ -708,7 +649,7 @@ mod tests {
 
     #[test]
     fn buckets_stay_bounded_full_ones_going_first() {
-        let b: Buckets<Tat> = Buckets::new(SHARDS * 8);
+        let b: Bounded<Tat> = Bounded::new(SHARDS * 8);
         let gcra = Gcra::new(1.0, 1);
         let take = |k: u64, now: u64| {
             let h = b.hash(&KeyPart::Header(&k.to_le_bytes()));
@@ -733,23 +674,12 @@ mod tests {
     }
 
     #[test]
-    fn the_headers_follow_the_ratelimit_draft() {
-        let passed = Passed {
-            policy: policy_item("per-caller", 100.0, 200).into(),
-            remaining: 17,
-            reset_s: 1,
-        };
-        assert_eq!(passed.policy_header(), r#""per-caller";q=200;w=2"#);
-        assert_eq!(passed.limit_header(), r#""per-caller";r=17;t=1"#);
-        let limited = Limited {
-            limit: "odd".into(),
-            retry_after_ms: 1_500,
-            policy: policy_item("a\"b", 0.5, 3),
-            reset_s: 2,
-        };
-        assert_eq!(limited.policy_header(), r#""a\"b";q=3;w=6"#);
-        assert_eq!(limited.limit_header(), r#""a\"b";r=0;t=2"#);
-        assert_eq!(limited.retry_after_header(), "2");
+    fn the_policy_follows_the_ratelimit_draft() {
+        assert_eq!(
+            policy_item("per-caller", 100.0, 200),
+            r#""per-caller";q=200;w=2"#
+        );
+        assert_eq!(policy_item("a\"b", 0.5, 3), r#""a\"b";q=3;w=6"#);
     }
 
     #[test]

@@ -28,9 +28,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::bucket::{now_ns, Buckets, Gcra, KeyPart, Pass, Slot, MAX_KEYS};
+use super::bucket::{Gcra, KeyPart, Pass, MAX_KEYS};
 use crate::cluster::keys::PREFIX;
 use crate::cluster::Link;
+use crate::util::bounded::{Bounded, Evict};
+use crate::util::clock::now_ns;
 
 const NS_PER_S: u64 = 1_000_000_000;
 const NS_PER_MS: u64 = 1_000_000;
@@ -224,8 +226,8 @@ pub(super) struct Lease {
     local_tat: u64,
 }
 
-impl Slot for Lease {
-    fn idle(&self, now: u64) -> bool {
+impl Evict for Lease {
+    fn stale(&self, now: u64) -> bool {
         !self.in_flight && self.local_tat <= now && self.used_ns.saturating_add(LEASE_NS) <= now
     }
     fn rank(&self) -> u64 {
@@ -347,9 +349,7 @@ fn block(rate_per_s: f64, burst: u32) -> u64 {
 fn redis_key(limit: &str, key: &KeyPart<'_>) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, &key.text());
     let mut out = format!("{PREFIX}rl:{limit}:");
-    for b in &digest.as_ref()[..16] {
-        out.push_str(&format!("{b:02x}"));
-    }
+    crate::util::hex::push(&mut out, &digest.as_ref()[..16]);
     out
 }
 
@@ -362,7 +362,7 @@ fn micros(ns: u64) -> String {
 pub(crate) struct SharedLimit {
     name: Arc<str>,
     rule: Rule,
-    leases: Buckets<Lease>,
+    leases: Bounded<Lease>,
 }
 
 impl SharedLimit {
@@ -374,7 +374,7 @@ impl SharedLimit {
                 burst,
                 block: block(rate_per_s, burst),
             },
-            leases: Buckets::new(MAX_KEYS),
+            leases: Bounded::new(MAX_KEYS),
         }
     }
 
@@ -415,17 +415,10 @@ impl SharedLimit {
         now: u64,
     ) -> Result<Pass, u64> {
         let hash = self.leases.hash(key);
+        let mut l = self.leases.peek(hash, |l| l.copied()).unwrap_or_default();
         match fleet.filter(|f| !f.down(now)) {
-            None => {
-                let local = self.local(fleet);
-                self.leases
-                    .peek(hash, |l| local.take(l.local_tat, now).map(Pass::from))
-            }
-            Some(f) => {
-                let n = f.replicas();
-                self.leases
-                    .peek(hash, |l| self.rule.spend(&mut { *l }, now, n).0)
-            }
+            None => self.local(fleet).take(l.local_tat, now).map(Pass::from),
+            Some(f) => self.rule.spend(&mut l, now, f.replicas()).0,
         }
     }
 

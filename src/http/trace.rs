@@ -3,6 +3,8 @@
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::util::hex;
+
 /// `traceparent`.
 pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 /// `tracestate`, passed on unchanged with a valid `traceparent`.
@@ -94,7 +96,7 @@ impl TraceContext {
 
     /// The trace id as 32 lowercase hex digits (what logs show).
     pub(crate) fn trace_id_hex(&self) -> String {
-        hex(&self.trace_id)
+        hex::encode(&self.trace_id)
     }
 
     /// The `traceparent` value sent upstream: this trace, this hop's span (as a header value,
@@ -109,11 +111,9 @@ impl TraceContext {
     /// unrolled loops, measured dearer: docs/performance.md).
     pub(crate) fn traceparent_bytes(&self) -> [u8; 55] {
         let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
-        out[3..35].copy_from_slice(&crate::util::hex::hex16(self.trace_id));
-        out[36..52].copy_from_slice(&crate::util::hex::hex8(self.span_id));
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        out[53] = HEX[usize::from(self.flags >> 4)];
-        out[54] = HEX[usize::from(self.flags & 15)];
+        out[3..35].copy_from_slice(&hex::hex16(self.trace_id));
+        out[36..52].copy_from_slice(&hex::hex8(self.span_id));
+        out[53..].copy_from_slice(&hex::byte(self.flags));
         out
     }
 }
@@ -128,38 +128,13 @@ fn parse(v: &str) -> Option<([u8; 16], [u8; 8], u8)> {
     if version.len() != 2 || version == "ff" || (version == "00" && parts.next().is_some()) {
         return None;
     }
-    let trace = unhex::<16>(trace)?;
-    let parent = unhex::<8>(parent)?;
-    let flags = unhex::<1>(flags)?[0];
+    let trace = hex::decode::<16>(trace, false)?;
+    let parent = hex::decode::<8>(parent, false)?;
+    let flags = hex::decode::<1>(flags, false)?[0];
     if trace == [0; 16] || parent == [0; 8] {
         return None;
     }
     Some((trace, parent, flags))
-}
-
-fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    if s.len() != 2 * N
-        || !s
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
-        return None;
-    }
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
 }
 
 /// Whether a request's trace header goes upstream as the client sent it: `traceparent` never

@@ -292,10 +292,8 @@ impl Migration {
                     .collect();
                 // A caller without the sticky key cannot be kept on one side: each of its
                 // calls is drawn by weight.
-                let point = crate::upstream::caller::key_hash(&r.sticky, who).map_or_else(
-                    || uuid::Uuid::new_v4().as_u64_pair().0,
-                    |h| split::point(r.salt, h),
-                );
+                let point = crate::upstream::caller::key_hash(&r.sticky, who)
+                    .map_or_else(crate::util::ids::random_u64, |h| split::point(r.salt, h));
                 split::choose(&weights, point).unwrap_or(0)
             }
         };
@@ -335,9 +333,7 @@ impl Migration {
         {
             return None;
         }
-        if t.sample < 1.0
-            && (uuid::Uuid::new_v4().as_u64_pair().0 as f64 / u64::MAX as f64) >= t.sample
-        {
+        if t.sample < 1.0 && (crate::util::ids::random_u64() as f64 / u64::MAX as f64) >= t.sample {
             return None;
         }
         Some(call.clone())

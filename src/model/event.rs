@@ -176,8 +176,9 @@ impl A2aEvent {
         let name = Some(self.event_type.name());
         match &self.data {
             Payload::Fields(data) => {
-                let hint = data.len() * 24 + 96;
-                sse::json_frame_with(name, id, hint, |out| self.write_notification(data, out))
+                let mut out = Vec::with_capacity(data.len() * 24 + 160);
+                sse::write_json(&mut out, name, id, |out| self.write_notification(data, out));
+                Bytes::from(out)
             }
             Payload::Delta(d) => {
                 // Sized exactly, so the frame's buffer becomes its `Bytes` without another
@@ -186,9 +187,13 @@ impl A2aEvent {
                 let task = self.plan_id.as_deref().map(crate::wire::json_str_contents);
                 let task_len = task.as_ref().map_or(0, |t| 12 + t.len()); // ,"taskId":"…"
                 let len = 39 + self.event_type.method().len() + params.len() + task_len + 2;
-                sse::json_frame_sized(name, id, len, |out| {
+                let size = sse::json_len(name, id, len);
+                let mut out = Vec::with_capacity(size);
+                sse::write_json(&mut out, name, id, |out| {
                     self.write_delta(&params, task.as_deref(), out)
-                })
+                });
+                debug_assert_eq!(out.len(), size, "{:?}", String::from_utf8_lossy(&out));
+                Bytes::from(out)
             }
         }
     }
@@ -351,6 +356,15 @@ mod frame_tests {
     use proptest::prelude::*;
     use serde_json::Value;
 
+    /// The frame of `value` serialised by serde, as the hand-written frames must be.
+    fn by_serde(event: Option<&str>, id: Option<&str>, value: &impl serde::Serialize) -> Bytes {
+        let mut out = Vec::new();
+        sse::write_json(&mut out, event, id, |o| {
+            serde_json::to_writer(o, value).unwrap()
+        });
+        Bytes::from(out)
+    }
+
     fn any_value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
@@ -386,7 +400,7 @@ mod frame_tests {
             let mut ev = A2aEvent::new(kind, plan, data.into_iter().collect::<serde_json::Map<_, _>>());
             ev.event_id = id;
             let id = (!ev.event_id.is_empty()).then_some(ev.event_id.as_str());
-            let by_serde = sse::json_frame(Some(kind.name()), id, &ev.notification_ref());
+            let by_serde = by_serde(Some(kind.name()), id, &ev.notification_ref());
             prop_assert_eq!(ev.to_sse(), by_serde);
         }
 
@@ -422,7 +436,7 @@ mod frame_tests {
             by_map.data = Payload::Fields(ev.data.fields().into_owned());
             prop_assert_eq!(ev.to_sse(), by_map.to_sse());
             let id = (!ev.event_id.is_empty()).then_some(ev.event_id.as_str());
-            let by_serde = sse::json_frame(Some(EventKind::Artifact.name()), id, &ev.notification_ref());
+            let by_serde = by_serde(Some(EventKind::Artifact.name()), id, &ev.notification_ref());
             prop_assert_eq!(ev.to_sse(), by_serde);
             prop_assert_eq!(&ev, &by_map);
             prop_assert!(!ev.is_final() && ev.data.state().is_none());

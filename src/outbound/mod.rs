@@ -31,7 +31,7 @@ use std::time::Duration;
 pub(crate) use answer::{done, read_whole, reusable, send_on, stream_answer};
 pub(crate) use checked::Checked;
 pub(crate) use policy::Policy;
-pub(crate) use pool::{authority_of, until, Pool};
+pub(crate) use pool::{authority_of, Pool};
 pub(crate) use request::Request;
 
 /// What one destination's requests are bounded by. Each use builds its own from its

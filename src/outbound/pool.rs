@@ -16,6 +16,7 @@ use axum::http::Uri;
 use tokio::net::TcpStream;
 
 use super::{h1, pipeline, stream, Error, Options};
+use crate::util::timer::until;
 
 /// Idle connections kept per destination and worker.
 const MAX_IDLE: usize = 256;
@@ -34,24 +35,8 @@ struct Pooled {
 }
 
 /// A call's timer, reused by the calls of one pooled connection: a `tokio::time::timeout` per
-/// call registered, polled and dropped a timer entry each time (README, Performance).
+/// call registers, polls and drops a timer entry each time (docs/performance.md).
 pub(crate) type Timer = std::pin::Pin<Box<tokio::time::Sleep>>;
-
-/// Waits until `due` on `timer`, which may be set earlier (for a call before) and is then
-/// moved on; it is moved only when it must fire sooner, so most calls leave the timer wheel
-/// alone.
-pub(crate) async fn until(timer: &mut Timer, due: tokio::time::Instant) {
-    if timer.deadline() > due {
-        timer.as_mut().reset(due);
-    }
-    loop {
-        timer.as_mut().await;
-        if tokio::time::Instant::now() >= due {
-            return;
-        }
-        timer.as_mut().reset(due);
-    }
-}
 
 impl Pooled {
     /// Still usable at `now`: not idle for too long, and not closed by the destination
@@ -198,7 +183,7 @@ impl Pool {
             let done = tokio::select! {
                 biased;
                 done = self.attempt(conn, head, body) => done,
-                () = until(&mut t, due) => return Err(Error::TimedOut { sent: true }),
+                () = until(t.as_mut(), due) => return Err(Error::TimedOut { sent: true }),
             };
             timer = Some(t);
             match done {

@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use crate::outbound::h1::{self, Conn, Framing};
 use crate::outbound::stream::Stream;
-use crate::outbound::{done, read_whole, reusable, send_on, stream_answer, until, Pool};
+use crate::outbound::{done, read_whole, reusable, send_on, stream_answer, Pool};
+use crate::util::timer::until;
 
 /// Answers with a length up to this are read whole before they are passed on (one frame, and
 /// the connection back in the pool at once); longer ones, chunked and close-delimited ones
@@ -255,7 +256,7 @@ pub(crate) async fn relay(
     let answered = tokio::select! {
         biased;
         answered = relay_on(client, pooled, request, out) => answered,
-        () = until(&mut timer, due) => return Err(Unanswered::TimedOut),
+        () = until(timer.as_mut(), due) => return Err(Unanswered::TimedOut),
     };
     let (relayed, idle) = answered.map_err(Unanswered::Failed)?;
     if let Some(conn) = idle {

@@ -6,21 +6,13 @@
 //! the shadow's copy of an upstream (its own pools, on its own thread) shares it.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
-use std::time::Instant;
 
 use axum::http::StatusCode;
 
 use crate::config::{Health, Outlier};
 use crate::outbound::h1;
 use crate::telemetry::fleet::EndpointMetrics;
-
-/// Milliseconds since the first reading in this process, from 1 (0 stands for "never").
-pub(crate) fn now_ms() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    epoch.elapsed().as_millis() as u64 + 1
-}
+use crate::util::clock::now_ms;
 
 /// One endpoint's health.
 pub(crate) struct State {

@@ -285,7 +285,7 @@ impl UpstreamClient {
             let more = attempt < f.config.retry.attempts
                 && again.is_some()
                 && elsewhere
-                && f.budget.take(health::now_ms());
+                && f.budget.take(crate::util::clock::now_ms());
             match (result, again) {
                 (_, Some(reason)) if more => {
                     f.metrics.retries[reason as usize].increment(1);
@@ -454,7 +454,7 @@ impl UpstreamClient {
         let f = &*self.fleet;
         let eject = || {
             let _one = f.ejecting.lock().unwrap_or_else(|p| p.into_inner());
-            let now = health::now_ms();
+            let now = crate::util::clock::now_ms();
             let out = f
                 .endpoints
                 .iter()
@@ -471,7 +471,7 @@ impl UpstreamClient {
     /// Brings each endpoint's `wiregate_upstream_endpoint_up` up to date, before the metrics
     /// are rendered (the one place it is set: an ejection that has ended is noticed here too).
     pub fn refresh(&self) {
-        let now = health::now_ms();
+        let now = crate::util::clock::now_ms();
         for e in &self.fleet.endpoints {
             let up = e.state.condition(now) == Condition::Healthy;
             e.state.metrics.up.set(if up { 1.0 } else { 0.0 });
@@ -483,7 +483,7 @@ impl UpstreamClient {
     pub async fn report(&self) -> Vec<EndpointReport> {
         let f = &*self.fleet;
         let probes = f.endpoints.iter().map(|e| async move {
-            let condition = e.state.condition(health::now_ms());
+            let condition = e.state.condition(crate::util::clock::now_ms());
             let state = match condition {
                 Condition::Healthy if !f.config.health.enabled() && !e.reachable().await => {
                     "unreachable"

@@ -61,7 +61,7 @@ struct Window {
 
 impl Budget {
     pub(crate) fn new(percent: u32) -> Self {
-        Self::starting(percent, super::health::now_ms())
+        Self::starting(percent, crate::util::clock::now_ms())
     }
 
     fn starting(percent: u32, now: u64) -> Self {

@@ -35,7 +35,7 @@ fn failures_that_land_together_eject_within_the_cap_and_once_each() {
         })
         .collect();
     threads.into_iter().for_each(|t| t.join().unwrap());
-    let now = health::now_ms();
+    let now = crate::util::clock::now_ms();
     let ejected: Vec<u32> = client
         .fleet
         .endpoints

@@ -1,10 +1,20 @@
-//! Lowercase hex digits of ids on the call path (the made `X-Request-Id`, the `traceparent`
-//! sent upstream), eight bytes at a time.
+//! Hex digits, written and read: the one writer of lowercase digits (ids on the call path, the
+//! made `X-Request-Id` and the `traceparent` sent upstream, logs' trace ids, Redis' key names,
+//! list cursors, chunk sizes) and the one reader (`traceparent`, API key digests, cursors).
 //!
-//! A byte at a time (a table of digits, two stores a byte) measured dearer for a
-//! UUID and for a `traceparent` (docs/performance.md). Here the eight bytes' sixteen
-//! nibbles are spread one to a byte of a `u128` and turned into digits all at once: a few shifts,
-//! masks and adds for the lot.
+//! Ids are written eight bytes at a time ([`hex8`]): the eight bytes' sixteen nibbles are spread
+//! one to a byte of a `u128` and turned into digits all at once, a few shifts, masks and adds
+//! for the lot, where a byte at a time (a table of digits, two stores a byte) measured dearer
+//! for a UUID and for a `traceparent` (docs/performance.md).
+
+/// The lowercase hex digits, by value.
+pub(crate) const DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// The two lowercase digits of `b`.
+#[inline]
+pub(crate) fn byte(b: u8) -> [u8; 2] {
+    [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]
+}
 
 /// The 16 lowercase hex digits of `bytes`, in order (`[0xab, ..]` is `b"ab.."`).
 pub(crate) fn hex8(bytes: [u8; 8]) -> [u8; 16] {
@@ -34,6 +44,51 @@ pub(crate) fn hex16(bytes: [u8; 16]) -> [u8; 32] {
     out
 }
 
+/// Appends the lowercase digits of `bytes` to `out`, eight bytes at a time.
+pub(crate) fn push(out: &mut String, bytes: &[u8]) {
+    out.reserve(bytes.len() * 2);
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let eight: [u8; 8] = c.try_into().unwrap_or_default();
+        out.extend(hex8(eight).map(char::from));
+    }
+    for &b in chunks.remainder() {
+        out.extend(byte(b).map(char::from));
+    }
+}
+
+/// The lowercase digits of `bytes`.
+pub(crate) fn encode(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    push(&mut out, bytes);
+    out
+}
+
+/// Fills `out` with the bytes the digits `s` spell, two a byte: `None` unless `s` is exactly
+/// that many digits, lowercase (as `traceparent` must be) or, with `any_case`, either case.
+pub(crate) fn decode_into(s: &[u8], out: &mut [u8], any_case: bool) -> Option<()> {
+    let nibble = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' if any_case => Some(b - b'A' + 10),
+        _ => None,
+    };
+    if s.len() != 2 * out.len() {
+        return None;
+    }
+    for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
+        *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(())
+}
+
+/// The `N` bytes that the `2 N` digits `s` spell (see [`decode_into`]).
+pub(crate) fn decode<const N: usize>(s: &str, any_case: bool) -> Option<[u8; N]> {
+    let mut out = [0u8; N];
+    decode_into(s.as_bytes(), &mut out, any_case)?;
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +101,33 @@ mod tests {
             let expect: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             prop_assert_eq!(&hex8(bytes)[..], expect.as_bytes());
         }
+
+        /// Any bytes written read back as themselves; upper case only when asked for.
+        #[test]
+        fn encode_then_decode(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let text = encode(&bytes);
+            let expect: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            prop_assert_eq!(&text, &expect);
+            let mut back = vec![0; bytes.len()];
+            prop_assert_eq!(decode_into(text.as_bytes(), &mut back, false), Some(()));
+            prop_assert_eq!(&back, &bytes);
+            let upper = text.to_uppercase();
+            prop_assert_eq!(decode_into(upper.as_bytes(), &mut back, true), Some(()));
+            prop_assert_eq!(&back, &bytes);
+            if upper.bytes().any(|b| b.is_ascii_uppercase()) {
+                prop_assert_eq!(decode_into(upper.as_bytes(), &mut back, false), None);
+            }
+        }
+    }
+
+    #[test]
+    fn only_whole_digit_pairs_decode() {
+        assert_eq!(decode::<2>("0aff", false), Some([0x0a, 0xff]));
+        assert_eq!(decode::<2>("0af", false), None);
+        assert_eq!(decode::<2>("0aff0", false), None);
+        assert_eq!(decode::<1>("+f", true), None);
+        assert_eq!(decode::<1>("g0", true), None);
+        assert_eq!(byte(0x5c), *b"5c");
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! Fresh random ids on the call path: each call's `X-Request-Id` (when the client sent none),
-//! its trace and span ids, and the `request_id` sent upstream for a call without a usable id.
+//! its trace and span ids, and the `request_id` sent upstream for a call without a usable id;
+//! and the draws that sample calls (a split's side for a caller without a sticky key, a
+//! shadow's share).
 //!
-//! `uuid::Uuid::new_v4` draws from a ChaCha generator, three times a proxied call (measured
-//! dearer: docs/performance.md). These ids name calls; they guard nothing
-//! (no token, no secret is derived from them), so they come from a per-thread wyrand generator
-//! instead: fastrand's (a 64-bit state stepped by a constant, passes BigCrush and PractRand),
-//! seeded once per thread from the process's hasher seed: an add, a widening multiply and an
-//! xor per 64 bits. Two threads
-//! or two processes draw from independently seeded states, so ids stay unique across them as
-//! random ids do.
+//! `uuid::Uuid::new_v4` draws from a ChaCha generator, several times a proxied call (measured
+//! dearer: docs/performance.md). These ids name calls and these draws pick them; they guard
+//! nothing (no token, no secret is derived from them), so they come from a per-thread wyrand
+//! generator instead: fastrand's (a 64-bit state stepped by a constant, passes BigCrush and
+//! PractRand), seeded once per thread from the process's hasher seed: an add, a widening
+//! multiply and an xor per 64 bits. Two threads or two processes draw from independently seeded
+//! states, so ids stay unique across them as random ids do.
 
 /// 64 random bits from the calling thread's generator (fastrand's wyrand, seeded per thread).
 pub(crate) fn random_u64() -> u64 {

@@ -70,7 +70,7 @@ impl ChunkSize {
         let mut start = 16;
         loop {
             start -= 1;
-            buf[start] = b"0123456789abcdef"[len & 0xf];
+            buf[start] = crate::util::hex::DIGITS[len & 0xf];
             len >>= 4;
             if len == 0 {
                 break;

@@ -5,21 +5,13 @@
 //! lookup compares: two tokens of one hash only cost a miss, never one caller taken for
 //! another. An entry is good until the token's `exp` (no leeway: the cache never extends a
 //! token's life) and while the key set that verified it still holds every key it had (the
-//! issuer's generation); a full shard drops its expired entries, then arbitrary ones.
-
-use std::hash::BuildHasher;
-use std::sync::{PoisonError, RwLock};
+//! issuer's generation); a full cache drops its expired entries, then those nearest to expiry.
 
 use crate::auth::Caller;
-use crate::util::prehashed::PrehashedMap;
-
-/// Independent locks, so callers on many threads rarely touch the same one.
-const SHARDS: usize = 16;
+use crate::util::bounded::{Bounded, Evict};
 
 /// Entries kept at most.
 pub(super) const CAPACITY: usize = 10_000;
-
-const PER_SHARD: usize = CAPACITY / SHARDS;
 
 /// Longer tokens are verified each time: with this bound the cache holds at most ~40 MiB of
 /// tokens.
@@ -36,20 +28,22 @@ struct Entry {
     generation: u64,
 }
 
-type Shard = PrehashedMap<Entry>;
+/// An expired token is stale; when none is, those nearest to expiry go first.
+impl Evict for Entry {
+    fn stale(&self, now_ms: u64) -> bool {
+        self.exp_ms <= now_ms
+    }
+    fn rank(&self) -> u64 {
+        self.exp_ms
+    }
+}
 
 /// See the module docs.
-pub(super) struct Cache {
-    hasher: foldhash::fast::RandomState,
-    shards: [RwLock<Shard>; SHARDS],
-}
+pub(super) struct Cache(Bounded<Entry>);
 
 impl Cache {
     pub(super) fn new() -> Cache {
-        Cache {
-            hasher: foldhash::fast::RandomState::default(),
-            shards: std::array::from_fn(|_| RwLock::default()),
-        }
+        Cache(Bounded::new(CAPACITY))
     }
 
     /// The caller `token` proved, while it is good at `now_ms`; `current(issuer, generation)`
@@ -62,15 +56,13 @@ impl Cache {
         now_ms: u64,
         current: impl Fn(usize, u64) -> bool,
     ) -> Option<Caller> {
-        let hash = self.hasher.hash_one(token);
-        let shard = self.shards[shard_of(hash)]
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        let e = shard.get(&hash)?;
-        (now_ms < e.exp_ms
-            && crate::util::secret::same(e.token.as_bytes(), token)
-            && current(e.issuer, e.generation))
-        .then(|| e.caller.clone())
+        self.0.peek(self.0.hash(token), |e| {
+            let e = e?;
+            (now_ms < e.exp_ms
+                && crate::util::secret::same(e.token.as_bytes(), token)
+                && current(e.issuer, e.generation))
+            .then(|| e.caller.clone())
+        })
     }
 
     /// Keeps what `token` proved until `exp_ms`.
@@ -85,54 +77,20 @@ impl Cache {
         if token.len() > MAX_CACHED_TOKEN || exp_ms <= now_ms {
             return;
         }
-        let hash = self.hasher.hash_one(token.as_bytes());
-        let mut shard = self.shards[shard_of(hash)]
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if shard.len() >= PER_SHARD && !shard.contains_key(&hash) {
-            make_room(&mut shard, now_ms);
-        }
-        shard.insert(
-            hash,
-            Entry {
-                token: token.into(),
-                caller,
-                exp_ms,
-                issuer,
-                generation,
-            },
-        );
+        let entry = Entry {
+            token: token.into(),
+            caller,
+            exp_ms,
+            issuer,
+            generation,
+        };
+        self.0.insert(self.0.hash(token.as_bytes()), now_ms, entry);
     }
 
     /// Entries held, expired ones included.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.read().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
-    }
-}
-
-/// Bits 32..36 of the hash: the map inside a shard indexes by the low bits and tags by the
-/// top seven, which stay spread this way.
-fn shard_of(hash: u64) -> usize {
-    (hash >> 32) as usize % SHARDS
-}
-
-/// Drops the expired entries of a full shard and, when that is not enough, a quarter of it.
-fn make_room(shard: &mut Shard, now_ms: u64) {
-    shard.retain(|_, e| e.exp_ms > now_ms);
-    let mut excess = (shard.len() + 1).saturating_sub(PER_SHARD);
-    if excess > 0 {
-        excess = excess.max(PER_SHARD / 4);
-        shard.retain(|_, _| match excess {
-            0 => true,
-            _ => {
-                excess -= 1;
-                false
-            }
-        });
+        self.0.len()
     }
 }
 

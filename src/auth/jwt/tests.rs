@@ -2,7 +2,7 @@
 //! sets in files and on a small https server of this test's own CA.
 
 use std::sync::atomic::AtomicUsize;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;

@@ -39,6 +39,7 @@ use crate::http::headers::RawHead;
 use crate::http::reply::ReplyBody;
 use crate::http::trace::TraceContext;
 use crate::model::error::GatewayError;
+use crate::util::timer::{arm, fired};
 
 /// The longest body hyper frames by its `Content-Length` (`u64::MAX - 2`: it keeps the two
 /// values above for its own marks).
@@ -446,24 +447,6 @@ fn post_request(body: Body, uri: Uri, headers: axum::http::HeaderMap) -> Request
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
     req
-}
-
-/// Makes `timer` fire no later than `due` (see [`serve`]'s `due`): moved only when it is set
-/// for later.
-fn arm(timer: Pin<&mut tokio::time::Sleep>, due: Instant) {
-    if timer.deadline() > due {
-        timer.reset(due);
-    }
-}
-
-/// Whether `timer`, having fired, marks the end of the wait for `due`; if it fired early (set
-/// for an earlier wait), it is moved on to `due` and the wait goes on.
-fn fired(timer: Pin<&mut tokio::time::Sleep>, due: Instant) -> bool {
-    if Instant::now() >= due {
-        return true;
-    }
-    timer.reset(due);
-    false
 }
 
 /// Awaits `call` while the client is watched: its leaving cancels the call (as hyper does;
