@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use bytes::BytesMut;
@@ -248,17 +248,29 @@ fn reserve_rest(out: &mut BytesMut, hint: usize, left: usize) {
     }
 }
 
+/// The headers of every SSE stream's answer: its content type, and no cache or proxy buffer
+/// holding its events back. One list for a response object ([`response`]) and the HTTP/1
+/// loop's head written by hand alike.
+pub(crate) const STREAM_HEADERS: [(HeaderName, HeaderValue); 3] = [
+    (
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    ),
+    (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+    (
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    ),
+];
+
 /// An HTTP response carrying an SSE stream, with the headers proxies need to pass it through.
 pub(crate) fn response(
     body: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
 ) -> Response {
     let mut resp = (StatusCode::OK, Body::from_stream(body)).into_response();
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    for (name, value) in STREAM_HEADERS {
+        h.insert(name, value);
+    }
     resp
 }

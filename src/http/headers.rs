@@ -1,5 +1,5 @@
 //! A request's headers read by name, from a [`HeaderMap`] or straight from the bytes of the
-//! head they arrived in.
+//! head they arrived in; what a `Connection` header says of its connection.
 //!
 //! A proxied call reads a handful of headers by name (`content-type`, `x-request-id`,
 //! `traceparent`, `authorization`, and whatever a split's `sticky = "header:NAME"`, the caller
@@ -222,6 +222,27 @@ pub(crate) fn visible(bytes: &[u8]) -> Option<&str> {
     text.then(|| std::str::from_utf8(bytes).expect("ASCII is UTF-8"))
 }
 
+/// What a head's `Connection` values say of the connection's fate (RFC 9112 §9.3, §9.6): its
+/// `close` and `keep-alive` options, among the comma-separated tokens in any case. The one
+/// reader of them, for an upstream's answer read alone or off a pipelined connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ConnectionOptions {
+    /// `close`: the connection ends after this message.
+    pub(crate) close: bool,
+    /// `keep-alive`: an HTTP/1.0 peer keeps the connection.
+    pub(crate) keep_alive: bool,
+}
+
+impl ConnectionOptions {
+    /// Adds what one `Connection` value says (a head may carry several).
+    pub(crate) fn read(&mut self, value: &[u8]) {
+        for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+            self.close |= token.eq_ignore_ascii_case(b"close");
+            self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,5 +361,22 @@ mod tests {
             map.get("x-bin").unwrap().to_str().is_ok(),
             visible("caf\u{e9}".as_bytes()).is_some()
         );
+    }
+
+    #[test]
+    fn connection_options_are_tokens_in_any_case() {
+        let read = |values: &[&str]| {
+            let mut o = ConnectionOptions::default();
+            for v in values {
+                o.read(v.as_bytes());
+            }
+            (o.close, o.keep_alive)
+        };
+        assert_eq!(read(&["close"]), (true, false));
+        assert_eq!(read(&["Keep-Alive"]), (false, true));
+        assert_eq!(read(&["upgrade , CLOSE"]), (true, false));
+        assert_eq!(read(&["keep-alive", "close"]), (true, true));
+        assert_eq!(read(&["closed, x-close, keep-alive-x"]), (false, false));
+        assert_eq!(read(&[]), (false, false));
     }
 }

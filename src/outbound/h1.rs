@@ -151,6 +151,7 @@ pub fn parse_head_with(
     let mut length: Option<usize> = None;
     let mut chunked = false;
     let mut encoded = false;
+    let mut connection = crate::http::headers::ConnectionOptions::default();
     for h in resp.headers.iter() {
         on_header(h.name.as_bytes(), h.value);
         if h.name.eq_ignore_ascii_case("content-length") {
@@ -168,14 +169,14 @@ pub fn parse_head_with(
             // Only the last coding decides whether the body is chunked.
             chunked = tokens(h.value).last().is_some_and(|t| t == "chunked");
         } else if h.name.eq_ignore_ascii_case("connection") {
-            for t in tokens(h.value) {
-                if t == "close" {
-                    keep_alive = false;
-                } else if t == "keep-alive" && resp.version == Some(0) {
-                    keep_alive = true;
-                }
-            }
+            connection.read(h.value);
         }
+    }
+    // `close` ends the connection whatever else is said; HTTP/1.0 keeps it only when asked.
+    if connection.close {
+        keep_alive = false;
+    } else if connection.keep_alive && resp.version == Some(0) {
+        keep_alive = true;
     }
     let framing = match status.as_u16() {
         100..=199 | 204 | 304 => Framing::Empty,

@@ -13,6 +13,33 @@ use bytes::Bytes;
 use hyper::body::{Frame, SizeHint};
 
 use crate::http::scope::Note;
+use crate::http::trace::TraceContext;
+
+/// What the access line takes from a request as it arrives: its method, its path (no query),
+/// when, and from which client.
+#[derive(Debug)]
+pub(crate) struct Arrival {
+    pub method: Method,
+    pub path: String,
+    pub started: Instant,
+    pub client: Option<std::net::IpAddr>,
+}
+
+impl Arrival {
+    /// The line of this request, answered with `status`, in the trace `trace`, its calls
+    /// having noted `note`.
+    pub(crate) fn answered(self, status: StatusCode, trace: &TraceContext, note: Note) -> Line {
+        Line {
+            method: self.method,
+            path: self.path,
+            client: self.client,
+            status,
+            started: self.started,
+            trace_id: trace.trace_id_hex(),
+            note,
+        }
+    }
+}
 
 /// What is known of a request when its answer starts.
 #[derive(Debug)]

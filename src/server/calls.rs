@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::events::frames as sse_stream;
@@ -50,7 +50,8 @@ pub(super) fn is_json(headers: Headers<'_>) -> bool {
 ///
 /// A made id stays the bytes it was written as: most calls carry none, and a header value of
 /// it (copied into shared bytes, its characters checked, then checked again as text for the
-/// call) cost more than making it. Only an answer written through a response object makes one.
+/// call) cost more than making it. Only an answer written through a response object makes one
+/// a header value.
 #[derive(Clone, Debug)]
 pub(super) enum RequestId {
     /// The caller's, checked to be 1–128 visible characters.
@@ -100,7 +101,7 @@ pub(super) fn request_id(headers: Headers<'_>) -> RequestId {
 
 pub(super) async fn rpc(State(state): State<AppState>, req: axum::extract::Request) -> Response {
     let client = client_of(&req);
-    rpc_call(state, req, None, client, Binding::Gateway).await
+    rpc_call(state, req, client, Binding::Gateway, None).await
 }
 
 /// The connection's client and certificate, as the router's requests carry them.
@@ -121,49 +122,42 @@ pub(super) async fn a2a_rpc(
     req: axum::extract::Request,
 ) -> Response {
     let client = client_of(&req);
-    rpc_call(state, req, None, client, Binding::A2a).await
+    rpc_call(state, req, client, Binding::A2a, None).await
 }
 
-/// A call on an RPC path; `peer` is the client (handed over directly on the fast path, which
-/// builds no extensions map), for splits sticky by `ip` and the caller report. `read` is the
-/// body when it was read before (see [`Front::respond`]).
-///
-/// [`Front::respond`]: super::front::Front::respond
+/// A call on an RPC path served by hyper; `peer` is the client (handed over directly on the
+/// fast path, which builds no extensions map), for splits sticky by `ip` and the caller report.
+/// `cors`: the CORS headers its answer carries ([`super::cors::answer_headers`]), when it is
+/// answered off the router.
 pub(super) async fn rpc_call(
     state: AppState,
     req: axum::extract::Request,
-    read: Option<Result<bytes::Bytes, GatewayError>>,
     (peer, cert, tls): Client,
     binding: Binding,
+    cors: Option<HeaderMap>,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
-    let read = match read {
-        Some(read) => read,
-        None => {
-            let declared = headers
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<usize>().ok());
-            if declared.is_some_and(|n| n > state.max_body) {
-                Err(GatewayError::PayloadTooLarge {
-                    limit: state.max_body,
-                })
-            } else {
-                read_body(body, state.max_body, state.body_timeout).await
-            }
-        }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let read = if declared.is_some_and(|n| n > state.max_body) {
+        Err(GatewayError::PayloadTooLarge {
+            limit: state.max_body,
+        })
+    } else {
+        read_body(body, state.max_body, state.body_timeout).await
     };
     let client = (peer, cert.as_deref(), tls);
     let (reply, request_id) = rpc_reply(&state, Headers::Map(headers), read, client, binding).await;
-    into_response(reply, request_id.into_value())
+    into_response(reply, request_id.into_value(), cors)
 }
 
 /// The reply to a call on an RPC path whose body has been read (or failed to be), and the
-/// request id it is answered with: what [`rpc_call`] makes a response of, and what the HTTP/1
-/// loop writes itself ([`h1`], without a response object or a header map for the answer).
-///
-/// [`h1`]: super::h1
+/// request id it is answered with: what [`rpc_call`] makes a response of ([`into_response`]),
+/// and what the HTTP/1 loop writes itself (`h1`, without a response object or a header map for
+/// the answer).
 pub(super) async fn rpc_reply(
     state: &AppState,
     headers: Headers<'_>,
@@ -276,7 +270,14 @@ pub(super) fn reject(body: Option<&[u8]>, err: GatewayError) -> Reply {
     }
 }
 
-pub(super) fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
+/// The one conversion of a call's [`Reply`] into a response object, for hyper's connections
+/// (HTTP/2, and the HTTP/1 requests the loop hands over): the same head the loop's writer lays
+/// out (`h1::answer::write_reply`), its CORS headers (`cors`) included.
+pub(super) fn into_response(
+    reply: Reply,
+    request_id: HeaderValue,
+    cors: Option<HeaderMap>,
+) -> Response {
     let mut resp = match reply.body {
         ReplyBody::Json(body) => {
             let mut r = (reply.status, body).into_response();
@@ -295,6 +296,9 @@ pub(super) fn into_response(reply: Reply, request_id: HeaderValue) -> Response {
         h.extend(*extra);
     }
     h.insert(X_REQUEST_ID, request_id);
+    if let Some(cors) = cors {
+        super::cors::add(h, cors);
+    }
     resp
 }
 

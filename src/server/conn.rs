@@ -124,7 +124,7 @@ async fn serve_conn(
                 sse_conn::Head::Gone => return,
                 sse_conn::Head::Other(read) => read,
                 sse_conn::Head::Get(get, read) => {
-                    if let Some((resp, access, span)) = stream_response(&front, &get).await {
+                    if let Some((resp, access, span)) = stream_response(&front, &get) {
                         // The head's bytes are not held for the stream's life.
                         drop(read);
                         let trace = span.as_ref().map(|(t, _)| *t);
@@ -159,10 +159,9 @@ async fn serve_conn(
 
 /// The answer to an event-stream GET served off hyper, with its CORS headers, whether the
 /// access log is on, and its SERVER span when tracing records it (ended when the stream does);
-/// `None`: not a stream route, hyper serves it. Only what the stream needs is kept across it (an idle
-/// subscriber's task is all this future holds): not the configuration, and the rare CORS step's
-/// state boxed apart.
-async fn stream_response(
+/// `None`: not a stream route, hyper serves it.
+#[allow(clippy::type_complexity)]
+fn stream_response(
     front: &Front,
     get: &sse_conn::Get,
 ) -> Option<(
@@ -171,7 +170,7 @@ async fn stream_response(
     Option<(TraceContext, Box<crate::http::scope::Recording>)>,
 )> {
     let live = front.live.load_full();
-    let resp = stream_route(&live.state, &get.uri, &get.headers)?;
+    let mut resp = stream_route(&live.state, &get.uri, &get.headers)?;
     let span = match live.state.gateway.tracer().is_on() {
         true => {
             let mut trace = TraceContext::for_call(&get.headers);
@@ -188,18 +187,11 @@ async fn stream_response(
         }
         false => None,
     };
-    let resp = match &live.cors {
-        Some(cors) => {
-            Box::pin(super::cors::stream_headers(
-                cors,
-                &get.uri,
-                &get.headers,
-                resp,
-            ))
-            .await
-        }
-        None => resp,
-    };
+    if let Some(cors) = &live.cors {
+        let origin = get.headers.get(axum::http::header::ORIGIN);
+        let cors = super::cors::answer_headers(cors, origin.map(|o| o.as_bytes()));
+        super::cors::add(resp.headers_mut(), cors);
+    }
     Some((resp, live.access, span))
 }
 

@@ -1,6 +1,6 @@
 //! `[server.cors]`: tower-http's CORS layer, built from the allowed origins, around every
-//! route (the SSE streams that [`sse_conn`](crate::http::sse_conn) serves get the same headers; see
-//! [`stream_headers`]).
+//! route (the RPC lane's answers and the SSE streams that [`sse_conn`](crate::http::sse_conn)
+//! serves, written off the router, get the same headers; see [`answer_headers`]).
 //!
 //! The pass-through is one of those routes, so the rule is a reverse proxy's: every method a
 //! proxy carries, and whatever request headers the page asks for. With CORS configured the
@@ -13,7 +13,7 @@
 //! would without CORS, the pass-through included (see [`around`]).
 
 use axum::extract::Request;
-use axum::http::{header, HeaderName, HeaderValue, Method};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 use axum::response::Response;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
@@ -117,25 +117,36 @@ async fn drop_upstream_cors(mut resp: Response) -> Response {
     resp
 }
 
-/// Runs `resp` through `layer` as the answer to a GET with `headers`, so a stream served off
-/// hyper carries exactly the CORS headers the router would have added.
-pub(super) async fn stream_headers(
-    layer: &CorsLayer,
-    uri: &axum::http::Uri,
-    headers: &axum::http::HeaderMap,
-    resp: axum::response::Response,
-) -> axum::response::Response {
+/// The headers `layer` puts on the answer to a request from `origin` that is no preflight, for
+/// the answers written off the router (the RPC lane's, and the event streams that
+/// [`sse_conn`](crate::http::sse_conn) serves): the layer is run over an empty answer, so what
+/// that answer then holds is the layer's alone, and every route's CORS headers come from its one
+/// rule. Put on an answer with [`add`], or written after its own headers (it has no `Vary` or
+/// `Access-Control-*` of its own).
+pub(super) fn answer_headers(layer: &CorsLayer, origin: Option<&[u8]>) -> HeaderMap {
+    use futures_util::FutureExt;
     use tower::{Layer, ServiceExt};
-    let mut req = axum::http::Request::new(axum::body::Body::empty());
-    *req.uri_mut() = uri.clone();
-    *req.headers_mut() = headers.clone();
-    let mut resp = Some(resp);
-    let svc = tower::service_fn(move |_req| {
-        let r = resp.take().expect("called once");
-        async move { Ok::<_, std::convert::Infallible>(r) }
-    });
-    match layer.layer(svc).oneshot(req).await {
-        Ok(r) => r,
-        Err(never) => match never {},
+    let mut req = axum::http::Request::new(());
+    if let Some(origin) = origin.and_then(|o| HeaderValue::from_bytes(o).ok()) {
+        req.headers_mut().insert(header::ORIGIN, origin);
     }
+    let empty = tower::service_fn(|_| {
+        std::future::ready(Ok::<_, std::convert::Infallible>(
+            axum::http::Response::new(()),
+        ))
+    });
+    // Ready at once: the origins are a list or `*`, no predicate to await.
+    match layer.layer(empty).oneshot(req).now_or_never() {
+        Some(Ok(resp)) => resp.into_parts().0.headers,
+        _ => HeaderMap::new(),
+    }
+}
+
+/// Puts `cors` ([`answer_headers`]) on an answer's `headers` as the layer does: `Vary` added to
+/// the answer's own, the other names replacing theirs.
+pub(super) fn add(headers: &mut HeaderMap, mut cors: HeaderMap) {
+    if let Some(vary) = cors.remove(header::VARY) {
+        headers.append(header::VARY, vary);
+    }
+    headers.extend(cors);
 }

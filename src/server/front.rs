@@ -16,6 +16,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use super::access::Arrival;
 use crate::gateway::Binding;
 use crate::http::headers::{Headers, RawHead};
 use crate::http::reply::Reply;
@@ -95,10 +96,6 @@ pub(super) type FrontFuture = Pin<Box<dyn Future<Output = Result<Response, Infal
 /// A request's handler, boxed on its own before [`Front::respond`] wraps it.
 type Handled = Pin<Box<dyn Future<Output = Response> + Send>>;
 
-/// What the access line takes from the request: its method, its path, when it arrived and
-/// from which client.
-type Arrival = (Method, String, Instant, Option<std::net::IpAddr>);
-
 impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
     type Response = Response;
     type Error = Infallible;
@@ -108,14 +105,15 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
         let live = self.live.load_full();
         let req = req.map(Body::new);
         let lane = live.lane(req.method(), req.uri().path());
-        self.respond(live, req, lane, None)
+        self.respond(live, req, lane)
     }
 }
 
 /// Which way a request goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Lane {
-    /// `POST` to an RPC path, no CORS configured: straight to [`rpc_call`].
+    /// `POST` to an RPC path: straight to [`rpc_call`] (or the HTTP/1 loop's writer), with
+    /// CORS or without.
     Rpc,
     /// A path the gateway never answers itself, under a pass-through prefix, no CORS configured:
     /// straight to the pass-through.
@@ -127,10 +125,10 @@ pub(super) enum Lane {
 impl Live {
     /// The lane of a request with `method` to `path` under this configuration.
     pub(super) fn lane(&self, method: &axum::http::Method, path: &str) -> Lane {
-        if self.cors.is_some() {
-            Lane::Router
-        } else if method == axum::http::Method::POST && self.rpc_paths.matches(path) {
+        if method == axum::http::Method::POST && self.rpc_paths.matches(path) {
             Lane::Rpc
+        } else if self.cors.is_some() {
+            Lane::Router
         } else if !is_own_path(&self.rpc_paths, path) && self.state.passthrough.takes(path) {
             Lane::Passthrough
         } else {
@@ -143,15 +141,12 @@ impl Front {
     /// Answers `req` by its `lane` under `live`, the configuration it was read under: its trace
     /// context and scope, its access line, its call counted on an HTTP/2 connection. hyper's
     /// connections call it through [`Service`](hyper::service::Service), the HTTP/1 loop of
-    /// [`h1`](super::h1) directly.
-    /// `read` is the body when the caller has already read it (or failed to, within the
-    /// limit and the body read timeout); the request's own body is then empty and unused.
+    /// [`h1`](super::h1) directly for the pass-through.
     pub(super) fn respond(
         &self,
         live: Arc<Live>,
         mut req: axum::extract::Request,
         lane: Lane,
-        read: Option<Result<bytes::Bytes, GatewayError>>,
     ) -> FrontFuture {
         let (mut trace, state) = TraceContext::for_call_with_state(req.headers());
         // The client as the access line and the span name it: read only when either is on.
@@ -182,13 +177,11 @@ impl Front {
         if let Some(cert) = self.cert.as_ref().filter(|_| !fast) {
             req.extensions_mut().insert(ClientCert(cert.clone()));
         }
-        let access = live.access.then(|| {
-            (
-                req.method().clone(),
-                req.uri().path().to_owned(),
-                Instant::now(),
-                client,
-            )
+        let access = live.access.then(|| Arrival {
+            method: req.method().clone(),
+            path: req.uri().path().to_owned(),
+            started: Instant::now(),
+            client,
         });
         // The call counts as in flight until its answer's body is done or dropped.
         let call = self
@@ -199,12 +192,16 @@ impl Front {
         // wrapper that held one by value would copy it (measured with callgrind: much
         // of a call's instructions were memcpy; docs/performance.md).
         let handled: Handled = if fast {
+            let cors = live.cors.as_ref().map(|c| {
+                let origin = req.headers().get(header::ORIGIN);
+                super::cors::answer_headers(c, origin.map(|o| o.as_bytes()))
+            });
             Box::pin(rpc_call(
                 live.state.clone(),
                 req,
-                read,
                 (self.peer, self.cert.clone(), self.tls),
                 Binding::Gateway,
+                cors,
             ))
         } else if passed {
             self.passed(&live, req)
@@ -279,16 +276,8 @@ fn finished(
         let end = span.answered(resp.status().as_u16());
         resp = resp.map(|b| Body::new(activity::GuardedBody::new(b, end)));
     }
-    if let Some((method, path, started, client)) = access {
-        let line = crate::server::access::Line {
-            method,
-            path,
-            client,
-            status: resp.status(),
-            started,
-            trace_id: trace.trace_id_hex(),
-            note,
-        };
+    if let Some(arrival) = access {
+        let line = arrival.answered(resp.status(), &trace, note);
         resp = resp.map(|b| Body::new(crate::server::access::Counted::new(b, line)));
     }
     if let Some(call) = call {
@@ -300,36 +289,70 @@ fn finished(
 /// What the HTTP/1 loop awaits for a call it answers itself: the reply and its request id.
 pub(super) type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, calls::RequestId)> + Send>>;
 
+/// A call the HTTP/1 loop answers from its [`Reply`] ([`Front::rpc_reply`]): the call, the trace
+/// context and `tracestate` to run it in, its SERVER span, and what its answer adds when the
+/// access log or CORS is on.
+pub(super) struct RpcCall {
+    pub(super) trace: TraceContext,
+    pub(super) state: Option<HeaderValue>,
+    pub(super) span: Option<Box<scope::Recording>>,
+    /// `None` on the plain path (no access log, no CORS): nothing made for it.
+    pub(super) extras: Option<Box<Extras>>,
+    pub(super) call: ReplyFuture,
+}
+
+/// What an answer the HTTP/1 loop writes adds with the access log or CORS on.
+pub(super) struct Extras {
+    /// The access line's start, written once the answer is.
+    pub(super) access: Option<Arrival>,
+    /// The CORS headers, written into the answer's head.
+    pub(super) cors: Option<axum::http::HeaderMap>,
+}
+
 impl Front {
     /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call
     /// (boxed on its own, as [`Front::respond`] boxes it: a wrapper holding it by value would
-    /// copy it) and the trace context and `tracestate` to run it in (the loop runs it in [`scope::run`] on its
-    /// own stack). It is answered with the [`Reply`] for the loop to write: no response object,
-    /// no answer header map. Only without the access log, whose line [`Front::respond`] ties to
-    /// the answer's body; the loop never counts calls in flight (that is HTTP/2's idle rule).
+    /// copy it), answered with the [`Reply`] for the loop to write: no response object, no
+    /// answer header map. The loop never counts calls in flight (that is HTTP/2's idle rule).
     pub(super) fn rpc_reply(
         &self,
         live: Arc<Live>,
         head: RawHead,
         read: Result<bytes::Bytes, GatewayError>,
         target: std::ops::Range<usize>,
-    ) -> (
-        TraceContext,
-        Option<HeaderValue>,
-        Option<Box<scope::Recording>>,
-        ReplyFuture,
-    ) {
-        debug_assert!(!live.access && self.activity.is_none());
+    ) -> RpcCall {
+        debug_assert!(self.activity.is_none());
         let (mut trace, state) = TraceContext::for_call_with_state(&head);
-        let span = match live.state.gateway.tracer().is_on() {
+        let tracing = live.state.gateway.tracer().is_on();
+        let path = || {
+            let target = head.text(target.clone()).unwrap_or_default();
+            target.split_once('?').map_or(target, |(p, _)| p)
+        };
+        // The client as the access line and the span name it: read only when either is on.
+        let client = match live.access || tracing {
+            true => self.client_ip(&live, Headers::Head(&head)),
+            false => None,
+        };
+        let span = match tracing {
             true => {
-                let target = head.text(target).unwrap_or_default();
-                let path = target.split_once('?').map_or(target, |(p, _)| p);
-                let client = self.client_ip(&live, Headers::Head(&head));
                 let how = (self.tls, client);
-                server_span(&live, &mut trace, &Method::POST, path, Lane::Rpc, how)
+                server_span(&live, &mut trace, &Method::POST, path(), Lane::Rpc, how)
             }
             false => None,
+        };
+        let extras = match (live.access, &live.cors) {
+            (false, None) => None,
+            (access, cors) => Some(Box::new(Extras {
+                access: access.then(|| Arrival {
+                    method: Method::POST,
+                    path: path().to_owned(),
+                    started: Instant::now(),
+                    client,
+                }),
+                cors: cors.as_ref().map(|c| {
+                    super::cors::answer_headers(c, Headers::Head(&head).get(&header::ORIGIN))
+                }),
+            })),
         };
         let (peer, tls) = (self.peer, self.tls);
         let cert = self.cert.clone();
@@ -343,7 +366,13 @@ impl Front {
             )
             .await
         });
-        (trace, state, span, call)
+        RpcCall {
+            trace,
+            state,
+            span,
+            extras,
+            call,
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -36,12 +36,12 @@ mod status;
 mod streams;
 mod workers;
 
-use self::calls::{a2a_rpc, into_response, not_configured, rpc};
+use self::calls::{a2a_rpc, not_configured, rpc};
 
 use card::{agent_card, agent_card_0_3};
 use conn::accept_loop;
 use fallback::{not_rpc_method, pass_through};
-use front::{Front, FrontFuture, Lane, ReplyFuture};
+use front::{Front, FrontFuture, Lane};
 use status::{healthz, metrics, migration, readyz};
 use streams::{context_events, domain_events, task_events};
 
@@ -154,9 +154,9 @@ fn is_own_path(rpc_paths: &RpcPaths, path: &str) -> bool {
     rpc_paths.covers(path) || crate::http::routes::is_own_route(path)
 }
 
-/// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing when no
-/// CORS applies, see [`Front`]; their entries here serve it otherwise, and pass other methods
-/// to the pass-through or answer 405.) What no route takes goes to the pass-through, else 404.
+/// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing, see
+/// [`Front`]; their entries here take the other methods: the pass-through's, else 405.) What no
+/// route takes goes to the pass-through, else 404.
 fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     let mut router = axum::Router::new();
     // Every path registered here must be one `is_own_path` knows, or the pass-through's fast
@@ -166,9 +166,8 @@ fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
         router = std::mem::take(&mut router).route(path, handler);
     };
     for p in rpc_paths.0.iter() {
-        let rpc_route = || post(rpc).fallback(not_rpc_method);
-        route(p, rpc_route());
-        route(&format!("{p}/"), rpc_route());
+        route(p, any(not_rpc_method));
+        route(&format!("{p}/"), any(not_rpc_method));
     }
     // A2A's JSON-RPC binding, with its own rules (see `Binding`).
     if let Some(p) = rpc_paths.1.as_deref() {

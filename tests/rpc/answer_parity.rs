@@ -1,9 +1,11 @@
-//! One answer, however it is written: `POST /rpc` is answered by the HTTP/1 loop's own writer,
-//! through a response object when the access log is on, and by hyper when CORS is on or the
-//! connection is HTTP/2; behind TLS, by the same over a TLS stream. The same calls through each
-//! way must come back alike: the same status, every header but `Date` (and the `Vary` /
-//! `Access-Control-*` CORS adds by design, and the connection's own `Connection` /
-//! `Keep-Alive`), and the same body, byte for byte.
+//! One answer, however it is written: `POST /rpc` is answered by the HTTP/1 loop's own writer
+//! (with the access log, CORS, both or neither), and through the one conversion of the same
+//! reply for hyper when the loop hands the request over (HTTP/1.0, a chunked body,
+//! `Connection: close`) or the connection is HTTP/2; behind TLS, by the same over a TLS stream.
+//! The same calls through each way must come back alike: the same status, every header but
+//! `Date` and the connection's own `Connection` / `Keep-Alive`, and the same body, byte for
+//! byte. With CORS, the answer is the plain one with the CORS headers added, and those are the
+//! ones the router's CORS layer gives its own routes for the same origin.
 
 use crate::support;
 
@@ -19,6 +21,18 @@ use support::raw_h1::read_answer;
 use support::{legacy_echo, routing_all_to, TestGateway};
 
 const T: Duration = Duration::from_secs(10);
+
+/// The origin `[server.cors]` allows.
+const APP: &str = "https://app.example";
+
+/// Every way a request is sent: the loop's (`Http11`), the loop's hand-overs to hyper, HTTP/2.
+const FRAMINGS: [Framing; 5] = [
+    Framing::Http11,
+    Framing::Http11Close,
+    Framing::Http10,
+    Framing::Chunked,
+    Framing::Http2,
+];
 
 /// The calls compared: translated answers, an upstream's error, a notification, a batch, a
 /// body that does not parse, and a legacy client's envelope.
@@ -64,14 +78,11 @@ struct Seen {
     body: Vec<u8>,
 }
 
-/// Drops what may differ by design: the date, the connection's own headers, what CORS adds.
+/// Drops what may differ by design: the date and the connection's own headers.
 fn seen(status: u16, headers: impl IntoIterator<Item = (String, String)>, body: Vec<u8>) -> Seen {
     let headers = headers
         .into_iter()
-        .filter(|(k, _)| {
-            !matches!(k.as_str(), "date" | "connection" | "keep-alive" | "vary")
-                && !k.starts_with("access-control-")
-        })
+        .filter(|(k, _)| !matches!(k.as_str(), "date" | "connection" | "keep-alive"))
         .collect();
     Seen {
         status,
@@ -80,16 +91,57 @@ fn seen(status: u16, headers: impl IntoIterator<Item = (String, String)>, body: 
     }
 }
 
-/// The answer to `body` POSTed to `url` by `client`, over the HTTP version it negotiates.
-async fn via_client(client: &reqwest::Client, url: &str, body: &str) -> (reqwest::Version, Seen) {
-    let resp = client
+/// Whether a header is one CORS adds.
+fn is_cors(name: &str) -> bool {
+    name == "vary" || name.starts_with("access-control-")
+}
+
+/// `seen` split into what CORS adds and the rest.
+fn split_cors(seen: &Seen) -> (BTreeMap<String, String>, Seen) {
+    let (cors, rest) = seen
+        .headers
+        .clone()
+        .into_iter()
+        .partition(|(k, _)| is_cors(k));
+    let rest = Seen {
+        status: seen.status,
+        headers: rest,
+        body: seen.body.clone(),
+    };
+    (cors, rest)
+}
+
+/// The CORS headers the router's layer puts on its own route (`/healthz`) for `origin`.
+async fn router_cors(gw: &TestGateway, origin: Option<&str>) -> BTreeMap<String, String> {
+    let mut req = gw.http.get(format!("{}/healthz", gw.base()));
+    if let Some(origin) = origin {
+        req = req.header("origin", origin);
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.headers()
+        .iter()
+        .filter(|(k, _)| is_cors(k.as_str()))
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// The answer to `body` POSTed to `url` by `client` (from `origin`, when given), over the HTTP
+/// version it negotiates.
+async fn via_client(
+    client: &reqwest::Client,
+    url: &str,
+    body: &str,
+    origin: Option<&str>,
+) -> (reqwest::Version, Seen) {
+    let mut req = client
         .post(url)
         .header("content-type", "application/json")
-        .header("x-request-id", "parity-1")
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
+        .header("x-request-id", "parity-1");
+    if let Some(origin) = origin {
+        req = req.header("origin", origin);
+    }
+    let resp = req.body(body.to_owned()).send().await.unwrap();
     let version = resp.version();
     let status = resp.status().as_u16();
     let headers: Vec<(String, String)> = resp
@@ -101,20 +153,22 @@ async fn via_client(client: &reqwest::Client, url: &str, body: &str) -> (reqwest
     (version, seen(status, headers, body))
 }
 
-async fn send(gw: &TestGateway, framing: Framing, body: &str) -> Seen {
+async fn send(gw: &TestGateway, framing: Framing, body: &str, origin: Option<&str>) -> Seen {
     if let Framing::Http2 = framing {
         let client = reqwest::Client::builder()
             .http2_prior_knowledge()
             .build()
             .unwrap();
-        let (version, seen) = via_client(&client, &format!("{}/rpc", gw.base()), body).await;
+        let url = format!("{}/rpc", gw.base());
+        let (version, seen) = via_client(&client, &url, body, origin).await;
         assert_eq!(version, reqwest::Version::HTTP_2);
         return seen;
     }
+    let origin = origin.map_or(String::new(), |o| format!("origin: {o}\r\n"));
     let head = |version: &str, framing: &str| {
         format!(
             "POST /rpc {version}\r\nhost: x\r\ncontent-type: application/json\r\n\
-             x-request-id: parity-1\r\n{framing}\r\n"
+             x-request-id: parity-1\r\n{origin}{framing}\r\n"
         )
     };
     let length = format!("content-length: {}\r\n", body.len());
@@ -158,7 +212,12 @@ async fn every_writer_gives_the_same_answer_to_the_same_call() {
     };
     let plain = start(|_| {}).await;
     let logged = start(|c| c.log.access = true).await;
-    let cors = start(|c| c.server.cors.allow_origins = vec!["https://app.example".into()]).await;
+    let cors = start(|c| c.server.cors.allow_origins = vec![APP.into()]).await;
+    let logged_cors = start(|c| {
+        c.log.access = true;
+        c.server.cors.allow_origins = vec![APP.into()];
+    })
+    .await;
     // Behind TLS: HTTP/2 by ALPN, and HTTP/1.1 from a client that offers only that.
     let ca = Pki::new("parity CA");
     let (cert, key) = ca.issue("gateway", &["localhost"]).paths();
@@ -181,7 +240,7 @@ async fn every_writer_gives_the_same_answer_to_the_same_call() {
         .unwrap();
 
     for (what, body) in CALLS {
-        let reference = send(&plain, Framing::Http11, body).await;
+        let reference = send(&plain, Framing::Http11, body, None).await;
         if *what == "legacy client" {
             // What the mutant of a writer would drop is in the answer compared.
             assert!(
@@ -190,15 +249,13 @@ async fn every_writer_gives_the_same_answer_to_the_same_call() {
                 "{what}: {reference:?}"
             );
         }
-        for (mode, gw) in [("plain", &plain), ("access log", &logged), ("cors", &cors)] {
-            for framing in [
-                Framing::Http11,
-                Framing::Http11Close,
-                Framing::Http10,
-                Framing::Chunked,
-                Framing::Http2,
-            ] {
-                let got = send(gw, framing, body).await;
+        assert!(
+            !reference.headers.keys().any(|k| is_cors(k)),
+            "{what}: {reference:?}"
+        );
+        for (mode, gw) in [("plain", &plain), ("access log", &logged)] {
+            for framing in FRAMINGS {
+                let got = send(gw, framing, body, None).await;
                 assert_eq!(
                     got,
                     reference,
@@ -207,11 +264,39 @@ async fn every_writer_gives_the_same_answer_to_the_same_call() {
                 );
             }
         }
+        // With CORS: the plain answer and the router's CORS headers, for an allowed origin, a
+        // refused one and none; alike on every way and with the access log too.
+        for origin in [Some(APP), Some("https://evil.example"), None] {
+            let with_cors = send(&cors, Framing::Http11, body, origin).await;
+            let (added, rest) = split_cors(&with_cors);
+            assert_eq!(rest, reference, "{what}, cors from {origin:?}");
+            assert_eq!(
+                added,
+                router_cors(&cors, origin).await,
+                "{what}, cors from {origin:?}"
+            );
+            assert_eq!(
+                added.contains_key("access-control-allow-origin"),
+                origin == Some(APP),
+                "{what}, cors from {origin:?}: {added:?}"
+            );
+            for (mode, gw) in [("cors", &cors), ("access log and cors", &logged_cors)] {
+                for framing in FRAMINGS {
+                    let got = send(gw, framing, body, origin).await;
+                    assert_eq!(
+                        got,
+                        with_cors,
+                        "{what}, {mode} from {origin:?}, {framing:?}: {}",
+                        String::from_utf8_lossy(&got.body)
+                    );
+                }
+            }
+        }
         for (client, expected) in [
             (&tls_h2, reqwest::Version::HTTP_2),
             (&tls_h1, reqwest::Version::HTTP_11),
         ] {
-            let (version, got) = via_client(client, &tls_url, body).await;
+            let (version, got) = via_client(client, &tls_url, body, None).await;
             assert_eq!(version, expected, "{what}: TLS");
             assert_eq!(got, reference, "{what}, TLS, {version:?}");
         }

@@ -3,6 +3,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::http::headers::ConnectionOptions;
 use crate::outbound::h1::{self, Chunked, Framing, Parsed};
 
 /// The next complete answer at the front of `read`, consumed, and whether it declared that the
@@ -18,15 +19,11 @@ pub(super) fn next_answer(
 ) -> Result<Option<(h1::Answer, bool)>, h1::Error> {
     if head.is_none() {
         loop {
-            let mut close = false;
+            let mut connection = ConnectionOptions::default();
             let http10 = read.starts_with(b"HTTP/1.0 ");
             let parsed = h1::parse_head_with(read, |name, value| {
-                if name.eq_ignore_ascii_case(b"connection")
-                    && value
-                        .split(|b| *b == b',')
-                        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-                {
-                    close = true;
+                if name.eq_ignore_ascii_case(b"connection") {
+                    connection.read(value);
                 }
             })?;
             let Some(p) = parsed else {
@@ -42,7 +39,7 @@ pub(super) fn next_answer(
             if p.status.is_informational() {
                 continue;
             }
-            let ends = !p.keep_alive && (close || http10);
+            let ends = !p.keep_alive && (connection.close || http10);
             *head = Some((p, ends, Chunked::default()));
             break;
         }

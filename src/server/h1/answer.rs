@@ -1,12 +1,13 @@
-//! Writing the HTTP/1 loop's answers: a call's [`Reply`] with its head laid out by hand, a
-//! response object's head and body, chunk framing, the `Date` header, and the client watched
-//! while a body is awaited. Apart from the loop ([`super`]) so that the one place every answer's
-//! head is framed (`status_line`, `end_head`) is read on its own.
+//! Writing the HTTP/1 loop's answers: a call's [`Reply`] with its head laid out by hand (the
+//! RPC lane's one writer), the pass-through's response objects, chunk framing, the `Date`
+//! header, and the client watched while a body is awaited. Apart from the loop ([`super`]) so
+//! that the one place every answer's head is framed (`status_line`, `end_head`) is read on its
+//! own.
 
 use std::pin::Pin;
 
 use axum::body::Body;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
 use http_body_util::BodyExt;
@@ -20,29 +21,40 @@ use crate::wire::head;
 /// Answers up to this size are written with their head in one write.
 const GATHER: usize = 64 * 1024;
 
-/// Writes a call's JSON (or empty) `reply` on `io`, its head laid out here as [`write()`] lays
-/// out a response's (`content-type`, the reply's headers, `x-request-id`, the length, `date`)
-/// and its body gathered with it when small.
+/// Writes a call's `reply` on `io`: the one writer of the RPC lane's answers on HTTP/1, its
+/// head laid out here as [`into_response`](super::super::calls::into_response) makes it for
+/// hyper (`content-type`, or an event stream's headers, `server-timing`, the reply's headers,
+/// `x-request-id`, the CORS headers `cors` when given, the framing, `date`), a JSON body
+/// gathered with it when small, a stream's events chunked as they come (the client watched
+/// meanwhile, its bytes kept in `ahead`). Also the body's bytes sent, for the access line.
 pub(super) async fn write_reply<S>(
     io: &mut S,
     out: &mut Vec<u8>,
+    ahead: &mut BytesMut,
     reply: Reply,
     request_id: &super::super::calls::RequestId,
+    cors: Option<&HeaderMap>,
     close: bool,
-) -> Result<(), Broken>
+) -> (Result<(), Broken>, u64)
 where
-    S: AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin,
 {
     let status = reply.status;
-    let body = match reply.body {
-        ReplyBody::Json(b) => Some(b),
-        _ => None,
-    };
     let bodiless = bodiless(status);
     status_line(out, status);
-    if body.is_some() {
-        out.extend_from_slice(b"content-type: application/json\r\n");
-    }
+    let (body, stream) = match reply.body {
+        ReplyBody::Json(b) => {
+            out.extend_from_slice(b"content-type: application/json\r\n");
+            (Some(b), None)
+        }
+        ReplyBody::Empty => (None, None),
+        ReplyBody::Stream(s) => {
+            for (name, value) in &crate::events::frames::STREAM_HEADERS {
+                head::header_line(out, name.as_str().as_bytes(), value.as_bytes());
+            }
+            (None, Some(s))
+        }
+    };
     let at = out.len();
     out.extend_from_slice(b"server-timing: ");
     match crate::http::reply::write_server_timing(out, reply.timing_ms) {
@@ -53,31 +65,39 @@ where
         head::answer_headers(out, extra, &["content-type", "x-request-id"]);
     }
     head::header_line(out, b"x-request-id", request_id.as_bytes());
+    if let Some(cors) = cors {
+        head::answer_headers(out, cors, &[]);
+    }
+    let dated = reply
+        .headers
+        .as_ref()
+        .is_some_and(|h| h.contains_key(axum::http::header::DATE));
+    if let Some(stream) = stream {
+        end_head(out, Some(None), dated, close);
+        let mut sent = 0;
+        let written = write_body(io, out, ahead, Body::from_stream(stream), true, &mut sent).await;
+        return (written, sent);
+    }
     let body = body.filter(|_| !bodiless);
     let length = body.as_ref().map_or(0, Bytes::len) as u64;
-    end_head(
-        out,
-        (!bodiless).then_some(Some(length)),
-        reply
-            .headers
-            .as_ref()
-            .is_some_and(|h| h.contains_key(axum::http::header::DATE)),
-        close,
-    );
-    match body {
-        Some(b) if out.len() + b.len() > GATHER => {
-            io.write_all(out).await.map_err(|_| Broken)?;
-            io.write_all(&b).await.map_err(|_| Broken)?;
-        }
+    end_head(out, (!bodiless).then_some(Some(length)), dated, close);
+    let written = match body {
+        Some(b) if out.len() + b.len() > GATHER => match io.write_all(out).await {
+            Ok(()) => io.write_all(&b).await,
+            failed => failed,
+        },
         Some(b) => {
             out.extend_from_slice(&b);
-            io.write_all(out).await.map_err(|_| Broken)?;
+            io.write_all(out).await
         }
-        None => io.write_all(out).await.map_err(|_| Broken)?,
-    }
-    io.flush().await.map_err(|_| Broken)?;
+        None => io.write_all(out).await,
+    };
+    let written = match written {
+        Ok(()) => io.flush().await,
+        failed => failed,
+    };
     out.clear();
-    Ok(())
+    (written.map_err(|_| Broken), length)
 }
 
 /// Whether an answer of `status` carries no body (RFC 9112 §6.3: 1xx, 204, 304).
@@ -160,18 +180,20 @@ where
     if bodiless {
         body = Body::empty();
     }
-    write_body(io, out, ahead, body, chunked).await
+    write_body(io, out, ahead, body, chunked, &mut 0).await
 }
 
 /// Writes what `out` holds (an answer's head), then `body` (chunk-framed when `chunked`),
 /// gathered in `out` up to [`GATHER`] bytes, and watching the client meanwhile when the body
-/// has to be waited for (see [`write()`]).
+/// has to be waited for (see [`write()`]); the body's bytes taken to be written are counted in
+/// `sent`.
 pub(super) async fn write_body<S>(
     io: &mut S,
     out: &mut Vec<u8>,
     ahead: &mut BytesMut,
     mut body: Body,
     chunked: bool,
+    sent: &mut u64,
 ) -> Result<(), Broken>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -211,6 +233,7 @@ where
             if data.is_empty() {
                 continue;
             }
+            *sent += data.len() as u64;
             if chunked {
                 out.extend_from_slice(head::ChunkSize::new(data.len()).as_bytes());
             }

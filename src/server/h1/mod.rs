@@ -5,10 +5,12 @@
 //! much on one as the gateway's own work does: its dispatcher, a request with a streaming body
 //! and the channel behind it, a timer set per request, the answer encoded through its own buffers
 //! (docs/performance.md). This loop reads the head with httparse (as the upstream side,
-//! [`crate::outbound::h1`], reads answers), the body with it, answers through the same
-//! [`Front::respond`] as hyper's connections (trace context, access line, metrics, every header
-//! the handlers set), and writes the answer's head and a known-length body in one write, under
-//! one timer per connection.
+//! [`crate::outbound::h1`], reads answers), the body with it, and answers a call from the
+//! gateway's [`Reply`](crate::http::reply::Reply) through the RPC lane's one writer
+//! ([`answer::write_reply`]: its head and a known-length body in one write, the CORS headers in
+//! that head, the access line after), under one timer per connection. A pass-through request
+//! whose head cannot be relayed as bytes is answered through [`Front::respond`], as hyper's
+//! connections answer it.
 //!
 //! It serves only what it fully understands: an HTTP/1.1 `POST` to a path of the RPC or the
 //! pass-through lane, framed by a `Content-Length` (or without a body), without `Expect`,
@@ -17,13 +19,14 @@
 //! arrived whole). Anything
 //! else, from the first request on or after some, is handed to hyper with every byte read so far
 //! (the head included), and hyper serves the connection from there on: HTTP/1.0, chunked bodies,
-//! `100-continue`, upgrades, other methods and routes, malformed heads and their `400`s, CORS.
+//! `100-continue`, upgrades, other methods and routes, malformed heads and their `400`s, the
+//! pass-through under CORS.
 
 use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Method, Request, StatusCode, Uri, Version};
+use axum::http::{Method, Request, StatusCode, Uri, Version};
 use axum::response::IntoResponse;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -33,11 +36,10 @@ use tokio::time::Instant;
 mod answer;
 
 use self::answer::{bodiless, end_head, write, write_body, write_reply};
+use super::front::RpcCall;
 use super::{Front, Lane};
 use crate::http::head::{parse, Head, Parsed};
 use crate::http::headers::RawHead;
-use crate::http::reply::ReplyBody;
-use crate::http::trace::TraceContext;
 use crate::model::error::GatewayError;
 use crate::util::timer::{arm, fired};
 
@@ -172,8 +174,8 @@ where
             continue;
         }
         let bytes = buf.split_to(head.len).freeze();
-        let fast = lane == Lane::Rpc && !live.access;
-        let parts = match split_head(bytes, head.path.clone(), head.headers, fast) {
+        let rpc = lane == Lane::Rpc;
+        let (uri, raw, map) = match split_head(bytes, head.path.clone(), head.headers, rpc) {
             Ok(parts) => parts,
             Err(bytes) => {
                 *prefix = rejoin(&bytes, &buf);
@@ -197,27 +199,25 @@ where
             }
             _ => None,
         };
-        let complete = !matches!(read, Some(Err(_)));
-        // Without the access log, a call to an RPC path is answered from its reply, its head
-        // written here; otherwise (and for the pass-through) through a response, as hyper's
-        // connections answer.
         let wait = Watch {
             flag: &w.flag,
             stopping: &mut w.stopping,
-            complete,
+            complete: !matches!(read, Some(Err(_))),
         };
-        let call = start(
-            front,
-            live,
-            lane,
-            (parts, head.path),
-            read,
-            &mut buf,
-            head.body,
-        );
-        let written = match call {
-            Call::Reply(call) => answer_reply(io, &mut out, &mut buf, wait, call).await,
-            Call::Response(call) => answer_response(io, &mut out, &mut buf, wait, call).await,
+        let written = match read {
+            // A call to an RPC path: answered from its reply, its head written here.
+            Some(read) => {
+                let call = front.rpc_reply(live, raw, read, head.path);
+                answer_reply(io, &mut out, &mut buf, wait, call).await
+            }
+            // The pass-through's body, `head.body` bytes, through a response, as hyper's
+            // connections answer. The URI was parsed: only the RPC lane leaves it out.
+            None => {
+                let body = Body::from(buf.split_to(head.body).freeze());
+                let req = post_request(body, uri.unwrap_or_default(), map.unwrap_or_default());
+                let call = front.respond(live, req, lane);
+                answer_response(io, &mut out, &mut buf, wait, call).await
+            }
         };
         match written {
             Some((Ok(()), false)) => {}
@@ -256,49 +256,6 @@ fn next_head(buf: &mut BytesMut, prefix: &mut Bytes, stopping: bool) -> Next {
     Next::More
 }
 
-/// A call [`serve`] started: answered from its reply, or through a response.
-enum Call {
-    Reply(
-        (
-            TraceContext,
-            Option<HeaderValue>,
-            Option<Box<crate::http::scope::Recording>>,
-            super::ReplyFuture,
-        ),
-    ),
-    Response(super::FrontFuture),
-}
-
-/// Starts the call of a request whose head is split and whose body (`read`, for the RPC lane)
-/// is read: from its reply without the access log, else through a response (the pass-through's
-/// body, `len` bytes, taken from `buf`).
-#[inline(always)]
-fn start(
-    front: &Front,
-    live: std::sync::Arc<super::Live>,
-    lane: Lane,
-    ((uri, raw, map), target): (
-        (Option<Uri>, RawHead, Option<axum::http::HeaderMap>),
-        std::ops::Range<usize>,
-    ),
-    read: Option<Result<Bytes, GatewayError>>,
-    buf: &mut BytesMut,
-    len: usize,
-) -> Call {
-    match (read, map) {
-        (Some(read), None) => Call::Reply(front.rpc_reply(live, raw, read, target)),
-        (read, map) => {
-            let body = match read {
-                Some(_) => Body::empty(),
-                None => Body::from(buf.split_to(len).freeze()),
-            };
-            // The URI was parsed: only the fast path leaves it out.
-            let req = post_request(body, uri.unwrap_or_default(), map.unwrap_or_default());
-            Call::Response(front.respond(live, req, lane, read))
-        }
-    }
-}
-
 /// The body of `len` bytes, read within `timeout`: the body's wait of [`serve`], apart because
 /// most bodies arrive with their head and never wait. `None`: the client left.
 async fn read_body<S, F>(
@@ -323,43 +280,47 @@ where
     Some(Ok(buf.split_to(len).freeze()))
 }
 
-/// Answers a call from its reply, its head written here (the RPC lane without the access log),
-/// while the client is watched. The connection is to close after it (the `bool`) when the
-/// gateway stops or the body was not whole. `None`: the client left.
+/// Answers a call from its reply, its head written here, while the client is watched; its
+/// access line written after, when the log is on. The connection is to close after it (the
+/// `bool`) when the gateway stops or the body was not whole. `None`: the client left.
 async fn answer_reply<S>(
     io: &mut S,
     out: &mut Vec<u8>,
     buf: &mut BytesMut,
     wait: Watch<'_>,
-    call: (
-        TraceContext,
-        Option<HeaderValue>,
-        Option<Box<crate::http::scope::Recording>>,
-        super::ReplyFuture,
-    ),
+    call: RpcCall,
 ) -> Option<(Result<(), answer::Broken>, bool)>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let (trace, state, span, call) = call;
-    let call = std::pin::pin!(crate::http::scope::run(trace, state, false, span, call));
-    let ((reply, request_id), _, span) =
+    let RpcCall {
+        trace,
+        state,
+        span,
+        extras,
+        call,
+    } = call;
+    let noting = extras.as_ref().is_some_and(|e| e.access.is_some());
+    let call = std::pin::pin!(crate::http::scope::run(trace, state, noting, span, call));
+    let ((reply, request_id), note, span) =
         watch_client(call, io, buf, wait.flag, wait.stopping, wait.complete).await?;
+    let status = reply.status;
     // The span ends once the answer is written (a stream's, when the stream ends).
-    let _span = span.map(|s| s.answered(reply.status.as_u16()));
+    let _span = span.map(|s| s.answered(status.as_u16()));
     let close = *wait.stopping || !wait.complete;
-    let written = match reply.body {
-        ReplyBody::Stream(_) => {
-            let resp = super::into_response(reply, request_id.into_value());
-            write(io, out, buf, resp, close).await
-        }
-        _ => write_reply(io, out, reply, &request_id, close).await,
+    let (access, cors) = match extras {
+        Some(extras) => (extras.access, extras.cors),
+        None => (None, None),
     };
+    let (written, sent) = write_reply(io, out, buf, reply, &request_id, cors.as_ref(), close).await;
+    if let Some(arrival) = access {
+        arrival.answered(status, &trace, note).emit(sent);
+    }
     Some((written, close))
 }
 
-/// Answers a call through its response, as hyper's connections answer (the pass-through, and
-/// the RPC lane with the access log on); as [`answer_reply`] otherwise.
+/// Answers a pass-through request through its response, as hyper's connections answer; as
+/// [`answer_reply`] otherwise.
 async fn answer_response<S>(
     io: &mut S,
     out: &mut Vec<u8>,
@@ -404,11 +365,11 @@ fn lane_served(live: &super::Live, buf: &[u8], head: &Head) -> Option<Lane> {
     ours.then_some(lane)
 }
 
-/// A head's bytes as what the call reads: its target as a `Uri` (left out on the `fast` path
-/// for a plain target, which the URI parser takes: a call answered from its reply builds no
-/// request object), its headers where they arrived (read by name where the call needs them),
-/// and a header map only for the paths answered through a response. `Err` gives the bytes back
-/// when the target or a header is one hyper must refuse.
+/// A head's bytes as what the call reads: its target as a `Uri` (left out for the RPC lane's
+/// plain target, which the URI parser takes: a call answered from its reply builds no request
+/// object), its headers where they arrived (read by name where the call needs them), and a
+/// header map only for the pass-through, answered through a response. `Err` gives the bytes
+/// back when the target or a header is one hyper must refuse.
 #[allow(clippy::type_complexity)]
 // Always inlined: its parts are large, and returned from a call they are copied out again
 // (`benches/callgrind.sh proxy`).
@@ -417,9 +378,9 @@ fn split_head(
     bytes: Bytes,
     path: std::ops::Range<usize>,
     headers: Vec<(axum::http::HeaderName, std::ops::Range<usize>)>,
-    fast: bool,
+    rpc: bool,
 ) -> Result<(Option<Uri>, RawHead, Option<axum::http::HeaderMap>), Bytes> {
-    let uri = if fast && crate::passthrough::raw::plain_target(&bytes[path.clone()]) {
+    let uri = if rpc && crate::passthrough::raw::plain_target(&bytes[path.clone()]) {
         None
     } else {
         match Uri::from_maybe_shared(bytes.slice(path)) {
@@ -428,7 +389,7 @@ fn split_head(
         }
     };
     let raw = RawHead::new(bytes, headers);
-    let map = match fast {
+    let map = match rpc {
         true => None,
         false => match raw.to_map() {
             Ok(map) => Some(map),
@@ -438,8 +399,7 @@ fn split_head(
     Ok((uri, raw, map))
 }
 
-/// The request hyper would have made of a `POST` this loop took, for the paths answered through
-/// a response.
+/// The request hyper would have made of a pass-through `POST` this loop took.
 fn post_request(body: Body, uri: Uri, headers: axum::http::HeaderMap) -> Request<Body> {
     let mut req = Request::new(body);
     *req.method_mut() = Method::POST;
@@ -557,7 +517,9 @@ where
     end_head(out, (!bodiless).then_some(length), relayed.dated, close);
     let body = if bodiless { Body::empty() } else { body };
     let chunked = !bodiless && length.is_none();
-    write_body(io, out, buf, body, chunked).await.is_ok()
+    write_body(io, out, buf, body, chunked, &mut 0)
+        .await
+        .is_ok()
 }
 
 /// The path of a request target (before its query).
