@@ -3,6 +3,7 @@
 //! modules. Reads every `src/**/*.rs`, maps each `crate::…` path in code (comments are not
 //! code) to the module it names, and fails naming the file, the line and the import that points
 //! later in the order, the modules of a circle, or a module no layer holds.
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
