@@ -1,5 +1,6 @@
 //! Tells the binary which commit it was built from (`wiregate --version`): `git rev-parse`, or
 //! `unknown` outside a git checkout.
+#![forbid(unsafe_code)]
 
 use std::process::Command;
 

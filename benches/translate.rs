@@ -5,6 +5,7 @@
 //! ```sh
 //! cargo bench --bench translate
 //! ```
+#![forbid(unsafe_code)]
 
 use std::hint::black_box;
 

@@ -15,6 +15,7 @@
 //! ```sh
 //! benches/cluster_fanout.sh       # builds in release, then runs this; LINES=50000 to change
 //! ```
+#![forbid(unsafe_code)]
 
 #[path = "support/fanout.rs"]
 mod fanout;

@@ -10,6 +10,7 @@
 //! It answers the legacy server's operations as methods, `_cleveragents/plan/status` with its
 //! own `phase` spelling and an `updated_at`; `--fail-rate F` answers that fraction of calls with
 //! -32603, which a split's `[routes.rollback]` notices.
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 

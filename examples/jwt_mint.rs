@@ -6,6 +6,7 @@
 //!                                                    # DIR/auth.toml (`[auth]` requiring the
 //!                                                    # token, credentials stripped, and its
 //!                                                    # `[[auth.jwt]]` issuer)
+#![forbid(unsafe_code)]
 
 use base64::Engine as _;
 use ring::signature::{EcdsaKeyPair, KeyPair as _, ECDSA_P256_SHA256_FIXED_SIGNING};

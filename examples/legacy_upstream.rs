@@ -15,6 +15,7 @@
 //! With `--refuse-on-sigusr1 SECS` the server is reached through a front on the address given
 //! that, on each SIGUSR1, closes every connection and refuses new ones for `SECS` seconds, as a
 //! legacy server that is briefly down would; the server itself (its event ids) lives on.
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -13,6 +13,7 @@
 //! attributes into the official structs costs it more than the gateway spends exporting them.
 //! `--decode` decodes each request with the official definitions (`opentelemetry-proto`), as a
 //! collector would; the tests' receiver always does.
+#![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

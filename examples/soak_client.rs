@@ -30,6 +30,7 @@
 //! At the end the load and the turns stop, every subscriber must catch up with its stream, and
 //! `/metrics` must show no subscriber cut off, no upstream error, no malformed feed record and
 //! no bad sid line. Prints a summary; exits 1 when an assertion failed.
+#![forbid(unsafe_code)]
 
 #[path = "support/mixed_calls.rs"]
 mod mixed_calls;

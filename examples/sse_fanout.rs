@@ -13,6 +13,7 @@
 //! limit; the flooding child writes pre-formatted lines. With `SUPERGATEWAY=path/to/supergateway`
 //! (`benches/sse_fanout.sh` installs 4.0.0 from npm) the same burst also goes through
 //! supergateway (`--stdio`, SSE on `/sse`) to the same kind of client, as the peer to beat.
+#![forbid(unsafe_code)]
 
 #[path = "support/fanout.rs"]
 mod fanout;

@@ -33,6 +33,7 @@ pub(crate) mod bridge;
 pub(crate) mod cluster;
 pub mod config;
 pub(crate) mod console;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod events;
 pub(crate) mod gateway;

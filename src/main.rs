@@ -1,4 +1,6 @@
-//! The `wiregate` command line: serve, check the configuration, or run the demo.
+//! The `wiregate` command line: serve, check the configuration, or run the demo (with the
+//! `demo` feature).
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,7 +10,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use wiregate::config::{Config, ConfigError};
-use wiregate::{demo, server};
+#[cfg(feature = "demo")]
+use wiregate::demo;
+use wiregate::server;
 
 /// jemalloc, not glibc's malloc: under SSE churn (subscriptions' medium-lived state interleaved
 /// with every call's short-lived allocations) glibc's arenas fill with sub-page holes and RSS
@@ -33,7 +37,8 @@ struct Cli {
     /// Configuration file (default ./gateway.toml; built-in defaults when it is absent).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
-    /// Serve with an embedded demo legacy upstream; needs no other file.
+    /// Serve with an embedded demo legacy upstream; needs no other file (a build with the
+    /// `demo` feature, the default).
     #[arg(long)]
     demo: bool,
     /// Override `server.listen`.
@@ -179,8 +184,28 @@ fn read_config(
     Ok(config)
 }
 
+/// Refuses the demo's commands in a binary built without the `demo` feature: exit status 2,
+/// as for any other usage error.
+#[cfg(not(feature = "demo"))]
+fn without_demo(cli: &Cli) -> Option<ExitCode> {
+    let what = match &cli.command {
+        Some(Command::DemoSid { .. }) => "demo-sid",
+        _ if cli.demo => "--demo",
+        _ => return None,
+    };
+    eprintln!(
+        "wiregate: {what} is not available: this binary was built without the `demo` feature \
+         (build with default features, e.g. `cargo run --release -- --demo`)"
+    );
+    Some(ExitCode::from(2))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    #[cfg(not(feature = "demo"))]
+    if let Some(code) = without_demo(&cli) {
+        return code;
+    }
     if let Some(Command::Completions { shell }) = &cli.command {
         use clap::CommandFactory;
         clap_complete::generate(
@@ -204,8 +229,9 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    #[cfg(feature = "demo")]
     if let Some(Command::DemoSid { args }) = &cli.command {
-        wiregate::demo::sid::run(args.clone());
+        demo::sid::run(args.clone());
         return ExitCode::SUCCESS;
     }
     if let Some(Command::Migration {
@@ -340,12 +366,16 @@ fn admin_call(
 /// What a reload re-reads: the `--config` file (or ./gateway.toml), with `--listen` applied.
 type ReloadSource = (Option<PathBuf>, Option<SocketAddr>);
 
+// Without the `demo` feature `demo_mode` is never set (`without_demo` refused it), and the
+// configuration is not changed.
+#[cfg_attr(not(feature = "demo"), allow(unused_mut, unused_variables))]
 async fn run(
     mut config: Config,
     demo_mode: bool,
     reload_source: Option<ReloadSource>,
     log: wiregate::telemetry::logging::LogHandle,
 ) -> std::io::Result<()> {
+    #[cfg(feature = "demo")]
     if demo_mode {
         demo::guide::configure(&mut config).await?;
     }
@@ -373,6 +403,7 @@ async fn run(
             }
         });
     }
+    #[cfg(feature = "demo")]
     if demo_mode {
         let context = match running.gateway().bridge() {
             Some(b) => {

@@ -3,6 +3,7 @@
 //! and event-feed keys is refused with its key path; `config_schema` the generated reference and
 //! schema; `docs` that README's and the guides' configurations load and their commands run;
 //! `shutdown` how the process stops.
+#![forbid(unsafe_code)]
 
 #[path = "cli/config_schema.rs"]
 mod config_schema;

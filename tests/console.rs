@@ -4,6 +4,7 @@
 //!
 //! Every wait polls a condition with a generous deadline (a slow 2-core machine runs a build
 //! beside this); nothing is asserted on elapsed time.
+#![forbid(unsafe_code)]
 
 #[path = "console/migration.rs"]
 mod migration;

@@ -1,4 +1,5 @@
 //! The legacy server's domain-event feed through the gateway: a real feed server, real SSE.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! What the fuzz targets (`fuzz/`, see `fuzz/README.md`) found, and a few nasty inputs from their
 //! corpora, fed through the same public entry points, so CI exercises those entry points without
 //! running a fuzzer. Each test asserts the proper answer (an error, not a panic).
+#![forbid(unsafe_code)]
 
 use std::convert::Infallible;
 use std::sync::Arc;

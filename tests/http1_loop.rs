@@ -3,6 +3,7 @@
 //! body that arrives after its head, requests it leaves to hyper on the same connection (the
 //! bytes already read handed over), and a call in flight at shutdown answered with
 //! `connection: close`.
+#![forbid(unsafe_code)]
 
 mod support;
 

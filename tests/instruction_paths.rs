@@ -3,6 +3,7 @@
 //! `benches/callgrind.sh` runs each test under callgrind at two iteration counts and divides the
 //! difference of the totals by the difference of the counts: instructions per call, start-up
 //! and the test harness subtracted.
+#![forbid(unsafe_code)]
 
 use std::hint::black_box;
 use std::time::UNIX_EPOCH;

@@ -4,6 +4,7 @@
 //! code) to the module it names, and fails naming the file, the line and the import that points
 //! later in the order, the modules of a circle, or a module no layer holds. Inside each folder
 //! the files are held to the same rule: no circle between siblings.
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! Migrating a method safely, over real sockets: a legacy and a JSON-RPC upstream behind the
 //! gateway, split by weight with sticky callers, shadowed and compared, rolled back, and the
 //! report of who still speaks legacy at `GET /migration`.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! The migration story from the command line: `--demo`'s split and shadow lines, and
 //! `wiregate migration` printing a running gateway's report as tables.
+#![forbid(unsafe_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

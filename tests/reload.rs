@@ -6,6 +6,7 @@
 //! request; what only a restart applies is logged as such while the old listener serves on.
 //! `tls_listener`: `wiregate reload` to a listener that requires client certificates. `live`:
 //! the running server's gateway is the reloaded one.
+#![forbid(unsafe_code)]
 
 #[path = "reload/live.rs"]
 mod live;

@@ -8,6 +8,7 @@
 //! call path is driven authorised and refused, the failing ones (an unreachable webhook, a
 //! feed with nothing behind it, a Redis that goes away) until they have logged, and then the
 //! marker is looked for everywhere.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -3,6 +3,7 @@
 //! reload) and `https://` upstreams (verified against `ca_file` or the platform's roots, SNI the
 //! URL's host, client certificates, pooled connections): the RPC path here, the pass-through
 //! and the event feed in their modules; the agent card naming `https` to a TLS client.
+#![forbid(unsafe_code)]
 
 #[path = "tls/feed.rs"]
 mod feed;

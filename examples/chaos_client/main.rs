@@ -28,6 +28,7 @@
 //! named in a final state, and for every replica process that lived past its warm-up, RSS and
 //! fds in its last 5 minutes within 10 % of their level at its warm-up's end, compared at the
 //! same number of contexts it runs (samples outside faults; at least one process compared).
+#![forbid(unsafe_code)]
 
 mod faults;
 mod load;

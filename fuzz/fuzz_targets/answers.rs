@@ -4,6 +4,7 @@
 //! Asserts, besides "no panic": for any body, each reads to the same envelope (compared by its
 //! `Debug`) or to the same error message as `wiregate::wire::from_json`.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use libfuzzer_sys::fuzz_target;
 use wiregate::wire::from_json;

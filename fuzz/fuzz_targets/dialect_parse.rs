@@ -12,6 +12,7 @@
 //! - `parse_bounded(body, 2)` refuses a batch of more than 2 members whole (-32600) and reads
 //!   every other body as `parse` does.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;

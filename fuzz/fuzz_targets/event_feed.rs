@@ -14,6 +14,7 @@
 //! - the resume point, when set, is not empty;
 //! - NDJSON: no more events than non-blank lines.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 

@@ -15,6 +15,7 @@
 //! - bodies never exceed the limit; the chunked decoder's position stays within the buffer and
 //!   its body is no longer than what it consumed.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use http::StatusCode;
 use libfuzzer_sys::fuzz_target;

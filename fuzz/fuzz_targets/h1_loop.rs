@@ -12,6 +12,7 @@
 //! the refusals hyper writes for what the loop hands it), and the gateway answers a plain call
 //! on a new connection after every input.
 #![no_main]
+#![forbid(unsafe_code)]
 
 #[path = "common/split.rs"]
 mod split;

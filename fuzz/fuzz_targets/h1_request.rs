@@ -29,6 +29,7 @@
 //! - conversely every input that strict reader and those framing rules accept, within the
 //!   bounds, is served.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use std::ops::Range;
 

@@ -23,6 +23,7 @@
 //! - every other client header crosses, in order, with its value as sent (`tracestate` and the
 //!   forwarding headers excepted: they depend on the trace and on trust).
 #![no_main]
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::ops::Range;

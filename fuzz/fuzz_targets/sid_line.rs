@@ -7,6 +7,7 @@
 //! - a message read, written back out with `Serialize`, reads back equal (`result` data compared
 //!   as text, since a float in it may move by an ulp through serde_json's default parser).
 #![no_main]
+#![forbid(unsafe_code)]
 
 use libfuzzer_sys::fuzz_target;
 use wiregate::wire::raw::{ServerMessage, PROTOCOL_VERSION};

@@ -12,6 +12,7 @@
 //!   never the upstream's;
 //! - a JSON-RPC answer → legacy answer → JSON-RPC → legacy is stable after the first step.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use libfuzzer_sys::fuzz_target;
 use wiregate::wire::dialect::{parse, Inbound, Message};

@@ -18,13 +18,14 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 
 use crate::config::{Config, Upstream};
-use crate::http::forwarded::{self, Hop};
+use crate::http::forwarded;
 use crate::http::span::Kind;
 use crate::http::trace::{self, TraceContext};
 use crate::outbound::stream::Stream;
 use crate::upstream::{Endpoint, Outcome, UpstreamClient};
 
 pub(crate) mod exchange;
+pub(crate) mod head;
 #[doc(hidden)]
 pub mod raw;
 
@@ -231,23 +232,20 @@ pub fn upstream_request(
     origin: Origin,
     trusted: bool,
 ) {
-    let peer = origin
-        .peer
-        .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
-    let hop = Hop {
-        peer,
-        proto: if origin.tls { "https" } else { "http" },
+    let length = (!body.is_empty() || req.get(&header::CONTENT_LENGTH).is_some())
+        .then_some(body.len() as u64);
+    let outline = head::Outline {
+        method: "POST",
+        target: &req.bytes[req.target.clone()],
+        authority,
         version: "1.1",
-        trusted: origin.peer.is_some() && trusted,
-        host: req
-            .get(&header::HOST)
-            .and_then(|h| std::str::from_utf8(h).ok()),
+        uri_host: None,
+        upgrade: None,
+        framing: length.map_or(head::Framing::None, head::Framing::Length),
     };
-    let length =
-        (!body.is_empty() || req.get(&header::CONTENT_LENGTH).is_some()).then_some(body.len());
+    let (ctx, client_traced) = TraceContext::for_parent(req.get(&trace::TRACEPARENT));
     out.reserve(request_room(req, body));
-    let told = origin.peer.is_some();
-    raw::request_head(out, req, authority, &hop, told, length, &origin.edits);
+    head::request_head(out, &outline, req, &origin, trusted, (&ctx, client_traced));
     out.extend_from_slice(body);
 }
 
@@ -469,78 +467,36 @@ impl Target {
         span: Option<[u8; 8]>,
     ) -> (Vec<u8>, exchange::Sending, bool) {
         let headers = &req.headers;
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| req.uri.authority().map(|a| a.as_str()));
         let client_traced = trace::has_valid_parent(headers);
         let ctx = crate::http::scope::trace().unwrap_or_else(|| TraceContext::for_call(headers));
         let ctx = span.map_or(ctx, |id| ctx.with_span(id));
         let had_length = headers.contains_key(header::CONTENT_LENGTH);
-        let hop = Hop {
-            peer: origin
-                .peer
-                .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
-            proto: if origin.tls { "https" } else { "http" },
-            version: via_version(req.version),
-            trusted,
-            host,
-        };
-        let (sending, length) = match body.size_hint().exact() {
-            Some(0) if !had_length => (exchange::Sending::Nothing, None),
-            Some(0) => (exchange::Sending::Nothing, Some(0)),
-            Some(n) => (exchange::Sending::Length, Some(n)),
-            None => (exchange::Sending::Chunked, None),
+        let (sending, framing) = match body.size_hint().exact() {
+            Some(0) if !had_length => (exchange::Sending::Nothing, head::Framing::None),
+            Some(0) => (exchange::Sending::Nothing, head::Framing::Length(0)),
+            Some(n) => (exchange::Sending::Length, head::Framing::Length(n)),
+            None => (exchange::Sending::Chunked, head::Framing::Chunked),
         };
         let target = req.uri.path_and_query().map_or("/", |p| p.as_str());
-        let mut head = Vec::with_capacity(256 + target.len());
-        head.extend_from_slice(req.method.as_str().as_bytes());
-        head.push(b' ');
-        head.extend_from_slice(target.as_bytes());
-        head.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-        head.extend_from_slice(endpoint.label().as_bytes());
-        head.extend_from_slice(b"\r\n");
-        let named = forwarded::connection_named(headers);
-        for (name, value) in headers {
-            if forwarded::copied(name, &named, &hop)
-                && trace::copied(name, client_traced)
-                && Edits::keeps(&origin.edits, name)
-            {
-                crate::wire::head::header_line(
-                    &mut head,
-                    name.as_str().as_bytes(),
-                    value.as_bytes(),
-                );
-            }
-        }
-        if origin.peer.is_some() {
-            forwarded::write_request_hop(&mut head, headers, &hop);
-        }
-        Edits::write_identity(&origin.edits, &mut head);
-        head.extend_from_slice(b"traceparent: ");
-        head.extend_from_slice(&ctx.traceparent_bytes());
-        head.extend_from_slice(b"\r\n");
-        if let Some(proto) = upgrade {
-            head.extend_from_slice(b"connection: upgrade\r\n");
-            if let Some(p) = proto {
-                head.extend_from_slice(b"upgrade: ");
-                head.extend_from_slice(p.as_bytes());
-                head.extend_from_slice(b"\r\n");
-            }
-        }
-        match (sending, length) {
-            (exchange::Sending::Chunked, _) => {
-                head.extend_from_slice(b"transfer-encoding: chunked\r\n")
-            }
-            (_, Some(n)) => {
-                head.extend_from_slice(b"content-length: ");
-                head.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-                head.extend_from_slice(b"\r\n");
-            }
-            _ => {}
-        }
-        head.extend_from_slice(b"\r\n");
-        (head, sending, req.method == axum::http::Method::HEAD)
+        let outline = head::Outline {
+            method: req.method.as_str(),
+            target: target.as_bytes(),
+            authority: endpoint.label(),
+            version: via_version(req.version),
+            uri_host: req.uri.authority().map(|a| a.as_str()),
+            upgrade: upgrade.map(|u| u.as_ref().map(HeaderValue::as_bytes)),
+            framing,
+        };
+        let mut out = Vec::with_capacity(256 + target.len());
+        head::request_head(
+            &mut out,
+            &outline,
+            headers,
+            &origin,
+            trusted,
+            (&ctx, client_traced),
+        );
+        (out, sending, req.method == axum::http::Method::HEAD)
     }
 
     /// A short plain-text answer of the gateway's own for an upstream that failed.

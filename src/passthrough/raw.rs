@@ -1,10 +1,9 @@
 //! The pass-through's heads kept as the bytes they came in, for the requests the HTTP/1 loop
-//! reads whole ([`crate::server`]'s `h1`): the upstream's request head written from the
-//! client's head, and the client's answer head from the upstream's, neither through a header
-//! map. The rules are [`forwarded`]'s, the same as for a request hyper read: hop-by-hop headers
-//! (RFC 9110 §7.6.1, those named in `Connection` too) left out both ways, `Via`, `Forwarded`
-//! and `X-Forwarded-*` told (a client's own claims kept only from a trusted proxy), the trace
-//! passed on with a span of this hop.
+//! reads whole ([`crate::server`]'s `h1`): the client's head read where it lies (its upstream
+//! head is [`head`](super::head)'s, the same function as for a request read into a header
+//! map), and the client's answer head written from the upstream's, neither through a header
+//! map: hop-by-hop headers (RFC 9110 §7.6.1, those named in `Connection` too) left out, `Via`
+//! extended.
 //!
 //! Pure byte work; the exchange is [`exchange::relay`](super::exchange::relay)'s.
 
@@ -12,8 +11,8 @@ use std::ops::Range;
 
 use axum::http::{header, HeaderName, StatusCode};
 
-use crate::http::forwarded::{self, Hop, Values};
-use crate::http::trace::{self, TraceContext};
+use super::head::Lines;
+use crate::http::forwarded::{self, Values};
 use crate::wire::head::{header_line, status_line};
 
 /// A request head the HTTP/1 loop read: its bytes, and each header's name and where its value
@@ -34,6 +33,19 @@ impl Values for Request<'_> {
                 f(&self.bytes[v.clone()]);
             }
         }
+    }
+}
+
+impl Lines for Request<'_> {
+    #[inline]
+    fn lines(&self, mut f: impl FnMut(&HeaderName, &[u8])) {
+        for (name, value) in self.headers {
+            f(name, &self.bytes[value.clone()]);
+        }
+    }
+
+    fn first(&self, name: &HeaderName) -> Option<&[u8]> {
+        self.get(name)
     }
 }
 
@@ -67,54 +79,6 @@ pub fn plain_target(target: &[u8]) -> bool {
         t
     };
     target.first() == Some(&b'/') && target.iter().all(|&b| PLAIN[usize::from(b)])
-}
-
-/// Writes the upstream's head for `req`, a `POST` with a body of `length` bytes (`None`: the
-/// client sent no `Content-Length` and no body): the request line, the upstream's `authority`
-/// as `Host`, the client's end-to-end headers, this hop's forwarding lines (when `told`: the
-/// client's address is known), the `traceparent` of a new span (of the client's trace, or of a
-/// new one), the length; through the blank line.
-pub(crate) fn request_head(
-    out: &mut Vec<u8>,
-    req: &Request<'_>,
-    authority: &str,
-    hop: &Hop<'_>,
-    told: bool,
-    length: Option<usize>,
-    edits: &Option<std::sync::Arc<super::Edits>>,
-) {
-    let (ctx, client_traced) = TraceContext::for_parent(req.get(&trace::TRACEPARENT));
-    out.extend_from_slice(b"POST ");
-    out.extend_from_slice(&req.bytes[req.target.clone()]);
-    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-    out.extend_from_slice(authority.as_bytes());
-    out.extend_from_slice(b"\r\n");
-    let named = if req.has(&header::CONNECTION) {
-        forwarded::connection_named(req)
-    } else {
-        Vec::new()
-    };
-    for (name, value) in req.headers {
-        if forwarded::copied(name, &named, hop)
-            && trace::copied(name, client_traced)
-            && super::Edits::keeps(edits, name)
-        {
-            header_line(out, name.as_str().as_bytes(), &req.bytes[value.clone()]);
-        }
-    }
-    if told {
-        forwarded::write_request_hop(out, req, hop);
-    }
-    super::Edits::write_identity(edits, out);
-    out.extend_from_slice(b"traceparent: ");
-    out.extend_from_slice(&ctx.traceparent_bytes());
-    out.extend_from_slice(b"\r\n");
-    if let Some(n) = length {
-        out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Writes the client's answer head from the upstream's (`head`, whose headers lie at
@@ -197,62 +161,6 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nX-End: kept\r\nDate: Mon, 30 Nov 2026 00:00:00 GMT\r\nvia: 1.0 edge, 1.1 wiregate\r\n"
         );
-    }
-
-    #[test]
-    fn the_request_goes_with_the_hop_told_and_its_hop_headers_left_out() {
-        let head = "POST /a2a?x=1 HTTP/1.1\r\nhost: gw:8080\r\nconnection: keep-alive\r\ncontent-length: 2\r\nx-forwarded-for: 6.6.6.6\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\ntracestate: a=1\r\nx-end: kept\r\n\r\n";
-        let headers: Vec<(HeaderName, Range<usize>)> = lines(head)
-            .into_iter()
-            .map(|(n, v)| (HeaderName::from_bytes(&head.as_bytes()[n]).unwrap(), v))
-            .collect();
-        let req = Request {
-            bytes: head.as_bytes(),
-            target: 5..13,
-            headers: &headers,
-        };
-        let hop = Hop {
-            peer: "192.0.2.7:5000".parse().unwrap(),
-            proto: "http",
-            version: "1.1",
-            trusted: false,
-            host: Some("gw:8080"),
-        };
-        let mut out = Vec::new();
-        request_head(&mut out, &req, "up:9", &hop, true, Some(2), &None);
-        let text = String::from_utf8(out).unwrap();
-        let (before, after) = text.split_once("traceparent: ").unwrap();
-        assert_eq!(
-            before,
-            "POST /a2a?x=1 HTTP/1.1\r\nhost: up:9\r\ntracestate: a=1\r\nx-end: kept\r\n\
-             x-forwarded-for: 192.0.2.7\r\nforwarded: for=192.0.2.7;proto=http;host=\"gw:8080\"\r\n\
-             x-forwarded-proto: http\r\nx-forwarded-host: gw:8080\r\nvia: 1.1 wiregate\r\n"
-        );
-        // The client's trace, a new span of this hop, its flags.
-        assert!(after.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
-        assert!(!after.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"));
-        assert!(after.ends_with("-01\r\ncontent-length: 2\r\n\r\n"));
-        // Without a valid parent, a new trace and no `tracestate`.
-        let head2 = head.replace("00-4bf92f3577", "00-4bf92fzz77");
-        let req = Request {
-            bytes: head2.as_bytes(),
-            target: 5..9,
-            headers: &headers,
-        };
-        let mut out = Vec::new();
-        request_head(&mut out, &req, "up:9", &hop, true, None, &None);
-        let text = String::from_utf8(out).unwrap();
-        assert!(
-            !text.contains("tracestate") && !text.contains("4bf92f"),
-            "{text}"
-        );
-        assert!(text.starts_with("POST /a2a HTTP/1.1\r\n"));
-        assert!(!text.contains("content-length"));
-        // A client whose address is unknown: its claims are not passed on, none are made.
-        let mut out = Vec::new();
-        request_head(&mut out, &req, "up:9", &hop, false, None, &None);
-        let text = String::from_utf8(out).unwrap();
-        assert!(!text.contains("forward") && !text.contains("via"), "{text}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (`tasks`), several tasks queued in one context (`queue`), A2A's own JSON-RPC binding
 //! (`binding`), push notifications to a webhook receiver (`push`), the REST binding (`rest`), the
 //! official SDK client (`sdk`).
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;

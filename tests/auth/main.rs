@@ -4,6 +4,7 @@
 //! (`rules`), local rate limits and their headers (`limits`), the pass-through behind the gate
 //! (`passthrough`), every carrier of a credential read and stripped (`carriers`), one caller's sid tasks hidden from another (`tenancy`), and the keys
 //! `check-config` refuses (`check_config`). Keys and certificates are made in each test.
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;

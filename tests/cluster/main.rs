@@ -5,6 +5,7 @@
 //! `replicas` starts them (in-process, or the binary as a process of its own to SIGKILL);
 //! `live_feed` is an event feed the test writes to as it goes; `failover`, a replica killed
 //! mid-turn.
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;

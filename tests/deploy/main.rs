@@ -9,6 +9,7 @@
 //! Packaging uses the debug binary cargo built for the tests, never a release build of its
 //! own. `deb` and `oci` install packages and `chroot`: as root only, else they say why they
 //! did nothing.
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;

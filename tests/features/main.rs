@@ -1,5 +1,6 @@
 //! The Gherkin features in `features/`, run as real cucumber steps under `cargo test`.
 //! Undefined or skipped steps fail the run.
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;

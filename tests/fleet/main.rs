@@ -9,6 +9,7 @@
 //!
 //! The metrics recorder is the process's: each test names its upstream uniquely and reads the
 //! counters with that name. Every wait polls a condition with a deadline.
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;

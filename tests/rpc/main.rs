@@ -4,6 +4,7 @@
 //! (`answer_parity`), the RPC paths (`paths`), W3C trace context (`tracing`), every bound
 //! on what a client may send or hold (`limits`), a hostile client's numbers (`hostile`), and
 //! the per-core workers (`workers`).
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -2,6 +2,7 @@
 //! parsing: turns and resumes (`bridge`), the streams' frames, ticks and subscribers
 //! (`streams`), sid on a socket (`socket`), the fake sid against the recorded transcripts (`fake_sid`),
 //! a line of sid's over the cap (`long_lines`).
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -3,6 +3,7 @@
 //! retried call (`rpc`), a split and a shadowed call (`migration`), a pass-through request
 //! (`passthrough`), an A2A streamed turn through sid (`sid`); and the exporter itself: sampling,
 //! gRPC, a collector that is down, slow or refusing, reload (`export`).
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 mod support;
