@@ -29,7 +29,6 @@
 // call; the rest is the gateway's own.
 pub(crate) mod a2a;
 pub mod auth;
-pub(crate) mod bridge;
 pub(crate) mod cluster;
 pub mod config;
 pub(crate) mod console;
@@ -43,6 +42,7 @@ pub mod model;
 pub mod outbound;
 pub mod passthrough;
 pub mod server;
+pub(crate) mod sid;
 pub mod telemetry;
 pub mod upstream;
 pub(crate) mod util;

@@ -6,7 +6,7 @@
 //! the bench scripts (`benches/*.sh`) and of `Cargo.toml`. A path that starts at a top folder
 //! (`src/…`, `tests/…`, `benches/…`, `docs/…`, `examples/…`, `fuzz/…`) must name a file or a
 //! folder of the repository (an example by its name, `examples/legacy_upstream`, counts); a
-//! module-relative one (`server/front.rs`, `h1/answer.rs`, `front.rs`) must be the end of some
+//! module-relative one (`server/conn_service.rs`, `h1/answer.rs`, `answer.rs`) must be the end of some
 //! file's path; a root document (`README.md`) must exist. Paths with a placeholder (`<target>`,
 //! `*`, `{a,b}`) and addresses (`https://…`) are left alone.
 
@@ -394,7 +394,7 @@ fn the_checker_finds_what_it_looks_for() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tree = Tree::read(root);
     let code = r##"
-//! Owns `src/server/front.rs` and `server/front.rs`; see `src/no/such_file.rs`.
+//! Owns `src/server/conn_service.rs` and `server/conn_service.rs`; see `src/no/such_file.rs`.
 /// Reads `h1/nothing_here.rs` and docs/performance.md, and NOWHERE.md.
 fn f() {
     let s = "// src/not/a/comment.rs";

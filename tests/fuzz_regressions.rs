@@ -12,8 +12,8 @@ use futures::executor::block_on;
 use wiregate::config::{Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 use wiregate::events::domain::{Bridge, EventMap};
 use wiregate::events::feed::{Reader, RecentIds};
-use wiregate::events::EventQueue;
-use wiregate::http::head::{self as h1_head, Parsed};
+use wiregate::events::ReplayLog;
+use wiregate::http::request_head::{self as h1_head, Parsed};
 use wiregate::outbound::h1::{parse_head, Chunked, Error, Framing};
 use wiregate::passthrough::raw::{plain_target, Request};
 use wiregate::passthrough::{upstream_request, Origin};
@@ -402,7 +402,7 @@ fn feed(body: &[u8], cuts: &[usize], sse: bool) -> Vec<Bytes> {
 
 /// [`feed`] with `events.max_line_bytes` at `max`.
 fn feed_capped(body: &[u8], cuts: &[usize], sse: bool, max: usize) -> Vec<Bytes> {
-    let queue = Arc::new(EventQueue::new(64));
+    let queue = Arc::new(ReplayLog::new(64));
     let map = EventMap::new(&DEFAULT_STATUS, &DEFAULT_ARTIFACT, Unmapped::Status);
     let mut reader = Reader {
         bridge: Bridge::new(map, queue.clone()),

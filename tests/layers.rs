@@ -22,7 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("upstream", &["upstream"]),
     ("io", &["cluster", "events", "passthrough"]),
     ("auth", &["auth"]),
-    ("sid", &["bridge"]),
+    ("sid", &["sid"]),
     ("a2a", &["a2a"]),
     ("migration", &["migration"]),
     ("gateway", &["gateway"]),

@@ -1,5 +1,5 @@
 //! The domain-event feed reader (`feed::Reader::consume`): a connection's body, NDJSON or SSE,
-//! through `DomainEvent` parsing, the event map and the repeat filter into an `EventQueue`, whose
+//! through `DomainEvent` parsing, the event map and the repeat filter into an `ReplayLog`, whose
 //! frames are what `GET /events` serves.
 //!
 //! Input: byte 0 picks SSE or NDJSON (bit 0) and whether unmapped types pass as status updates
@@ -25,7 +25,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use wiregate::config::{Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 use wiregate::events::domain::{Bridge, EventMap};
-use wiregate::events::EventQueue;
+use wiregate::events::ReplayLog;
 use wiregate::events::feed::{Reader, RecentIds};
 
 #[path = "common/split.rs"]
@@ -38,7 +38,7 @@ const REPLAY: usize = 1024;
 const MAX_LINE: usize = 256;
 
 fn read(body: &[u8], cuts: &[usize], sse: bool, pass: bool) -> (Vec<Bytes>, Option<String>) {
-    let queue = Arc::new(EventQueue::new(REPLAY));
+    let queue = Arc::new(ReplayLog::new(REPLAY));
     let unmapped = if pass {
         Unmapped::Status
     } else {

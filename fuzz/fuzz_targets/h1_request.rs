@@ -1,4 +1,4 @@
-//! The HTTP/1 loop's request head parser (`http::head::parse`, which `server::h1`
+//! The HTTP/1 loop's request head parser (`http::request_head::parse`, which `server::h1`
 //! reads its heads with), driven as `serve` drives it: called on a buffer that grows as reads
 //! arrive, until it says something other than "not whole yet". Each input is read twice: arrived
 //! whole, and arrived in random pieces (byte by byte for some short inputs).
@@ -34,7 +34,7 @@
 use std::ops::Range;
 
 use libfuzzer_sys::fuzz_target;
-use wiregate::http::head::{parse, Parsed, MAX_HEAD};
+use wiregate::http::request_head::{parse, Parsed, MAX_HEAD};
 
 #[path = "common/split.rs"]
 mod split;

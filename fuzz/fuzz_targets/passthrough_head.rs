@@ -32,7 +32,7 @@ use http::HeaderName;
 use libfuzzer_sys::fuzz_target;
 use wiregate::passthrough::raw::{plain_target, Request};
 use wiregate::passthrough::{upstream_request, Origin};
-use wiregate::http::head::{parse, Parsed};
+use wiregate::http::request_head::{parse, Parsed};
 
 const AUTHORITY: &str = "up.example:8443";
 

@@ -20,7 +20,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::bridge::{Bridge, IdParams, Turn};
 use crate::config::A2a as A2aConfig;
 use crate::events::frames::{Cut, Encode, Filter};
 use crate::events::Stored;
@@ -28,6 +27,7 @@ use crate::model::error::GatewayError;
 use crate::model::event::{A2aEvent, EventKind};
 use crate::model::payload::Payload;
 use crate::model::task::TaskState;
+use crate::sid::{Bridge, IdParams, Turn};
 use crate::wire::jsonrpc::{Id, Response};
 use crate::wire::sse;
 use shapes::{SendRequest, UpdateWriter, View};
@@ -155,7 +155,7 @@ fn unknown_context(e: GatewayError) -> GatewayError {
 /// A spec stream, ready to be written.
 pub struct SpecStream {
     /// Events and where they end.
-    pub opened: crate::bridge::Opened,
+    pub opened: crate::sid::Opened,
     /// The first frame: the task as the stream starts.
     pub prelude: Bytes,
     /// Writes the rest.

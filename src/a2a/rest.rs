@@ -17,8 +17,8 @@ use serde_json::{json, Map, Value};
 use super::{errors, shapes, Method, PushOp, SpecCall, Version, VERSION_HEADER};
 use crate::auth::gate::Gate;
 use crate::auth::refusal::refusal_headers;
-use crate::bridge::Bridge;
 use crate::model::error::GatewayError;
+use crate::sid::Bridge;
 use crate::telemetry::{self, CallLabels};
 
 /// The HTTP status of a failure answered over REST (spec §5.4 for A2A's own errors).

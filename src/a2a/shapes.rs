@@ -12,11 +12,11 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::Version;
-use crate::bridge::Turn;
 use crate::model::error::GatewayError;
 use crate::model::event::{A2aEvent, EventKind};
 use crate::model::payload::TextDelta;
 use crate::model::task::{HistoryMessage, Role, Task, TaskState};
+use crate::sid::Turn;
 
 /// A state as `version` spells it.
 pub(crate) fn state(version: Version, s: TaskState) -> &'static str {

@@ -20,7 +20,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::bucket::{ceil_div, Gcra, KeyPart, Pass, Tat, MAX_KEYS};
-use super::shared::{Fleet, SharedLimit};
+use super::shared::{Replicas, SharedLimit};
 use crate::auth::Caller;
 use crate::cluster::Link;
 use crate::config::{LimitKey, RateLimit};
@@ -60,7 +60,7 @@ pub(crate) struct Subject<'a> {
 pub(crate) struct Limits {
     limits: Box<[Limit]>,
     /// The Redis side of the shared limits (none without a shared limit or without a cluster).
-    fleet: Option<Arc<Fleet>>,
+    fleet: Option<Arc<Replicas>>,
 }
 
 impl std::fmt::Debug for Limits {
@@ -228,7 +228,12 @@ impl Limit {
         }
     }
 
-    fn take(&self, key: &KeyPart<'_>, now: u64, fleet: Option<&Arc<Fleet>>) -> Result<Pass, u64> {
+    fn take(
+        &self,
+        key: &KeyPart<'_>,
+        now: u64,
+        fleet: Option<&Arc<Replicas>>,
+    ) -> Result<Pass, u64> {
         match &self.store {
             Store::Local(l) => {
                 let hash = l.buckets.hash(key);
@@ -242,7 +247,12 @@ impl Limit {
         }
     }
 
-    fn peek(&self, key: &KeyPart<'_>, now: u64, fleet: Option<&Arc<Fleet>>) -> Result<Pass, u64> {
+    fn peek(
+        &self,
+        key: &KeyPart<'_>,
+        now: u64,
+        fleet: Option<&Arc<Replicas>>,
+    ) -> Result<Pass, u64> {
         match &self.store {
             Store::Local(l) => {
                 let hash = l.buckets.hash(key);
@@ -253,7 +263,7 @@ impl Limit {
         }
     }
 
-    fn give_back(&self, key: &KeyPart<'_>, now: u64, fleet: Option<&Arc<Fleet>>) {
+    fn give_back(&self, key: &KeyPart<'_>, now: u64, fleet: Option<&Arc<Replicas>>) {
         match &self.store {
             Store::Local(l) => {
                 let hash = l.buckets.hash(key);
@@ -279,7 +289,7 @@ impl Limits {
                 previous
                     .and_then(|p| p.fleet.clone())
                     .filter(|f| f.same_link(&link))
-                    .unwrap_or_else(|| Fleet::start(link))
+                    .unwrap_or_else(|| Replicas::start(link))
             }),
             false => None,
         };
@@ -399,7 +409,7 @@ impl Limits {
 
     /// The Redis side of the shared limits.
     #[cfg(test)]
-    pub(super) fn fleet(&self) -> Option<&Arc<Fleet>> {
+    pub(super) fn fleet(&self) -> Option<&Arc<Replicas>> {
         self.fleet.as_ref()
     }
 }

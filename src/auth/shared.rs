@@ -80,14 +80,14 @@ const BEAT_SCRIPT: &str = "local t = redis.call('TIME') \
     redis.call('PEXPIRE', KEYS[1], recent * 2) \
     return redis.call('ZCARD', KEYS[1])";
 
-/// [`Fleet`]'s `state`: not known yet, Redis answering, Redis not answering.
+/// [`Replicas`]'s `state`: not known yet, Redis answering, Redis not answering.
 const UNKNOWN: u8 = 0;
 const UP: u8 = 1;
 const DOWN: u8 = 2;
 
 /// This replica's side of the fleet: the link, how many replicas share, and whether Redis
 /// answers. One per [`Limits`](super::limits::Limits), kept over reloads on the same link.
-pub(crate) struct Fleet {
+pub(crate) struct Replicas {
     link: Arc<Link>,
     started_ns: u64,
     replicas: AtomicU32,
@@ -98,11 +98,11 @@ pub(crate) struct Fleet {
     round_trips: AtomicU64,
 }
 
-impl Fleet {
+impl Replicas {
     /// Starts its heartbeat, when a runtime runs (without one nothing could lease: the replica
     /// keeps to its share).
-    pub(super) fn start(link: Arc<Link>) -> Arc<Fleet> {
-        let fleet = Arc::new(Fleet {
+    pub(super) fn start(link: Arc<Link>) -> Arc<Replicas> {
+        let fleet = Arc::new(Replicas {
             link,
             started_ns: now_ns(),
             replicas: AtomicU32::new(1),
@@ -199,7 +199,7 @@ impl Fleet {
 }
 
 /// Beats while the fleet lives (a reload that drops it ends it).
-async fn heartbeat(fleet: Weak<Fleet>) {
+async fn heartbeat(fleet: Weak<Replicas>) {
     loop {
         let Some(f) = fleet.upgrade() else { return };
         let beat = f.beat().await;
@@ -335,7 +335,7 @@ impl Rule {
 }
 
 /// The replicas sharing a limit (this one alone without a cluster).
-fn replicas(fleet: Option<&Arc<Fleet>>) -> u32 {
+fn replicas(fleet: Option<&Arc<Replicas>>) -> u32 {
     fleet.map_or(1, |f| f.replicas())
 }
 
@@ -380,13 +380,13 @@ impl SharedLimit {
 
     /// The local bucket's rule while Redis does not answer (the whole budget without a
     /// cluster).
-    fn local(&self, fleet: Option<&Arc<Fleet>>) -> Gcra {
+    fn local(&self, fleet: Option<&Arc<Replicas>>) -> Gcra {
         self.rule.share(replicas(fleet))
     }
 
     pub(super) fn take(
         self: &Arc<Self>,
-        fleet: Option<&Arc<Fleet>>,
+        fleet: Option<&Arc<Replicas>>,
         key: &KeyPart<'_>,
         now: u64,
     ) -> Result<Pass, u64> {
@@ -410,7 +410,7 @@ impl SharedLimit {
 
     pub(super) fn peek(
         &self,
-        fleet: Option<&Arc<Fleet>>,
+        fleet: Option<&Arc<Replicas>>,
         key: &KeyPart<'_>,
         now: u64,
     ) -> Result<Pass, u64> {
@@ -422,7 +422,7 @@ impl SharedLimit {
         }
     }
 
-    pub(super) fn give_back(&self, fleet: Option<&Arc<Fleet>>, key: &KeyPart<'_>, now: u64) {
+    pub(super) fn give_back(&self, fleet: Option<&Arc<Replicas>>, key: &KeyPart<'_>, now: u64) {
         let hash = self.leases.hash(key);
         let down = fleet.is_none_or(|f| f.down(now));
         let local = self.local(fleet);
@@ -433,7 +433,7 @@ impl SharedLimit {
     }
 
     /// Sends `order` for `key` in the background.
-    fn ask(self: &Arc<Self>, fleet: &Arc<Fleet>, key: &KeyPart<'_>, hash: u64, order: Order) {
+    fn ask(self: &Arc<Self>, fleet: &Arc<Replicas>, key: &KeyPart<'_>, hash: u64, order: Order) {
         let Some(rt) = crate::util::background::handle() else {
             self.leases.update(hash, |l| l.in_flight = false);
             fleet.failed.store(true, Ordering::Release);
@@ -444,7 +444,7 @@ impl SharedLimit {
         drop(rt.spawn(async move { limit.lease(&fleet, hash, redis_key, order).await }));
     }
 
-    async fn lease(&self, fleet: &Fleet, hash: u64, key: String, order: Order) {
+    async fn lease(&self, fleet: &Replicas, hash: u64, key: String, order: Order) {
         fleet.round_trips.fetch_add(1, Ordering::Relaxed);
         let answer = match fleet.link.conn() {
             Ok(mut conn) => {

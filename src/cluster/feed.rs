@@ -18,7 +18,7 @@ use super::log::{self, Exporter};
 use super::{lease, Link};
 use crate::config::Events as EventsConfig;
 use crate::events::feed::Feed;
-use crate::events::EventQueue;
+use crate::events::ReplayLog;
 
 /// Retry delay while Redis does not answer.
 const RETRY: Duration = Duration::from_millis(200);
@@ -27,14 +27,14 @@ const RETRY: Duration = Duration::from_millis(200);
 /// the shared stream, and every replica serves its copy of that stream.
 pub(crate) fn start(cfg: EventsConfig, link: Arc<Link>) -> Arc<Feed> {
     let queue =
-        Arc::new(EventQueue::new(cfg.replay_events).with_max_subscribers(cfg.max_subscribers));
+        Arc::new(ReplayLog::new(cfg.replay_events).with_max_subscribers(cfg.max_subscribers));
     let feed = Feed::fed(queue.clone());
     spawn(link, cfg, Arc::downgrade(&feed), queue);
     feed
 }
 
 /// Follows the shared stream into `served`, and reads the source while holding the lease.
-fn spawn(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>, served: Arc<EventQueue>) {
+fn spawn(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>, served: Arc<ReplayLog>) {
     let replay = cfg.replay_events;
     let follower = {
         let link = link.clone();
@@ -64,7 +64,7 @@ fn spawn(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>, served: Arc<Event
 }
 
 /// What the shared stream retains, into `q`; the last entry id.
-async fn backfill(link: &Link, q: &EventQueue, replay: usize) -> redis::RedisResult<String> {
+async fn backfill(link: &Link, q: &ReplayLog, replay: usize) -> redis::RedisResult<String> {
     let mut conn = link.conn_anyway();
     let entries = log::retained(&mut conn, FEED_LOG, replay).await?;
     Ok(log::feed(q, entries, "(domain feed)").unwrap_or_else(|| "0-0".into()))
@@ -92,7 +92,7 @@ async fn end_of_log(link: &Link) -> redis::RedisResult<(u64, Option<String>)> {
 /// Holds (or waits for) the feed lease; reads the source into the shared stream while held.
 async fn lead(link: Arc<Link>, cfg: EventsConfig, feed: Weak<Feed>) {
     let every = link.lease / 3;
-    let mut reading: Option<(watch::Sender<bool>, Arc<EventQueue>)> = None;
+    let mut reading: Option<(watch::Sender<bool>, Arc<ReplayLog>)> = None;
     loop {
         let Some(f) = feed.upgrade() else { break };
         if f.queue().is_closed() {
@@ -140,9 +140,9 @@ fn start_reader(
     feed: &Arc<Feed>,
     last_seq: u64,
     last_id: Option<String>,
-) -> Option<(watch::Sender<bool>, Arc<EventQueue>)> {
+) -> Option<(watch::Sender<bool>, Arc<ReplayLog>)> {
     let staging = Arc::new(
-        EventQueue::new(cfg.replay_events)
+        ReplayLog::new(cfg.replay_events)
             .with_id_prefix(crate::events::feed::ID_LESS_PREFIX)
             .starting_after(last_seq),
     );

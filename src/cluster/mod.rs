@@ -6,7 +6,7 @@
 //! - [`Link`]: the one shared, reconnecting connection (redis-rs' `ConnectionManager`), and
 //!   whether Redis answers (for `/readyz` and for refusing sid calls while it does not);
 //! - [`log`]: a context's events written to its stream by the replica that runs it, and read
-//!   back into a local [`EventQueue`](crate::events::EventQueue) by every other replica (one
+//!   back into a local [`ReplayLog`](crate::events::ReplayLog) by every other replica (one
 //!   reader per context per replica, whatever the number of subscribers);
 //! - [`tasks`]: task snapshots and the task index, readable by every replica.
 //!

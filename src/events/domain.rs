@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::EventQueue;
+use super::ReplayLog;
 use crate::config::{Unmapped, DEFAULT_ARTIFACT, DEFAULT_STATUS};
 use crate::model::event::{A2aEvent, EventKind};
 
@@ -123,12 +123,12 @@ pub enum Delivery {
 #[derive(Debug, Clone)]
 pub struct Bridge {
     map: Arc<EventMap>,
-    queue: Arc<EventQueue>,
+    queue: Arc<ReplayLog>,
 }
 
 impl Bridge {
     /// A bridge from `map` into `queue`.
-    pub fn new(map: EventMap, queue: Arc<EventQueue>) -> Self {
+    pub fn new(map: EventMap, queue: Arc<ReplayLog>) -> Self {
         Bridge {
             map: Arc::new(map),
             queue,

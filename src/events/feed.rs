@@ -1,7 +1,7 @@
 //! The legacy server's domain-event feed: one long GET, NDJSON or SSE by its content type,
 //! reconnected with backoff, resumed from the last event id seen.
 //!
-//! Records go through the [`domain`](crate::events::domain) map into one [`EventQueue`], which
+//! Records go through the [`domain`](crate::events::domain) map into one [`ReplayLog`], which
 //! `GET /events` serves with the same SSE writer as the sid bridge. A malformed record is logged
 //! and counted, never fatal; an id seen before (a source that ignores the resume point) is
 //! dropped, so nothing reaches subscribers twice.
@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use crate::config::Events as EventsConfig;
 use crate::events::domain::{Bridge, Delivery, DomainEvent, EventMap};
 use crate::events::records::{Framing, Piece, Records};
-use crate::events::EventQueue;
+use crate::events::ReplayLog;
 
 /// Longest backoff between reconnects.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -32,7 +32,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The running feed.
 #[derive(Debug)]
 pub struct Feed {
-    queue: Arc<EventQueue>,
+    queue: Arc<ReplayLog>,
     connected: AtomicBool,
     /// Set once by [`Feed::close`]; the reader stops wherever it is.
     closing: watch::Sender<bool>,
@@ -42,7 +42,7 @@ impl Feed {
     /// Starts reading `cfg.source`.
     pub fn start(cfg: EventsConfig) -> Arc<Self> {
         let queue = Arc::new(
-            EventQueue::new(cfg.replay_events)
+            ReplayLog::new(cfg.replay_events)
                 // The feed's records carry their own ids; one without gets `wg-N`, never
                 // equal to a record's numeric id.
                 .with_id_prefix(ID_LESS_PREFIX)
@@ -73,7 +73,7 @@ impl Feed {
 
     /// A feed whose events something else pushes into `queue` (the replicas' shared stream,
     /// [`cluster::feed::start`](crate::cluster::feed::start)).
-    pub(crate) fn fed(queue: Arc<EventQueue>) -> Arc<Self> {
+    pub(crate) fn fed(queue: Arc<ReplayLog>) -> Arc<Self> {
         Arc::new(Feed {
             queue,
             connected: AtomicBool::new(false),
@@ -82,7 +82,7 @@ impl Feed {
     }
 
     /// The translated events.
-    pub fn queue(&self) -> &Arc<EventQueue> {
+    pub fn queue(&self) -> &Arc<ReplayLog> {
         &self.queue
     }
 
@@ -150,11 +150,7 @@ pub struct Reader {
 
 impl Reader {
     /// A reader of `cfg.source` into `queue`, resuming after `last_id`.
-    pub(crate) fn into(
-        cfg: &EventsConfig,
-        queue: Arc<EventQueue>,
-        last_id: Option<String>,
-    ) -> Self {
+    pub(crate) fn into(cfg: &EventsConfig, queue: Arc<ReplayLog>, last_id: Option<String>) -> Self {
         let map = EventMap::new(&cfg.map.status, &cfg.map.artifact, cfg.unmapped);
         Reader {
             bridge: Bridge::new(map, queue),

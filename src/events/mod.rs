@@ -3,13 +3,13 @@
 //!
 //! Both producers (the sid bridge and the legacy server's domain-event feed) turn what they
 //! read into [`A2aEvent`](crate::model::event::A2aEvent)s and push them into an
-//! [`EventQueue`]; one SSE writer serves both.
+//! [`ReplayLog`]; one SSE writer serves both.
 
 pub mod domain;
 pub mod feed;
 pub(crate) mod frames;
-pub mod queue;
 pub mod records;
+pub mod replay_log;
 pub(crate) mod tick;
 
-pub use queue::{Closed, Cursor, EventQueue, Read, Stored, Subscription, TooManySubscribers};
+pub use replay_log::{Closed, Cursor, Read, ReplayLog, Stored, Subscription, TooManySubscribers};

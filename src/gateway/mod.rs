@@ -5,9 +5,9 @@
 //! written back in the client's dialect. JSON-RPC's rules (ids restored, notifications silent,
 //! batches in order) hold whatever the upstream.
 
+mod admission;
 pub(crate) mod facade;
-mod gate;
-pub(crate) use gate::Refusals;
+pub(crate) use admission::Refusals;
 mod legacy;
 mod sid;
 mod spans;
@@ -19,7 +19,6 @@ use axum::http::{HeaderValue, StatusCode};
 use futures_util::stream::{self, StreamExt};
 
 use crate::a2a::{self, A2a};
-use crate::bridge::Bridge;
 use crate::config::Config;
 use crate::events::feed::Feed;
 use crate::gateway::facade::Facade;
@@ -27,10 +26,11 @@ use crate::http::reply::{empty_reply, error_status, json_reply, single_reply, st
 use crate::migration::Migration;
 use crate::model::a2a::{SpecCall, Version};
 use crate::model::error::GatewayError;
+use crate::sid::Bridge;
 use crate::telemetry::spans::Tracer;
 use crate::telemetry::{self, CallLabels};
+use crate::upstream::affinity::Who;
 use crate::upstream::call::{forward, Call, Done};
-use crate::upstream::caller::Who;
 use crate::upstream::router::Router;
 use crate::upstream::UpstreamClient;
 use crate::wire::dialect::{self, Entry, Inbound, Message};
@@ -62,7 +62,7 @@ pub struct Meta<'a> {
     /// Who sent it, when the gate is not open ([`Gateway::identify`]).
     pub(crate) identity: Option<&'a crate::auth::gate::Identity>,
     /// Where a refused call leaves its refusal for the answer's headers.
-    pub(crate) refusals: Option<&'a gate::Refusals>,
+    pub(crate) refusals: Option<&'a admission::Refusals>,
 }
 
 impl<'a> Meta<'a> {

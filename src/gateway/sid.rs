@@ -12,11 +12,11 @@ use bytes::Bytes;
 use futures_util::Stream;
 
 use crate::a2a;
-use crate::bridge::Bridge;
 use crate::events::frames::{self as sse_stream, Shared};
 use crate::http::reply::{error_status, json_reply, Reply, ReplyBody};
 use crate::model::a2a::SpecCall;
 use crate::model::error::GatewayError;
+use crate::sid::Bridge;
 use crate::telemetry::{self, CallLabels};
 use crate::upstream::call::{Call, Done};
 use crate::wire::jsonrpc::{to_raw, Id, Outcome, Request, Response};
@@ -27,7 +27,7 @@ use super::{Binding, Gateway, Meta};
 impl Gateway {
     /// With `[cluster]` (`bridge`, which the caller found clustered): a call that must run
     /// where its context's sid runs, carried whole to that replica when it is another
-    /// (`bridge::carry`); `None` to answer it here.
+    /// (`sid::carry`); `None` to answer it here.
     pub(super) async fn carried(
         &self,
         bridge: &Bridge,

@@ -5,9 +5,9 @@
 pub mod client_ip;
 pub(crate) mod date;
 pub mod forwarded;
-pub mod head;
 pub(crate) mod headers;
 pub(crate) mod reply;
+pub mod request_head;
 pub mod routes;
 pub(crate) mod scope;
 pub(crate) mod span;

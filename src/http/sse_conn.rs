@@ -22,7 +22,7 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::head::{parse_as, Parsed, Serves, MAX_HEAD};
+use super::request_head::{parse_as, Parsed, Serves, MAX_HEAD};
 
 /// A request this module may serve: a body-less `GET`.
 #[derive(Debug)]
@@ -85,7 +85,7 @@ pub(crate) async fn read_get(io: &mut TcpStream, prefix: Bytes, deadline: Durati
 }
 
 /// The head as a body-less GET, or `None` for anything hyper should handle: read by the
-/// gateway's one head parser ([`super::head`]), its headers then put in a map for the router.
+/// gateway's one head parser ([`super::request_head`]), its headers then put in a map for the router.
 fn parse(head: &[u8]) -> Option<Get> {
     let Parsed::Head(h) = parse_as(head, Serves::Gets) else {
         return None;
@@ -113,8 +113,8 @@ pub(crate) async fn write(mut io: TcpStream, http10: bool, resp: Response) -> u6
     let chunked = known.is_none() && !http10;
     let mut head = Vec::with_capacity(256);
     let version: &[u8] = if http10 { b"HTTP/1.0" } else { b"HTTP/1.1" };
-    crate::wire::head::status_line(&mut head, version, parts.status);
-    crate::wire::head::answer_headers(&mut head, &parts.headers, &[]);
+    crate::wire::head_writer::status_line(&mut head, version, parts.status);
+    crate::wire::head_writer::answer_headers(&mut head, &parts.headers, &[]);
     head.extend_from_slice(b"date: ");
     super::date::write_date(&mut head);
     head.extend_from_slice(b"\r\nconnection: close\r\n");
@@ -157,7 +157,7 @@ pub(crate) async fn write(mut io: TcpStream, http10: bool, resp: Response) -> u6
             continue;
         }
         let written = if chunked {
-            let size = crate::wire::head::ChunkSize::new(data.len());
+            let size = crate::wire::head_writer::ChunkSize::new(data.len());
             write_all3(&mut wr, size.as_bytes(), &data, b"\r\n").await
         } else {
             wr.write_all(&data).await
@@ -168,7 +168,7 @@ pub(crate) async fn write(mut io: TcpStream, http10: bool, resp: Response) -> u6
         sent += data.len() as u64;
     }
     if chunked {
-        let _ = wr.write_all(crate::wire::head::LAST_CHUNK).await;
+        let _ = wr.write_all(crate::wire::head_writer::LAST_CHUNK).await;
     }
     let _ = wr.shutdown().await;
     sent

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::config::Sticky;
 
-use crate::upstream::caller::{hash, key_hash, Who};
+use crate::upstream::affinity::{hash, key_hash, Who};
 
 /// Methods named per caller; more are counted in `more_methods`.
 pub(crate) const MAX_METHODS_PER_CALLER: usize = 16;

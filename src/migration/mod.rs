@@ -35,7 +35,7 @@ use crate::upstream::UpstreamClient;
 use crate::wire::jsonrpc::{code, Outcome};
 use crate::wire::translate::ErrorTable;
 
-use crate::upstream::caller::Who;
+use crate::upstream::affinity::Who;
 use callers::Callers;
 use shadow::{Job, Queue, ShadowStats, Target};
 use window::{Trip, Window};
@@ -249,7 +249,7 @@ impl Migration {
         });
         RouteState {
             rollbacks: crate::telemetry::rollback_counter(&name),
-            salt: crate::upstream::caller::hash(name.as_bytes()),
+            salt: crate::upstream::affinity::hash(name.as_bytes()),
             name,
             methods: r.methods.clone(),
             split: r.split.clone(),
@@ -292,7 +292,7 @@ impl Migration {
                     .collect();
                 // A caller without the sticky key cannot be kept on one side: each of its
                 // calls is drawn by weight.
-                let point = crate::upstream::caller::key_hash(&r.sticky, who)
+                let point = crate::upstream::affinity::key_hash(&r.sticky, who)
                     .map_or_else(crate::util::ids::random_u64, |h| split::point(r.salt, h));
                 split::choose(&weights, point).unwrap_or(0)
             }

@@ -1,11 +1,11 @@
 //! Which side of a split serves a caller: a stable hash of who the caller is, placed on the
 //! weights. Pure: no clocks, no randomness but what the caller passes in.
 //!
-//! The caller's hash is `upstream::caller`'s (fixed, so every replica and every restart puts a
+//! The caller's hash is `upstream::affinity`'s (fixed, so every replica and every restart puts a
 //! caller on the same side). Sides are laid out primary first, so when a canary's weight
 //! grows from 10 to 20 the callers it already had stay on it.
 
-use crate::upstream::caller::mix;
+use crate::upstream::affinity::mix;
 
 /// The side at `point` (any u64: a caller's hash salted by the route, or a random number for a
 /// caller without a key) given `weights`. `None` when every weight is 0.
@@ -35,7 +35,7 @@ pub(crate) fn point(route_salt: u64, caller: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::caller::hash;
+    use crate::upstream::affinity::hash;
 
     #[test]
     fn weights_are_honoured_over_many_callers() {

@@ -16,7 +16,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::wire::head::content_length;
+use crate::wire::head_writer::content_length;
 
 /// Largest answer head (status line and headers) read.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;

@@ -146,7 +146,7 @@ pub(crate) async fn exchange(
         }
     }
     if ended && sending == Sending::Chunked {
-        head.extend_from_slice(crate::wire::head::LAST_CHUNK);
+        head.extend_from_slice(crate::wire::head_writer::LAST_CHUNK);
     }
     let mut conn = within(timeouts.upstream, send(client, &head)).await?;
     if !ended {
@@ -343,7 +343,7 @@ fn put_data(out: &mut Vec<u8>, frame: Frame<Bytes>, sending: Sending) {
         return;
     }
     if sending == Sending::Chunked {
-        out.extend_from_slice(crate::wire::head::ChunkSize::new(data.len()).as_bytes());
+        out.extend_from_slice(crate::wire::head_writer::ChunkSize::new(data.len()).as_bytes());
         out.extend_from_slice(&data);
         out.extend_from_slice(b"\r\n");
     } else {
@@ -373,7 +373,11 @@ async fn stream_body(
         match frame {
             None => {
                 if sending == Sending::Chunked {
-                    within(timeouts.upstream, conn.send(crate::wire::head::LAST_CHUNK)).await?;
+                    within(
+                        timeouts.upstream,
+                        conn.send(crate::wire::head_writer::LAST_CHUNK),
+                    )
+                    .await?;
                 }
                 return Ok(());
             }

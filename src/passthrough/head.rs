@@ -14,7 +14,7 @@ use axum::http::{header, HeaderMap, HeaderName};
 use super::{Edits, Origin};
 use crate::http::forwarded::{self, Hop, Values};
 use crate::http::trace::{self, TraceContext};
-use crate::wire::head::header_line;
+use crate::wire::head_writer::header_line;
 
 /// A request's headers, each line in turn, as the head is written from them: a header map, or
 /// the HTTP/1 loop's head kept as the client's bytes.

@@ -98,7 +98,7 @@ impl Edits {
     /// Writes the identity header line, if any.
     fn write_identity(edits: &Option<Arc<Edits>>, out: &mut Vec<u8>) {
         if let Some((name, value)) = edits.as_ref().and_then(|e| e.identity.as_ref()) {
-            crate::wire::head::header_line(out, name.as_str().as_bytes(), value.as_bytes());
+            crate::wire::head_writer::header_line(out, name.as_str().as_bytes(), value.as_bytes());
         }
     }
 }

@@ -13,7 +13,7 @@ use axum::http::{header, HeaderName, StatusCode};
 
 use super::head::Lines;
 use crate::http::forwarded::{self, Values};
-use crate::wire::head::{header_line, status_line};
+use crate::wire::head_writer::{header_line, status_line};
 
 /// A request head the HTTP/1 loop read: its bytes, and each header's name and where its value
 /// lies in them.

@@ -10,7 +10,7 @@ use axum::response::Response;
 use tokio::sync::watch;
 
 use super::streams::stream_route;
-use super::Front;
+use super::ConnService;
 use crate::http::sse_conn;
 use crate::http::trace::TraceContext;
 use crate::telemetry::activity::Activity;
@@ -23,7 +23,7 @@ use crate::telemetry::activity::Activity;
 /// connection, unanswered HTTP/2 PINGs), so a slow or silent client cannot hold a slot forever.
 pub(super) async fn accept_loop(
     mut listener: crate::server::listener::Bounded,
-    front: Front,
+    front: ConnService,
     tls: Option<Arc<ArcSwap<rustls::ServerConfig>>>,
     header_read_timeout: Duration,
     mut stopped: watch::Receiver<bool>,
@@ -102,7 +102,7 @@ type Builder = Arc<Builders>;
 async fn serve_conn(
     conn: crate::server::listener::Conn,
     builder: Builder,
-    front: Front,
+    front: ConnService,
     timeout: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -162,7 +162,7 @@ async fn serve_conn(
 /// `None`: not a stream route, hyper serves it.
 #[allow(clippy::type_complexity)]
 fn stream_response(
-    front: &Front,
+    front: &ConnService,
     get: &sse_conn::Get,
 ) -> Option<(
     Response<Body>,
@@ -175,12 +175,12 @@ fn stream_response(
         true => {
             let mut trace = TraceContext::for_call(&get.headers);
             let client = front.client_ip(&live, (&get.headers).into());
-            super::front::server_span(
+            super::conn_service::server_span(
                 &live,
                 &mut trace,
                 &axum::http::Method::GET,
                 get.uri.path(),
-                super::front::Lane::Router,
+                super::conn_service::Lane::Router,
                 (front.tls, client),
             )
             .map(|s| (trace, s))
@@ -236,7 +236,7 @@ async fn serve_http<S>(
     conn: crate::server::listener::Conn<S>,
     proto: Option<crate::server::listener::Protocol>,
     builder: Builder,
-    front: Front,
+    front: ConnService,
     peer: Option<crate::auth::admin::Peer>,
     timeout: Duration,
     mut stopped: watch::Receiver<bool>,

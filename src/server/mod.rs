@@ -25,9 +25,9 @@ mod calls;
 mod card;
 pub mod config_watch;
 mod conn;
+mod conn_service;
 mod cors;
 mod fallback;
-mod front;
 mod h1;
 pub(crate) mod listener;
 pub(crate) mod reload;
@@ -40,8 +40,8 @@ use self::calls::{a2a_rpc, not_configured, rpc};
 
 use card::{agent_card, agent_card_0_3};
 use conn::accept_loop;
+use conn_service::{ConnService, ConnServiceFuture, Lane};
 use fallback::{not_rpc_method, pass_through};
-use front::{Front, FrontFuture, Lane};
 use status::{healthz, metrics, migration, readyz};
 use streams::{context_events, domain_events, task_events};
 
@@ -155,7 +155,7 @@ fn is_own_path(rpc_paths: &RpcPaths, path: &str) -> bool {
 }
 
 /// Every route of the HTTP contract. (`POST` to an RPC path is answered before routing, see
-/// [`Front`]; their entries here take the other methods: the pass-through's, else 405.) What no
+/// [`ConnService`]; their entries here take the other methods: the pass-through's, else 405.) What no
 /// route takes goes to the pass-through, else 404.
 fn routes(rpc_paths: &RpcPaths, state: &AppState) -> axum::Router<AppState> {
     let mut router = axum::Router::new();
@@ -372,7 +372,7 @@ pub async fn serve(config: &Config) -> std::io::Result<Running> {
         requests.clone(),
         draining.clone(),
     )));
-    let front = Front::new(live.clone());
+    let front = ConnService::new(live.clone());
     let (stop, stopped) = watch::channel(false);
     let header_read_timeout = Duration::from_millis(config.server.header_read_timeout_ms);
     let max = config.server.max_connections;

@@ -8,9 +8,9 @@ use axum::http::{header, Extensions, HeaderMap};
 use axum::response::Response;
 
 use super::{header_str, not_configured, AppState, LAST_EVENT_ID};
-use crate::bridge::{Bridge, Opened};
 use crate::events::frames as sse_stream;
 use crate::model::error::GatewayError;
+use crate::sid::{Bridge, Opened};
 
 /// The sid bridge's stream routes answer only when the bridge is on, and only to a valid token.
 fn sse_error(err: GatewayError) -> Response {

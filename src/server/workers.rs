@@ -19,7 +19,7 @@ use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::conn::accept_loop;
-use super::front::Front;
+use super::conn_service::ConnService;
 use super::listener::Bounded;
 
 /// How many connections the kernel queues for each worker's socket before it accepts them.
@@ -28,7 +28,7 @@ const BACKLOG: i32 = 1024;
 /// What each worker serves: the same front, TLS and timeouts for every one.
 #[derive(Clone)]
 pub(super) struct Serving {
-    pub(super) front: Front,
+    pub(super) front: ConnService,
     pub(super) tls: Option<Arc<ArcSwap<rustls::ServerConfig>>>,
     pub(super) header_read_timeout: Duration,
     pub(super) stopped: watch::Receiver<bool>,

@@ -1,7 +1,7 @@
 //! Which endpoint of an upstream takes a call, among those that may (a set of endpoint
 //! indices as bits). Pure: the loads, the turn and the random numbers are passed in.
 
-use super::caller::mix;
+use super::affinity::mix;
 
 /// The index of the `k`-th set bit of `set` (`k` below its count).
 fn nth_set(mut set: u64, k: u32) -> usize {
@@ -57,7 +57,7 @@ pub(crate) fn rendezvous(set: u64, salts: &[u64], key: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::caller::hash;
+    use crate::upstream::affinity::hash;
 
     #[test]
     fn round_robin_cycles_over_the_set_only() {

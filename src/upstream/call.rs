@@ -4,7 +4,7 @@
 
 use serde_json::value::RawValue;
 
-use super::caller::Who;
+use super::affinity::Who;
 use super::{Hint, UpstreamClient};
 use crate::config::Dialect;
 use crate::model::a2a::SpecCall;

@@ -7,9 +7,9 @@
 //! endpoint with no limit set pays for the fleet only one atomic count for the retry budget and
 //! one for the endpoint's calls in flight.
 
+pub(crate) mod affinity;
 mod balance;
 pub(crate) mod call;
-pub(crate) mod caller;
 mod checks;
 mod endpoint;
 mod health;
@@ -30,7 +30,7 @@ use crate::config::{Balance, Dialect, Sticky, Upstream};
 use crate::http::span::{Kind, SpanRecord};
 use crate::model::error::GatewayError;
 use crate::telemetry::fleet;
-use caller::Who;
+use affinity::Who;
 use health::Condition;
 
 /// An upstream: its endpoints and how calls are spread over them. Cheap to clone (shared).
@@ -171,7 +171,7 @@ impl UpstreamClient {
     ) -> Self {
         let salts = endpoints
             .iter()
-            .map(|e| caller::hash(e.url.as_bytes()))
+            .map(|e| affinity::hash(e.url.as_bytes()))
             .collect();
         let hash_rule = (config.balance == Balance::Hash)
             .then(|| Sticky::parse(&config.hash_key).unwrap_or(Sticky::Auth));
@@ -371,18 +371,18 @@ impl UpstreamClient {
     /// The caller's key when the upstream balances by hash.
     fn key(&self, who: Option<&Who<'_>>) -> Option<u64> {
         let rule = self.fleet.hash_rule.as_ref()?;
-        caller::key_hash(rule, who?)
+        affinity::key_hash(rule, who?)
     }
 
     /// The endpoint for a request passed through as it came, whose headers `get` reads (see
-    /// [`caller::request_key`]).
+    /// [`affinity::request_key`]).
     pub(crate) fn pick_request<'h>(
         &self,
         get: impl Fn(&str) -> Option<&'h [u8]>,
         ip: Option<std::net::IpAddr>,
     ) -> Picked<'_> {
         let key = match &self.fleet.hash_rule {
-            Some(rule) => caller::request_key(rule, get, ip),
+            Some(rule) => affinity::request_key(rule, get, ip),
             None => None,
         };
         self.pick_excluding(key, 0)

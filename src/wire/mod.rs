@@ -6,7 +6,7 @@
 
 pub mod authorization;
 pub mod dialect;
-pub(crate) mod head;
+pub(crate) mod head_writer;
 pub mod jsonrpc;
 pub mod legacy;
 pub(crate) mod protobuf;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use cucumber::World as _;
 use serde_json::Value;
-use wiregate::events::EventQueue;
+use wiregate::events::ReplayLog;
 use wiregate::model::event::A2aEvent;
 use wiregate::wire::jsonrpc::{Request, Response};
 use wiregate::wire::raw::ServerMessage;
@@ -38,7 +38,7 @@ pub struct World {
     event: Option<A2aEvent>,
     sse: Option<String>,
     keepalive: Option<String>,
-    queue: Option<Arc<EventQueue>>,
+    queue: Option<Arc<ReplayLog>>,
     bus: Option<sse_steps::Bus>,
     data_json: Option<Value>,
     raw_line: Option<String>,

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use wiregate::events::domain::{Bridge, EventMap};
 use wiregate::events::feed::{Reader, RecentIds};
-use wiregate::events::EventQueue;
+use wiregate::events::ReplayLog;
 use wiregate::model::event::{A2aEvent, EventKind, TASK_ARTIFACT_UPDATE, TASK_STATUS_UPDATE};
 use wiregate::wire::sse;
 
@@ -42,7 +42,7 @@ fn event_without_plan(w: &mut World, kind: String) {
 /// stored frame.
 #[when("I format the event as SSE")]
 fn format_sse(w: &mut World) {
-    let queue = EventQueue::new(8);
+    let queue = ReplayLog::new(8);
     let stored = queue.push(w.event.clone().unwrap()).expect("an open queue");
     w.sse = Some(String::from_utf8(stored.frame().to_vec()).unwrap());
 }
@@ -70,7 +70,7 @@ fn keepalive_starts(w: &mut World, prefix: String) {
 
 #[given("an A2aEventQueue for SSE testing")]
 fn queue(w: &mut World) {
-    w.queue = Some(Arc::new(EventQueue::new(64)));
+    w.queue = Some(Arc::new(ReplayLog::new(64)));
 }
 
 /// The legacy server's event bus as the gateway sees it: NDJSON records arriving on a byte stream.

@@ -32,10 +32,10 @@ mod shared;
 use self::deliver::deliver;
 use super::shapes::{self, UpdateWriter};
 use super::Version;
-use crate::bridge::Bridge;
 use crate::events::Read;
 use crate::model::error::GatewayError;
 use crate::outbound::Policy;
+use crate::sid::Bridge;
 
 /// Webhooks one task may have.
 pub(crate) const MAX_CONFIGS_PER_TASK: usize = 8;

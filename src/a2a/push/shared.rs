@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::{deliver, Auth, Config, Push, QUEUE};
-use crate::bridge::Bridge;
 use crate::cluster::{keys, log::TASK_TTL_SECS, Link};
 use crate::model::a2a::Version;
+use crate::sid::Bridge;
 
 /// One configuration as Redis holds it.
 #[derive(Debug, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use super::pace::{publish_step, Paces, AHEAD_LOGS};
 use super::{last_seq_in, BATCH, RETRY_MIN, WRITE_MAX};
 use crate::cluster::keys::{self, StoredTask};
 use crate::cluster::Link;
-use crate::events::{Cursor, EventQueue, Read, Stored};
+use crate::events::{Cursor, Read, ReplayLog, Stored};
 use crate::model::error::GatewayError;
 use crate::model::payload::Payload;
 use crate::model::task::Task;
@@ -50,7 +50,7 @@ impl Exporter {
         link: Arc<Link>,
         key: String,
         context_id: String,
-        queue: &Arc<EventQueue>,
+        queue: &Arc<ReplayLog>,
         replay: usize,
         lag_grace: Option<Duration>,
         task_of: impl Fn(&str) -> Option<Task> + Send + Sync + 'static,

@@ -11,7 +11,7 @@ use redis::streams::{StreamId, StreamReadOptions, StreamReadReply};
 use super::pace::{add_mark, mark, publish_step, unmark, PACE_REFRESH};
 use super::{entry_updates, feed, last_seq_in, retained, READ_ENTRIES, RETRY_MIN};
 use crate::cluster::{keys, Link};
-use crate::events::EventQueue;
+use crate::events::ReplayLog;
 use crate::model::error::GatewayError;
 use crate::model::event::A2aEvent;
 
@@ -28,7 +28,7 @@ pub(crate) struct Mirrors {
     max_subscribers: usize,
     /// `sid.lag_grace_ms`: how long a mirror's reader waits for its slowest subscriber.
     lag_grace: Duration,
-    open: Mutex<HashMap<String, Arc<EventQueue>>>,
+    open: Mutex<HashMap<String, Arc<ReplayLog>>>,
 }
 
 impl std::fmt::Debug for Mirrors {
@@ -56,7 +56,7 @@ impl Mirrors {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<EventQueue>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ReplayLog>>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -65,7 +65,7 @@ impl Mirrors {
     pub(crate) async fn open(
         self: &Arc<Self>,
         context_id: &str,
-    ) -> Result<Arc<EventQueue>, GatewayError> {
+    ) -> Result<Arc<ReplayLog>, GatewayError> {
         if let Some(q) = self.lock().get(context_id).filter(|q| !q.is_closed()) {
             return Ok(q.clone());
         }
@@ -78,7 +78,7 @@ impl Mirrors {
             return Err(GatewayError::ContextNotFound(context_id.to_owned()));
         };
         let queue = Arc::new(
-            EventQueue::new(self.replay)
+            ReplayLog::new(self.replay)
                 .with_max_subscribers(self.max_subscribers)
                 .starting_after(first - 1),
         );
@@ -147,7 +147,7 @@ pub(in crate::cluster) async fn read_on(
     link: Arc<Link>,
     key: String,
     context_id: String,
-    queue: Weak<EventQueue>,
+    queue: Weak<ReplayLog>,
     last_id: String,
     pace: Option<(Duration, u64)>,
 ) {
@@ -172,7 +172,7 @@ struct Reader {
     link: Arc<Link>,
     key: String,
     context_id: String,
-    queue: Weak<EventQueue>,
+    queue: Weak<ReplayLog>,
 }
 
 impl Reader {
@@ -314,7 +314,7 @@ impl Held {
 
     /// Pushes into `q` what it holds, decoding an entry at a time, while `q` has room (or
     /// always, unless `paced`). Returns whether it still holds anything.
-    fn push(&mut self, q: &EventQueue, context_id: &str, paced: bool) -> bool {
+    fn push(&mut self, q: &ReplayLog, context_id: &str, paced: bool) -> bool {
         let mut pushed = false;
         loop {
             if self.decoded.is_empty() {
@@ -396,7 +396,7 @@ impl Held {
 /// (set to now while someone is), so it is closed and `mirrors` holds it no more.
 fn idled_out(
     mirrors: &Weak<Mirrors>,
-    q: &Arc<EventQueue>,
+    q: &Arc<ReplayLog>,
     context_id: &str,
     idle_since: &mut tokio::time::Instant,
 ) -> bool {

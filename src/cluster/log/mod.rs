@@ -2,7 +2,7 @@
 //! every other replica that serves one of its streams.
 //!
 //! Writing: an [`Exporter`] is one more cursor on the context's local
-//! [`EventQueue`]; it appends whatever the log holds past it (up to [`WRITE_MAX`] updates) in
+//! [`ReplayLog`]; it appends whatever the log holds past it (up to [`WRITE_MAX`] updates) in
 //! one round trip, as entries of up to [`BATCH`] updates (`XADD … {first seq}-0`, the last
 //! with `MINID ~ …`, see [`keys`]), pipelined with the snapshots of the tasks those events
 //! changed (during a run of text deltas, with the batch that ends the run, a status change, or
@@ -21,7 +21,7 @@ use redis::streams::{StreamId, StreamRangeReply};
 
 use super::keys;
 use super::Link;
-use crate::events::EventQueue;
+use crate::events::ReplayLog;
 use crate::model::error::GatewayError;
 use crate::model::event::A2aEvent;
 
@@ -61,9 +61,9 @@ pub(super) fn last_seq_in(entry: &StreamId) -> Option<u64> {
 pub(crate) async fn continued(
     link: &Link,
     context_id: &str,
-    queue: EventQueue,
+    queue: ReplayLog,
     replay: usize,
-) -> Result<(EventQueue, u64), GatewayError> {
+) -> Result<(ReplayLog, u64), GatewayError> {
     let mut conn = link.conn()?;
     let entries = retained(&mut conn, &keys::context_log(context_id), replay)
         .await
@@ -119,7 +119,7 @@ fn entry_updates(entry: &StreamId, context_id: &str, out: &mut impl Extend<(u64,
 }
 
 /// Pushes the updates of stream entries into a mirror queue; returns the last entry id seen.
-pub(super) fn feed(queue: &EventQueue, entries: Vec<StreamId>, context_id: &str) -> Option<String> {
+pub(super) fn feed(queue: &ReplayLog, entries: Vec<StreamId>, context_id: &str) -> Option<String> {
     let mut updates = Vec::new();
     let mut last = None;
     for entry in entries {

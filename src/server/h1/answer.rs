@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::MAX_AHEAD;
 use crate::http::reply::{Reply, ReplyBody};
-use crate::wire::head;
+use crate::wire::head_writer;
 
 /// Answers up to this size are written with their head in one write.
 const GATHER: usize = 64 * 1024;
@@ -50,7 +50,7 @@ where
         ReplyBody::Empty => (None, None),
         ReplyBody::Stream(s) => {
             for (name, value) in &crate::events::frames::STREAM_HEADERS {
-                head::header_line(out, name.as_str().as_bytes(), value.as_bytes());
+                head_writer::header_line(out, name.as_str().as_bytes(), value.as_bytes());
             }
             (None, Some(s))
         }
@@ -62,11 +62,11 @@ where
         false => out.truncate(at),
     }
     if let Some(extra) = &reply.headers {
-        head::answer_headers(out, extra, &["content-type", "x-request-id"]);
+        head_writer::answer_headers(out, extra, &["content-type", "x-request-id"]);
     }
-    head::header_line(out, b"x-request-id", request_id.as_bytes());
+    head_writer::header_line(out, b"x-request-id", request_id.as_bytes());
     if let Some(cors) = cors {
-        head::answer_headers(out, cors, &[]);
+        head_writer::answer_headers(out, cors, &[]);
     }
     let dated = reply
         .headers
@@ -110,7 +110,7 @@ pub(super) fn bodiless(status: StatusCode) -> bool {
 /// Starts an answer's head in `out` (cleared): its status line.
 pub(super) fn status_line(out: &mut Vec<u8>, status: StatusCode) {
     out.clear();
-    head::status_line(out, b"HTTP/1.1", status);
+    head_writer::status_line(out, b"HTTP/1.1", status);
 }
 
 /// Ends an answer's head: its framing (`None` for a bodiless answer, `Some(None)` for a chunked
@@ -170,7 +170,7 @@ where
     let length = body.size_hint().exact().or(declared);
     let chunked = !bodiless && length.is_none();
     status_line(out, status);
-    head::answer_headers(out, &parts.headers, &[]);
+    head_writer::answer_headers(out, &parts.headers, &[]);
     end_head(
         out,
         (!bodiless).then_some(length),
@@ -235,7 +235,7 @@ where
             }
             *sent += data.len() as u64;
             if chunked {
-                out.extend_from_slice(head::ChunkSize::new(data.len()).as_bytes());
+                out.extend_from_slice(head_writer::ChunkSize::new(data.len()).as_bytes());
             }
             if out.len() + data.len() <= GATHER {
                 out.extend_from_slice(&data);
@@ -249,7 +249,7 @@ where
             }
         }
         if chunked {
-            out.extend_from_slice(head::LAST_CHUNK);
+            out.extend_from_slice(head_writer::LAST_CHUNK);
         }
     }
     io.write_all(out).await.map_err(|_| Broken)?;

@@ -9,7 +9,7 @@
 //! gateway's [`Reply`](crate::http::reply::Reply) through the RPC lane's one writer
 //! ([`answer::write_reply`]: its head and a known-length body in one write, the CORS headers in
 //! that head, the access line after), under one timer per connection. A pass-through request
-//! whose head cannot be relayed as bytes is answered through [`Front::respond`], as hyper's
+//! whose head cannot be relayed as bytes is answered through [`ConnService::respond`], as hyper's
 //! connections answer it.
 //!
 //! It serves only what it fully understands: an HTTP/1.1 `POST` to a path of the RPC or the
@@ -36,10 +36,10 @@ use tokio::time::Instant;
 mod answer;
 
 use self::answer::{bodiless, end_head, write, write_body, write_reply};
-use super::front::RpcCall;
-use super::{Front, Lane};
-use crate::http::head::{parse, Head, Parsed};
+use super::conn_service::RpcCall;
+use super::{ConnService, Lane};
 use crate::http::headers::RawHead;
+use crate::http::request_head::{parse, Head, Parsed};
 use crate::model::error::GatewayError;
 use crate::util::timer::{arm, fired};
 
@@ -120,7 +120,7 @@ impl<F> Waits<'_, F> {
 pub(super) async fn serve<S>(
     io: &mut S,
     prefix: &mut Bytes,
-    front: &Front,
+    front: &ConnService,
     timeout: Duration,
     stopped: &mut watch::Receiver<bool>,
 ) -> Served
@@ -326,7 +326,7 @@ async fn answer_response<S>(
     out: &mut Vec<u8>,
     buf: &mut BytesMut,
     wait: Watch<'_>,
-    call: super::FrontFuture,
+    call: super::ConnServiceFuture,
 ) -> Option<(Result<(), answer::Broken>, bool)>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -462,7 +462,7 @@ async fn pass_through<S, F>(
     out: &mut Vec<u8>,
     buf: &mut BytesMut,
     head: Head,
-    front: &Front,
+    front: &ConnService,
     live: &super::Live,
     w: &mut Waits<'_, F>,
 ) -> bool

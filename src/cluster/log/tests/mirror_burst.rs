@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::cluster::log::{Exporter, Mirrors};
 use crate::cluster::{keys, Link};
 use crate::config::Cluster;
-use crate::events::{Cursor, EventQueue, Read};
+use crate::events::{Cursor, Read, ReplayLog};
 use crate::model::event::{A2aEvent, EventKind};
 use serde_json::Map;
 
@@ -35,8 +35,8 @@ pub(super) async fn link(redis: &RedisServer, node: &str) -> Arc<Link> {
 }
 
 /// The owner's log of `ctx`, exported with pacing on, its first update written.
-pub(super) async fn owner(link: &Arc<Link>, ctx: &str, grace: Duration) -> Arc<EventQueue> {
-    let owner = Arc::new(EventQueue::new(REPLAY));
+pub(super) async fn owner(link: &Arc<Link>, ctx: &str, grace: Duration) -> Arc<ReplayLog> {
+    let owner = Arc::new(ReplayLog::new(REPLAY));
     let mut flushed = Exporter::spawn(
         link.clone(),
         keys::context_log(ctx),
@@ -60,7 +60,7 @@ pub(super) fn update() -> A2aEvent {
 }
 
 /// sid's output: as fast as the owner's own readers (its exporter) let it.
-pub(super) async fn burst(owner: &EventQueue, grace: Duration) {
+pub(super) async fn burst(owner: &ReplayLog, grace: Duration) {
     for _ in 0..BURST {
         owner.room(grace).await;
         owner.push(update()).unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::cluster::log::{Exporter, Mirrors};
 use crate::cluster::{keys, Link};
 use crate::config::Cluster;
-use crate::events::{EventQueue, Read};
+use crate::events::{Read, ReplayLog};
 use crate::model::event::{A2aEvent, EventKind};
 use serde_json::Map;
 
@@ -33,7 +33,7 @@ async fn a_subscriber_of_a_mirror_reading_after_a_burst_larger_than_the_log_gets
     super::wait::until_true("Redis answers", WAIT, || async { link.is_up() }).await;
 
     // The owner's log, exported to Redis; no subscriber of the owner lags.
-    let owner = Arc::new(EventQueue::new(REPLAY));
+    let owner = Arc::new(ReplayLog::new(REPLAY));
     let mut flushed = Exporter::spawn(
         link.clone(),
         keys::context_log("ctx-paced"),

@@ -6,7 +6,7 @@
 //! a `gap`).
 //!
 //! Pushing never waits. A producer that can be paced (sid's stdout, which sid writes as fast as
-//! the gateway reads it) first asks for [`room`](EventQueue::room): with the log full and a live
+//! the gateway reads it) first asks for [`room`](ReplayLog::room): with the log full and a live
 //! reader still needing its oldest events, it waits until that reader moves on, or for at most
 //! `lag_grace`, after which the reader is overrun and cut off. So a reader that keeps
 //! reading receives every event even when the producer is momentarily faster, and one that
@@ -85,7 +85,7 @@ pub enum Read {
 /// A subscriber's position in a queue: the sequence of the next event it reads.
 #[derive(Debug)]
 pub struct Cursor {
-    queue: Arc<EventQueue>,
+    queue: Arc<ReplayLog>,
     next: u64,
     /// `next`, where a producer waiting for room can see it.
     shared: Arc<AtomicU64>,
@@ -151,7 +151,7 @@ impl Cursor {
         let woken = q.wake.notified();
         let mut woken = std::pin::pin!(woken);
         // Registered before looking: a push after the look wakes it, at the latest at the end
-        // of the log's tick (see `EventQueue::announce`).
+        // of the log's tick (see `ReplayLog::announce`).
         woken.as_mut().enable();
         q.wake.enter();
         let ready = q.last_seq.load(Ordering::SeqCst) >= self.next || q.read().closed;
@@ -203,7 +203,7 @@ impl Inner {
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct EventQueue {
+pub struct ReplayLog {
     inner: RwLock<Inner>,
     /// The last pushed sequence, read by cursors about to wait without taking the lock.
     last_seq: AtomicU64,
@@ -227,10 +227,10 @@ pub struct EventQueue {
     advanced: Notify,
 }
 
-impl EventQueue {
+impl ReplayLog {
     /// A queue keeping the last `replay` events.
     pub fn new(replay: usize) -> Self {
-        EventQueue {
+        ReplayLog {
             inner: RwLock::new(Inner {
                 next_seq: 1,
                 ring: VecDeque::with_capacity(replay.min(4096)),
@@ -538,7 +538,7 @@ mod tests {
 
     #[test]
     fn ids_increase_and_replay_is_bounded() {
-        let q = EventQueue::new(2);
+        let q = ReplayLog::new(2);
         for _ in 0..3 {
             q.push(ev()).unwrap();
         }
@@ -552,7 +552,7 @@ mod tests {
 
     #[test]
     fn resume_after_id_and_gap_for_unknown() {
-        let q = Arc::new(EventQueue::new(10));
+        let q = Arc::new(ReplayLog::new(10));
         for _ in 0..3 {
             q.push(ev()).unwrap();
         }
@@ -566,7 +566,7 @@ mod tests {
 
     #[test]
     fn resuming_before_the_first_event_is_no_gap() {
-        let q = Arc::new(EventQueue::new(10));
+        let q = Arc::new(ReplayLog::new(10));
         assert!(!q.subscribe(Some("0")).unwrap().gap, "nothing pushed yet");
         for _ in 0..3 {
             q.push(ev()).unwrap();
@@ -574,7 +574,7 @@ mod tests {
         let mut s = q.subscribe(Some("0")).unwrap();
         assert!(!s.gap);
         assert_eq!(all(&mut s.cursor).0, [1, 2, 3]);
-        let q = Arc::new(EventQueue::new(2));
+        let q = Arc::new(ReplayLog::new(2));
         for _ in 0..3 {
             q.push(ev()).unwrap();
         }
@@ -587,7 +587,7 @@ mod tests {
 
     #[test]
     fn a_cursor_reads_in_order_and_lags_only_when_its_events_left_the_log() {
-        let q = Arc::new(EventQueue::new(4));
+        let q = Arc::new(ReplayLog::new(4));
         let mut fast = q.subscribe_live().unwrap().cursor;
         let mut slow = q.subscribe_live().unwrap().cursor;
         for _ in 0..3 {
@@ -616,7 +616,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_full_log_waits_for_a_reader_that_reads_and_overruns_one_that_does_not() {
         let grace = std::time::Duration::from_secs(1);
-        let q = Arc::new(EventQueue::new(16));
+        let q = Arc::new(ReplayLog::new(16));
         let mut reader = q.subscribe_live().unwrap().cursor;
         for _ in 0..16 {
             q.push(ev()).unwrap();
@@ -665,7 +665,7 @@ mod tests {
 
     #[test]
     fn a_mirrored_log_keeps_the_ids_it_is_given_and_reports_holes() {
-        let q = Arc::new(EventQueue::new(8).starting_after(40));
+        let q = Arc::new(ReplayLog::new(8).starting_after(40));
         let at = |seq: u64| {
             let mut e = ev();
             e.event_id = seq.to_string();
@@ -687,20 +687,20 @@ mod tests {
         assert!(q.subscribe(Some("42")).unwrap().gap);
         assert_eq!(q.last_seq(), 50);
         // A producer continuing the log stamps the next sequence.
-        let q = EventQueue::new(8).starting_after(50);
+        let q = ReplayLog::new(8).starting_after(50);
         assert_eq!(q.push(ev()).unwrap().event.event_id, "51");
     }
 
     #[test]
     fn push_after_close_is_an_error_not_a_panic() {
-        let q = EventQueue::new(4);
+        let q = ReplayLog::new(4);
         q.close();
         assert_eq!(q.push(ev()).unwrap_err(), Closed);
     }
 
     #[test]
     fn subscribers_are_bounded() {
-        let q = Arc::new(EventQueue::new(4).with_max_subscribers(2));
+        let q = Arc::new(ReplayLog::new(4).with_max_subscribers(2));
         let a = q.subscribe(None).unwrap();
         let _b = q.subscribe_live().unwrap();
         assert_eq!(q.subscribe(None).unwrap_err(), TooManySubscribers(2));
@@ -713,7 +713,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_cursor_wakes_for_a_push_and_for_close() {
-        let q = Arc::new(EventQueue::new(4));
+        let q = Arc::new(ReplayLog::new(4));
         let mut c = q.subscribe(None).unwrap().cursor;
         assert_eq!(all(&mut c).1, Read::Empty);
         let q2 = q.clone();

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::reach::Transport;
-use crate::events::EventQueue;
+use crate::events::ReplayLog;
 use crate::model::event::{A2aEvent, EventKind};
 use crate::model::task::{Task, TaskState, Tracker, Update};
 use crate::wire::raw::{ClientLine, Hello, Op, ResultLine};
@@ -82,7 +82,7 @@ pub(crate) struct Context {
     /// The transport.
     pub transport: Transport,
     /// Task updates of every task of this context.
-    pub queue: Arc<EventQueue>,
+    pub queue: Arc<ReplayLog>,
     inner: Mutex<Inner>,
     /// Bumped whenever a task changes, so waiters re-check.
     changed: watch::Sender<u64>,
@@ -113,7 +113,7 @@ impl Context {
         lag_grace: Duration,
         max_line: usize,
     ) -> Arc<Self> {
-        let queue = EventQueue::new(replay).with_max_subscribers(max_subscribers);
+        let queue = ReplayLog::new(replay).with_max_subscribers(max_subscribers);
         Self::with_queue(id, transport, queue, max_queued, lag_grace, max_line)
     }
 
@@ -122,7 +122,7 @@ impl Context {
     pub(crate) fn with_queue(
         id: String,
         transport: Transport,
-        queue: EventQueue,
+        queue: ReplayLog,
         max_queued: usize,
         lag_grace: Duration,
         max_line: usize,

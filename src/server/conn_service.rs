@@ -33,7 +33,7 @@ use super::{is_own_path, Live, OverTls};
 /// adapters and their boxing cost about as much per call as the upstream exchange itself
 /// (measured with callgrind: docs/performance.md).
 #[derive(Clone)]
-pub(super) struct Front {
+pub(super) struct ConnService {
     /// The configuration being served; a reload swaps it.
     pub(super) live: Arc<ArcSwap<Live>>,
     /// On an HTTP/2 connection, its calls in flight (HTTP/1's idle time is hyper's to time).
@@ -48,7 +48,7 @@ pub(super) struct Front {
 
 pub(super) use crate::auth::refusal::ClientCert;
 
-impl Front {
+impl ConnService {
     /// The client of a request on this connection with `headers` ([`Gate::client_ip`]).
     ///
     /// [`Gate::client_ip`]: crate::auth::gate::Gate::client_ip
@@ -58,7 +58,7 @@ impl Front {
     }
 
     pub(super) fn new(live: Arc<ArcSwap<Live>>) -> Self {
-        Front {
+        ConnService {
             live,
             activity: None,
             peer: None,
@@ -81,7 +81,7 @@ impl Front {
         peer: Option<crate::auth::admin::Peer>,
         tls: bool,
     ) -> Self {
-        Front {
+        ConnService {
             activity,
             peer,
             tls,
@@ -91,17 +91,18 @@ impl Front {
     }
 }
 
-pub(super) type FrontFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+pub(super) type ConnServiceFuture =
+    Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
-/// A request's handler, boxed on its own before [`Front::respond`] wraps it.
+/// A request's handler, boxed on its own before [`ConnService::respond`] wraps it.
 type Handled = Pin<Box<dyn Future<Output = Response> + Send>>;
 
-impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Front {
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for ConnService {
     type Response = Response;
     type Error = Infallible;
-    type Future = FrontFuture;
+    type Future = ConnServiceFuture;
 
-    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> FrontFuture {
+    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> ConnServiceFuture {
         let live = self.live.load_full();
         let req = req.map(Body::new);
         let lane = live.lane(req.method(), req.uri().path());
@@ -137,7 +138,7 @@ impl Live {
     }
 }
 
-impl Front {
+impl ConnService {
     /// Answers `req` by its `lane` under `live`, the configuration it was read under: its trace
     /// context and scope, its access line, its call counted on an HTTP/2 connection. hyper's
     /// connections call it through [`Service`](hyper::service::Service), the HTTP/1 loop of
@@ -147,7 +148,7 @@ impl Front {
         live: Arc<Live>,
         mut req: axum::extract::Request,
         lane: Lane,
-    ) -> FrontFuture {
+    ) -> ConnServiceFuture {
         let (mut trace, state) = TraceContext::for_call_with_state(req.headers());
         // The client as the access line and the span name it: read only when either is on.
         let client = match live.access || live.state.gateway.tracer().is_on() {
@@ -289,7 +290,7 @@ fn finished(
 /// What the HTTP/1 loop awaits for a call it answers itself: the reply and its request id.
 pub(super) type ReplyFuture = Pin<Box<dyn Future<Output = (Reply, calls::RequestId)> + Send>>;
 
-/// A call the HTTP/1 loop answers from its [`Reply`] ([`Front::rpc_reply`]): the call, the trace
+/// A call the HTTP/1 loop answers from its [`Reply`] ([`ConnService::rpc_reply`]): the call, the trace
 /// context and `tracestate` to run it in, its SERVER span, and what its answer adds when the
 /// access log or CORS is on.
 pub(super) struct RpcCall {
@@ -309,9 +310,9 @@ pub(super) struct Extras {
     pub(super) cors: Option<axum::http::HeaderMap>,
 }
 
-impl Front {
+impl ConnService {
     /// A `POST` to an RPC path that the HTTP/1 loop answers itself, its body read: the call
-    /// (boxed on its own, as [`Front::respond`] boxes it: a wrapper holding it by value would
+    /// (boxed on its own, as [`ConnService::respond`] boxes it: a wrapper holding it by value would
     /// copy it), answered with the [`Reply`] for the loop to write: no response object, no
     /// answer header map. The loop never counts calls in flight (that is HTTP/2's idle rule).
     pub(super) fn rpc_reply(

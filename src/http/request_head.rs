@@ -10,7 +10,7 @@ use axum::http::{header, HeaderName};
 
 use super::headers::{X_API_KEY, X_REQUEST_ID};
 use super::trace::{TRACEPARENT, TRACESTATE};
-use crate::wire::head::content_length;
+use crate::wire::head_writer::content_length;
 
 /// Largest request head read by the gateway's own paths; a larger one goes to hyper (which
 /// reads on, and answers it).

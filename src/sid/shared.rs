@@ -251,7 +251,7 @@ impl Bridge {
     /// resumes the recorded session, and the tasks that were open are failed (their
     /// subscribers, on any replica, see that update, and then their streams end).
     async fn take_over(&self, sh: &Shared, ctx_id: &str) -> Result<(), GatewayError> {
-        let queue = crate::events::EventQueue::new(self.cfg.replay_events)
+        let queue = crate::events::ReplayLog::new(self.cfg.replay_events)
             .with_max_subscribers(self.cfg.max_subscribers);
         let (queue, last) = log::continued(&sh.link, ctx_id, queue, self.cfg.replay_events).await?;
         let session = lease::session(&sh.link, ctx_id).await?;

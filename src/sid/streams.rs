@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::Bridge;
 use crate::events::frames::Filter;
-use crate::events::{EventQueue, Subscription};
+use crate::events::{ReplayLog, Subscription};
 use crate::model::error::GatewayError;
 
 /// A stream a call opened: the subscription and what to keep of it.
@@ -24,7 +24,7 @@ impl Opened {
     /// when `None`); with `live_if_running`, a task still `running` without a resume point
     /// streams from now on. The same for a local context and a replica's mirror of one.
     pub(super) fn task(
-        queue: &Arc<EventQueue>,
+        queue: &Arc<ReplayLog>,
         task_id: &str,
         context_id: String,
         running: bool,
