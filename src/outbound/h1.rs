@@ -346,28 +346,43 @@ impl Conn {
         self.stream.is_open()
     }
 
-    /// POSTs `body` and reads the whole answer, its body bounded by `limit` bytes.
-    pub async fn exchange(
-        &mut self,
+    /// POSTs `body` and reads the whole answer, its body bounded by `limit` bytes. The
+    /// request is laid out here and the returned future is [`Conn::round_trip`]'s own, so the
+    /// hot path's exchange is one future, not one awaiting another.
+    pub fn exchange<'a>(
+        &'a mut self,
         head: &Head<'_>,
         body: &[u8],
         limit: usize,
-    ) -> Result<Answer, Error> {
+    ) -> impl std::future::Future<Output = Result<Answer, Error>> + Send + 'a {
         self.write_request(head, body);
-        self.stream
-            .write_all(&self.write)
-            .await
-            .map_err(Error::NotSent)?;
-        self.read_answer(limit, None).await
+        self.round_trip(true, limit, None)
     }
 
     /// Reads the whole answer to a request written: its head (its headers added to `headers`
     /// when given), then its body bounded by `limit` bytes.
-    pub async fn read_answer(
+    pub fn read_answer<'a>(
+        &'a mut self,
+        limit: usize,
+        headers: Option<&'a mut HeaderMap>,
+    ) -> impl std::future::Future<Output = Result<Answer, Error>> + Send + 'a {
+        self.round_trip(false, limit, headers)
+    }
+
+    /// Sends what `write` holds when `send`, then reads the whole answer: its head (its headers
+    /// added to `headers` when given), then its body bounded by `limit` bytes.
+    async fn round_trip(
         &mut self,
+        send: bool,
         limit: usize,
         headers: Option<&mut HeaderMap>,
     ) -> Result<Answer, Error> {
+        if send {
+            self.stream
+                .write_all(&self.write)
+                .await
+                .map_err(Error::NotSent)?;
+        }
         let parsed = self.read_head(false, headers).await?;
         let status = parsed.status;
         let (body, complete) = match parsed.framing {

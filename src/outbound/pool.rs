@@ -153,6 +153,7 @@ impl Pool {
     /// The body is copied into the request's buffer, so it is borrowed (a `Bytes` of a fresh
     /// `Vec` cost an allocation of its own). A failure says whether the request may have
     /// reached the destination.
+    #[inline]
     pub(crate) async fn post(
         &self,
         head: &h1::Head<'_>,
