@@ -27,16 +27,6 @@ use support::{until_true, GatewayProcess, BIN};
 /// How long any one condition may take to come true.
 const WAIT: Duration = Duration::from_secs(15);
 
-/// A JSON-RPC upstream that answers `{"via": name}`.
-async fn named(name: &'static str) -> support::Listening {
-    support::upstream(move |req| {
-        let body = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"via": name}});
-        (axum::http::StatusCode::OK, body.to_string())
-    })
-    .run()
-    .await
-}
-
 /// [`plain`] with the access log on and the demo sid bridged (its contexts must outlive a
 /// reload).
 fn config(route_to: &str, a: &str, b: &str) -> String {
@@ -131,7 +121,10 @@ fn hangup(process: &GatewayProcess) {
 
 #[tokio::test]
 async fn a_reload_swaps_routes_keeps_subscribers_and_refuses_a_broken_file() {
-    let (a, b) = (named("A").await, named("B").await);
+    let (a, b) = (
+        support::named("A").run().await,
+        support::named("B").run().await,
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, config("a", &a.url(), &b.url())).unwrap();
@@ -356,7 +349,7 @@ async fn a_call_in_flight_finishes_on_the_configuration_it_started_with() {
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let (arrived_tx, mut arrived) = tokio::sync::mpsc::unbounded_channel();
     let a = gated(gate.clone(), arrived_tx).await;
-    let b = named("B").await;
+    let b = support::named("B").run().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, plain("a", &a, &b.url(), "", "")).unwrap();
@@ -397,7 +390,10 @@ async fn a_call_in_flight_finishes_on_the_configuration_it_started_with() {
 
 #[tokio::test]
 async fn settings_only_a_restart_applies_are_logged_as_such_and_the_old_listener_serves() {
-    let (a, b) = (named("A").await, named("B").await);
+    let (a, b) = (
+        support::named("A").run().await,
+        support::named("B").run().await,
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, plain("a", &a.url(), &b.url(), "", "")).unwrap();
@@ -470,7 +466,10 @@ async fn pages() -> String {
 
 #[tokio::test]
 async fn a_reload_that_adds_cors_and_a_passthrough_serves_them_to_the_next_request() {
-    let (a, b) = (named("A").await, named("B").await);
+    let (a, b) = (
+        support::named("A").run().await,
+        support::named("B").run().await,
+    );
     let legacy = pages().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");

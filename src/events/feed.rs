@@ -172,6 +172,7 @@ impl Reader {
         let pool = Arc::new(pool);
         let first = Duration::from_millis(cfg.reconnect_ms);
         let mut backoff = first;
+        let shown = crate::util::redact::url(&cfg.source);
         loop {
             let target = resume_target(pool.path(), self.last_id.as_deref());
             let mut headers = vec![("accept", "application/x-ndjson, text/event-stream;q=0.9")];
@@ -194,13 +195,13 @@ impl Reader {
                         .is_some_and(|ct| ct.starts_with("text/event-stream"));
                     self.consume(resp.body, sse).await;
                     feed.connected.store(false, Ordering::Relaxed);
-                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), "the event feed ended; reconnecting");
+                    tracing::warn!(source = %shown, "the event feed ended; reconnecting");
                 }
                 Ok(resp) => {
-                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), status = %resp.status, "the event feed refused")
+                    tracing::warn!(source = %shown, status = %resp.status, "the event feed refused")
                 }
                 Err(e) => {
-                    tracing::warn!(source = %crate::util::redact::url(&cfg.source), error = %e, "cannot reach the event feed")
+                    tracing::warn!(source = %shown, error = %e, "cannot reach the event feed")
                 }
             }
             tokio::time::sleep(backoff).await;

@@ -368,6 +368,19 @@ mod tests {
         out
     }
 
+    /// `body` cut at the points `cuts` pick, in order.
+    fn pieces<'a>(body: &'a [u8], cuts: &[prop::sample::Index]) -> Vec<&'a [u8]> {
+        let mut at: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
+        at.sort();
+        let mut chunks = Vec::new();
+        let mut from = 0;
+        for a in at.into_iter().chain([body.len()]) {
+            chunks.push(&body[from..a]);
+            from = a;
+        }
+        chunks
+    }
+
     proptest! {
         /// NDJSON cut anywhere under any cap: the model's lines.
         #[test]
@@ -376,14 +389,7 @@ mod tests {
             cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
             max in 1usize..40,
         ) {
-            let mut at: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
-            at.sort();
-            let mut chunks = Vec::new();
-            let mut from = 0;
-            for a in at.into_iter().chain([body.len()]) {
-                chunks.push(&body[from..a]);
-                from = a;
-            }
+            let chunks = pieces(&body, &cuts);
             prop_assert_eq!(cut(Framing::Ndjson, max, &chunks).0, ndjson_model(&body, max));
         }
 
@@ -395,14 +401,7 @@ mod tests {
             cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
             max in 1usize..40,
         ) {
-            let mut at: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
-            at.sort();
-            let mut chunks = Vec::new();
-            let mut from = 0;
-            for a in at.into_iter().chain([body.len()]) {
-                chunks.push(&body[from..a]);
-                from = a;
-            }
+            let chunks = pieces(&body, &cuts);
             let whole = cut(Framing::Sse, max, &[&body]).0;
             let split = cut(Framing::Sse, max, &chunks).0;
             prop_assert_eq!(normal(&split), normal(&whole));

@@ -125,13 +125,9 @@ impl Proxies {
     /// Whether the client came over TLS: to this listener (`tls`), or to the trusted proxy
     /// `peer` as it says.
     pub fn over_tls(&self, tls: bool, peer: Option<IpAddr>, headers: &impl Values) -> bool {
-        if !peer.is_some_and(|p| self.trusted.contains(p)) {
-            return tls;
-        }
-        match self.claimed(peer, headers).proto {
-            Some(p) => p.eq_ignore_ascii_case("https"),
-            None => tls,
-        }
+        self.claimed(peer, headers)
+            .proto
+            .map_or(tls, |p| p.eq_ignore_ascii_case("https"))
     }
 }
 

@@ -167,7 +167,7 @@ pub fn parse_head_with(
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             encoded = true;
             // Only the last coding decides whether the body is chunked.
-            chunked = tokens(h.value).last().is_some_and(|t| t == "chunked");
+            chunked = last_token(h.value).eq_ignore_ascii_case(b"chunked");
         } else if h.name.eq_ignore_ascii_case("connection") {
             connection.read(h.value);
         }
@@ -196,12 +196,13 @@ pub fn parse_head_with(
     }))
 }
 
-/// The comma-separated tokens of a header value, trimmed and lowercased.
-fn tokens(value: &[u8]) -> impl Iterator<Item = String> + '_ {
+/// The last non-empty comma-separated token of a header value, trimmed (empty when none).
+fn last_token(value: &[u8]) -> &[u8] {
     value
         .split(|b| *b == b',')
-        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
-        .filter(|t| !t.is_empty())
+        .map(<[u8]>::trim_ascii)
+        .rfind(|t| !t.is_empty())
+        .unwrap_or_default()
 }
 
 /// Where a chunked body's decoding stands. Public for the fuzz targets (`fuzz/`).

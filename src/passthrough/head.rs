@@ -83,8 +83,7 @@ pub(crate) fn hop<'a>(
 ) -> Hop<'a> {
     let host = headers
         .first(&header::HOST)
-        .filter(|h| h.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b)))
-        .and_then(|h| std::str::from_utf8(h).ok())
+        .and_then(crate::http::headers::visible)
         .or(uri_host);
     Hop {
         peer: origin.peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),

@@ -33,8 +33,10 @@ fn origin(state: &AppState, parts: &Parts) -> (bool, Option<String>) {
     let host = header_str(&parts.headers, &header::HOST)
         .or_else(|| parts.uri.authority().map(|a| a.as_str()));
     let peer = parts.extensions.get::<Peer>().map(|p| p.0.ip());
-    let https = state.proxies.over_tls(tls, peer, &parts.headers);
     let claims = state.proxies.claimed(peer, &parts.headers);
+    let https = claims
+        .proto
+        .map_or(tls, |p| p.eq_ignore_ascii_case("https"));
     (https, claims.host.or_else(|| host.map(str::to_owned)))
 }
 

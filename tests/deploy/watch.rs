@@ -15,16 +15,6 @@ use crate::support::{self, GatewayProcess};
 /// How long a change may take to be seen (the watcher waits for the directory to go quiet).
 const WAIT: Duration = Duration::from_secs(15);
 
-/// A JSON-RPC upstream that answers `{"via": name}`.
-async fn named(name: &'static str) -> support::Listening {
-    support::upstream(move |req| {
-        let body = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"via": name}});
-        (axum::http::StatusCode::OK, body.to_string())
-    })
-    .run()
-    .await
-}
-
 /// A configuration routing every method to `url`, with the file watched.
 fn routing_to(url: &str) -> String {
     format!(
@@ -64,7 +54,10 @@ async fn via(http: &reqwest::Client, url: &str) -> String {
 
 #[tokio::test]
 async fn a_configmap_swap_reloads_and_a_broken_one_keeps_the_last_good() {
-    let (a, b) = (named("A").await, named("B").await);
+    let (a, b) = (
+        support::named("A").run().await,
+        support::named("B").run().await,
+    );
     let mount = tempfile::tempdir().unwrap();
     let dir = mount.path();
     kubelet_update(dir, 1, &routing_to(&a.url()));
@@ -134,7 +127,10 @@ async fn a_configmap_swap_reloads_and_a_broken_one_keeps_the_last_good() {
 /// A plain file edited in place, then replaced by a rename (as editors save), reloads too.
 #[tokio::test]
 async fn an_edited_or_renamed_over_file_reloads() {
-    let (a, b) = (named("A").await, named("B").await);
+    let (a, b) = (
+        support::named("A").run().await,
+        support::named("B").run().await,
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, routing_to(&a.url())).unwrap();

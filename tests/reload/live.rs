@@ -4,12 +4,12 @@
 use serde_json::json;
 use wiregate::config::Dialect;
 
-use super::named;
 use crate::support;
+use crate::support::named;
 
 #[tokio::test]
 async fn running_gateway_reads_the_reloaded_upstreams() {
-    let (a, b) = (named("a").await, named("b").await);
+    let (a, b) = (named("a").run().await, named("b").run().await);
     let gw = support::routing_all_to(&a.url(), Dialect::Jsonrpc)
         .start()
         .await;

@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 
-use crate::{named, plain, support, until_true, Running, BIN, WAIT};
+use crate::support::named;
+use crate::{plain, support, until_true, Running, BIN, WAIT};
 
 /// `wiregate` run with `args`: whether it exited 0, its stdout as JSON (null when it printed
 /// none), its stderr.
@@ -20,7 +21,7 @@ async fn wiregate(args: &[&str]) -> (bool, Value, String) {
 
 #[tokio::test]
 async fn wiregate_reload_reaches_a_tls_listener_that_requires_client_certificates() {
-    let (a, b) = (named("A").await, named("B").await);
+    let (a, b) = (named("A").run().await, named("B").run().await);
     let pki = support::pki::Pki::new("reload");
     let (cert, key) = pki.issue("gateway", &["127.0.0.1", "localhost"]).paths();
     let (client_cert, client_key) = pki.issue("operator", &["operator"]).paths();

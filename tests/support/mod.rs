@@ -26,7 +26,7 @@ pub use gateway::{
 pub use sid::{fake_sid, processes_tagged, text_message};
 pub use sse::{SseEvent, SseReader};
 pub use upstream::{
-    black_hole, dead_url, jsonrpc_echo, legacy_echo, upstream, Handler, Listening, Seen,
+    black_hole, dead_url, jsonrpc_echo, legacy_echo, named, upstream, Handler, Listening, Seen,
     UpstreamBuilder,
 };
 pub use wait::{until, until_true};

@@ -102,6 +102,15 @@ pub fn upstream(
     }
 }
 
+/// A JSON-RPC upstream answering every call with `{"via": name}`: which upstream a route
+/// reached.
+pub fn named(name: &'static str) -> UpstreamBuilder {
+    upstream(move |req| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": req["id"], "result": {"via": name}});
+        (StatusCode::OK, body.to_string())
+    })
+}
+
 /// A legacy upstream answering `data` = `{"op": operation, "params": params}`, or a
 /// `NOT_FOUND` error for the operation `missing`, echoing `request_id` and `timing_ms: 7`.
 pub fn legacy_echo() -> UpstreamBuilder {
