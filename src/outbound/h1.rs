@@ -114,6 +114,9 @@ pub struct Parsed {
     pub framing: Framing,
     /// Whether the connection may carry another request after this answer.
     pub keep_alive: bool,
+    /// Whether the answer said the connection ends (`Connection: close`, or HTTP/1.0 without
+    /// keep-alive): a pipelined connection then stops sending the requests behind it.
+    pub ends: bool,
 }
 
 /// Parses an answer head from the front of `buf`; `None` when it is not complete yet. Public for
@@ -193,6 +196,7 @@ pub fn parse_head_with(
         len,
         framing,
         keep_alive,
+        ends: !keep_alive && (connection.close || resp.version == Some(0)),
     }))
 }
 

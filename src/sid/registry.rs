@@ -128,11 +128,29 @@ impl Bridge {
             return Err(GatewayError::TooManyContexts(self.cfg.max_contexts));
         }
         self.within_quota(&contexts, owner)?;
-        let ctx = Context::new(
+        let queue = crate::events::ReplayLog::new(self.cfg.replay_events)
+            .with_max_subscribers(self.cfg.max_subscribers);
+        let ctx = self.stdio_context(id, queue, owner)?;
+        ctx.spawn_child(&self.cfg.command, None).map_err(|e| {
+            GatewayError::SidUnavailable(format!("cannot start {:?}: {e}", self.cfg.command))
+        })?;
+        contexts.insert(ctx.id.clone(), ctx.clone());
+        metrics::gauge!("wiregate_sid_contexts").set(contexts.len() as f64);
+        Ok(ctx)
+    }
+
+    /// A context `id` of a child of `sid.command`, not yet started, whose events go into
+    /// `queue`: `owner`'s when there is one, and exported to the replicas with `[cluster]`.
+    pub(super) fn stdio_context(
+        &self,
+        id: String,
+        queue: crate::events::ReplayLog,
+        owner: Option<&str>,
+    ) -> Result<Arc<Context>, GatewayError> {
+        let ctx = Context::with_queue(
             id,
             Transport::Stdio(self.cfg.command.clone()),
-            self.cfg.replay_events,
-            self.cfg.max_subscribers,
+            queue,
             self.cfg.max_queued_requests,
             Duration::from_millis(self.cfg.lag_grace_ms),
             self.cfg.max_line_bytes,
@@ -141,11 +159,6 @@ impl Bridge {
             let _ = ctx.owner.set(o.into());
         }
         self.export(&ctx)?;
-        ctx.spawn_child(&self.cfg.command, None).map_err(|e| {
-            GatewayError::SidUnavailable(format!("cannot start {:?}: {e}", self.cfg.command))
-        })?;
-        contexts.insert(ctx.id.clone(), ctx.clone());
-        metrics::gauge!("wiregate_sid_contexts").set(contexts.len() as f64);
         Ok(ctx)
     }
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::context::Context;
-use super::reach::Transport;
 use super::{Bridge, Opened};
 use crate::cluster::lease::{self, Holder};
 use crate::cluster::log::{self, Exporter, Mirrors};
@@ -271,19 +270,9 @@ impl Bridge {
             if full {
                 None
             } else {
-                let ctx = Context::with_queue(
-                    ctx_id.to_owned(),
-                    Transport::Stdio(self.cfg.command.clone()),
-                    queue,
-                    self.cfg.max_queued_requests,
-                    Duration::from_millis(self.cfg.lag_grace_ms),
-                    self.cfg.max_line_bytes,
-                );
-                if let Some(o) = owner {
-                    let _ = ctx.owner.set(o.into());
-                }
-                self.export(&ctx)?;
+                let ctx = self.stdio_context(ctx_id.to_owned(), queue, owner.as_deref())?;
                 contexts.insert(ctx.id.clone(), ctx.clone());
+                metrics::gauge!("wiregate_sid_contexts").set(contexts.len() as f64);
                 Some(ctx)
             }
         };

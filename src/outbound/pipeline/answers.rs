@@ -3,7 +3,6 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::http::headers::ConnectionOptions;
 use crate::outbound::h1::{self, Chunked, Framing, Parsed};
 
 /// The next complete answer at the front of `read`, consumed, and whether it declared that the
@@ -14,18 +13,12 @@ use crate::outbound::h1::{self, Chunked, Framing, Parsed};
 /// ([`Task::closed`](super::Task::closed)).
 pub(super) fn next_answer(
     read: &mut BytesMut,
-    head: &mut Option<(Parsed, bool, Chunked)>,
+    head: &mut Option<(Parsed, Chunked)>,
     limit: usize,
 ) -> Result<Option<(h1::Answer, bool)>, h1::Error> {
     if head.is_none() {
         loop {
-            let mut connection = ConnectionOptions::default();
-            let http10 = read.starts_with(b"HTTP/1.0 ");
-            let parsed = h1::parse_head_with(read, |name, value| {
-                if name.eq_ignore_ascii_case(b"connection") {
-                    connection.read(value);
-                }
-            })?;
+            let parsed = h1::parse_head(read)?;
             let Some(p) = parsed else {
                 if read.len() > h1::MAX_HEAD {
                     return Err(h1::Error::Malformed("answer head too large"));
@@ -39,12 +32,11 @@ pub(super) fn next_answer(
             if p.status.is_informational() {
                 continue;
             }
-            let ends = !p.keep_alive && (connection.close || http10);
-            *head = Some((p, ends, Chunked::default()));
+            *head = Some((p, Chunked::default()));
             break;
         }
     }
-    let (parsed, _, chunked) = head.as_mut().expect("a head");
+    let (parsed, chunked) = head.as_mut().expect("a head");
     let status = parsed.status;
     let body = match parsed.framing {
         Framing::Empty => Bytes::new(),
@@ -64,7 +56,8 @@ pub(super) fn next_answer(
         Framing::Close if read.len() > limit => return Err(h1::Error::TooLarge { status, limit }),
         Framing::Close => return Ok(None),
     };
-    let (parsed, ends, _) = head.take().expect("a head");
+    let (parsed, _) = head.take().expect("a head");
+    let ends = parsed.ends;
     Ok(Some((
         h1::Answer {
             status,

@@ -193,7 +193,7 @@ struct Open {
     /// `out` while it is not written whole.
     waiting: VecDeque<(Call, Option<(usize, usize)>)>,
     /// The head of the answer being read, when it is complete and its body is not.
-    head: Option<(Parsed, bool, Chunked)>,
+    head: Option<(Parsed, Chunked)>,
     last_used: std::time::Instant,
     /// Answers were read since the last write and more are awaited: the ACK is due by the ACK
     /// timer unless a write carries it first.
@@ -446,7 +446,8 @@ impl Task {
     /// The upstream closed the connection: a close-delimited answer ends here; the calls
     /// written behind an answer that said it ends the connection are not processed.
     fn closed(&mut self, mut c: Open) {
-        if let Some((parsed, ends, _)) = c.head.take() {
+        if let Some((parsed, _)) = c.head.take() {
+            let ends = parsed.ends;
             if parsed.framing == Framing::Close {
                 if let Some((call, _)) = c.waiting.pop_front() {
                     let body = c.read.split().freeze();
